@@ -1,0 +1,682 @@
+/*-------------------------------------------------------------------------
+ *
+ * backend.c
+ *		The backend side: what this backend holds, its scopes, and the
+ *		request/wait handshake with the worker.
+ *
+ * Reentrancy and scope never cost a ZooKeeper round trip: a backend keeps
+ * its locks in a local hash table keyed by (resource, mode) with a session
+ * count and a stack of transaction-level holds (one per acquisition, tagged
+ * with the subtransaction that took it), exactly as PostgreSQL counts
+ * advisory locks.  One shared entry, hence one lock node, backs each local
+ * lock however often it is taken.
+ *
+ * Ending a hold never raises an ERROR: after the commit record is written an
+ * ERROR would be a PANIC.  Releases are handed to the worker (the entry goes
+ * to RELEASING) and never waited for.  What may fail is checked earlier, at
+ * XACT_EVENT_PRE_COMMIT (the commit fence: a lost lock fails the commit) and
+ * XACT_EVENT_PRE_PREPARE (PREPARE with transaction locks is refused).
+ *
+ * A wait is interruptible: query cancel, statement_timeout, lock_timeout
+ * (armed here, since core arms it only around its own waits) and the
+ * caller's timeout end it, and the request is withdrawn so that the worker
+ * removes the waiter's node.  A FATAL (pg_terminate_backend) skips PG_CATCH,
+ * so an exit callback withdraws the pending request and releases every lock.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "commands/dbcommands.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/dsm.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
+
+#include "zklock.h"
+
+typedef struct LocalLockKey
+{
+	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
+	ZkLockMode	mode;
+} LocalLockKey;
+
+typedef struct LocalLock
+{
+	LocalLockKey key;			/* hash key; must be first */
+	int			idx;			/* shared entry */
+	uint32		generation;		/* of that entry when granted */
+	int64		token;
+	int			session_count;
+	int			nxact;			/* transaction-level holds */
+	int			maxxact;
+	SubTransactionId *xact_subids;	/* who took each of them */
+} LocalLock;
+
+static HTAB *local_locks = NULL;
+static bool backend_ready = false;
+
+/* the request this backend is waiting for, for the exit callback */
+static int	pending_idx = -1;
+static uint32 pending_gen = 0;
+
+static void xact_callback(XactEvent event, void *arg);
+static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+							 SubTransactionId parentSubid, void *arg);
+static void backend_exit(int code, Datum arg);
+
+/*
+ * First use in this backend: check that zklock can work at all, then set up
+ * the local table and the callbacks.
+ */
+void
+zklock_backend_init(void)
+{
+	HASHCTL		ctl;
+
+	if (zklock_shared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock is not loaded"),
+				 errhint("Add zklock to shared_preload_libraries and restart the server.")));
+	if (backend_ready)
+		return;
+
+	ctl.keysize = sizeof(LocalLockKey);
+	ctl.entrysize = sizeof(LocalLock);
+	ctl.hcxt = TopMemoryContext;
+	local_locks = hash_create("zklock local locks", 16, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	RegisterXactCallback(xact_callback, NULL);
+	RegisterSubXactCallback(subxact_callback, NULL);
+	before_shmem_exit(backend_exit, (Datum) 0);
+	backend_ready = true;
+}
+
+static void
+make_key(LocalLockKey *key, const char *resource, ZkLockMode mode)
+{
+	memset(key, 0, sizeof(*key));
+	strlcpy(key->resource, resource, sizeof(key->resource));
+	key->mode = mode;
+}
+
+/*
+ * Give an entry back: a pending or held one goes to the worker for its node
+ * to be deleted; a finished one is freed here.  Never raises an ERROR.
+ */
+static void
+withdraw(int idx, uint32 generation)
+{
+	ZkLockEntry *e;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	e = &zklock_shared->entries[idx];
+	if (e->generation == generation)
+	{
+		switch (e->state)
+		{
+			case ZKE_REQUESTED:
+			case ZKE_GRANTED:
+			case ZKE_LOST:
+				e->state = ZKE_RELEASING;
+				zklock_enqueue(idx);
+				zklock_wake_worker();
+				break;
+			case ZKE_NOT_GRANTED:
+			case ZKE_FAILED:
+			case ZKE_DONE:
+				zklock_entry_free(idx);
+				break;
+			case ZKE_FREE:
+			case ZKE_RELEASING:
+				break;
+		}
+	}
+	LWLockRelease(zklock_shared->lock);
+}
+
+/*
+ * Hand a filled entry to the worker.  The caller has allocated it under the
+ * lock and still holds the lock.
+ */
+static void
+submit(int idx)
+{
+	zklock_shared->entries[idx].state = ZKE_REQUESTED;
+	zklock_enqueue(idx);
+	zklock_wake_worker();
+	pending_idx = idx;
+	pending_gen = zklock_shared->entries[idx].generation;
+}
+
+/*
+ * Wait until the worker has answered the pending request, or until
+ * timeout_ms (-1: no limit) has passed: then withdraw it and raise 55P03.
+ * An ERROR or FATAL raised while waiting withdraws it too.
+ */
+static ZkEntryState
+wait_for_answer(const char *resource, int timeout_ms, bool lock_timeout)
+{
+	int			idx = pending_idx;
+	uint32		gen = pending_gen;
+	TimestampTz deadline = 0;
+	ZkEntryState state;
+
+	if (timeout_ms >= 0)
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											   timeout_ms);
+	PG_TRY();
+	{
+		if (lock_timeout && LockTimeout > 0)
+			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
+		for (;;)
+		{
+			long		sleep_ms = 1000;
+
+			LWLockAcquire(zklock_shared->lock, LW_SHARED);
+			state = zklock_shared->entries[idx].state;
+			LWLockRelease(zklock_shared->lock);
+			if (state != ZKE_REQUESTED)
+				break;
+
+			if (deadline != 0)
+			{
+				TimestampTz now = GetCurrentTimestamp();
+
+				if (now >= deadline)
+					ereport(ERROR,
+							(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+							 errmsg("could not obtain zklock lock on resource \"%s\" within %d ms",
+									resource, timeout_ms)));
+				sleep_ms = Min(sleep_ms,
+							   TimestampDifferenceMilliseconds(now, deadline) + 1);
+			}
+
+			(void) WaitLatch(MyLatch,
+							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 sleep_ms, ZKLOCK_WAIT_EVENT);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (lock_timeout && LockTimeout > 0)
+			disable_timeout(LOCK_TIMEOUT, false);
+	}
+	PG_CATCH();
+	{
+		if (lock_timeout && LockTimeout > 0)
+			disable_timeout(LOCK_TIMEOUT, false);
+		withdraw(idx, gen);
+		pending_idx = -1;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	pending_idx = -1;
+	return state;
+}
+
+/* Raise the worker's error for a FAILED entry, after freeing it */
+static void
+raise_failure(int idx, const char *what)
+{
+	char		msg[ZKLOCK_MAX_ERROR_LEN + 1];
+	int			sqlstate;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	strlcpy(msg, zklock_shared->entries[idx].error, sizeof(msg));
+	sqlstate = zklock_shared->entries[idx].sqlstate;
+	zklock_entry_free(idx);
+	LWLockRelease(zklock_shared->lock);
+
+	ereport(ERROR,
+			(errcode(sqlstate ? sqlstate : ERRCODE_INTERNAL_ERROR),
+			 errmsg("could not %s: %s", what, msg),
+			 sqlstate == ERRCODE_CONNECTION_FAILURE ?
+			 errhint("Check that ZooKeeper is running at zklock.hosts = '%s'; zk_lock_status shows the worker's view.",
+					 zklock_hosts) : 0));
+}
+
+/* Who holds the node: key=value lines, read back by zk_locks */
+static void
+describe_holder(char *buf, size_t buflen, bool session)
+{
+	StringInfoData s;
+	const char *query = debug_query_string ? debug_query_string : "";
+	char	   *dbname = get_database_name(MyDatabaseId);
+	int			room;
+
+	initStringInfo(&s);
+	appendStringInfo(&s, "instance=%s\npid=%d\ndatabase=%s\nuser=%s\napplication=%s\nvxid=%d/%u\nscope=%s\nsince=%s\nquery=",
+					 zklock_instance_name(), MyProcPid,
+					 dbname ? dbname : "",
+					 GetUserNameFromId(GetUserId(), false),
+					 application_name ? application_name : "",
+					 MyProc->backendId, MyProc->lxid,
+					 session ? "session" : "transaction",
+					 timestamptz_to_str(GetCurrentTimestamp()));
+	room = (int) buflen - 1 - s.len;
+	for (const char *q = query; *q && room > 0; q++, room--)
+		appendStringInfoChar(&s, (*q == '\n' || *q == '\r') ? ' ' : *q);
+	if (s.len > (int) buflen - 1)
+	{
+		/* cut on a character boundary */
+		int			cut = pg_mbcliplen(s.data, s.len, buflen - 1);
+
+		s.data[cut] = '\0';
+	}
+	else
+	{
+		/* the query may have been cut inside a multibyte character */
+		s.data[pg_mbcliplen(s.data, s.len, s.len)] = '\0';
+	}
+	strlcpy(buf, s.data, buflen);
+	pfree(s.data);
+}
+
+/*
+ * Take a lock.  Returns its fencing token; *acquired is false only when
+ * wait is false and the lock is held elsewhere (try-lock).
+ */
+int64
+zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
+			int timeout_ms, bool *acquired)
+{
+	LocalLockKey key;
+	LocalLock  *lock;
+	bool		found;
+	int			idx;
+	ZkLockEntry *e;
+	ZkEntryState state;
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+
+	zklock_backend_init();
+	zklock_check_resource(resource);
+	*acquired = false;
+
+	/* held already: stack it, no round trip */
+	make_key(&key, resource, mode);
+	lock = hash_search(local_locks, &key, HASH_FIND, NULL);
+	if (lock)
+	{
+		LWLockAcquire(zklock_shared->lock, LW_SHARED);
+		state = zklock_shared->entries[lock->idx].state;
+		LWLockRelease(zklock_shared->lock);
+		if (state == ZKE_LOST)
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("zklock lock on resource \"%s\" was lost", resource),
+					 errdetail("Its ZooKeeper node is gone: the session expired, the worker restarted, or the node was deleted."),
+					 errhint("Release it with zk_lock_release() or end the transaction, then acquire it again.")));
+	}
+	else
+	{
+		LocalLockKey other;
+
+		make_key(&other, resource,
+				 mode == ZKLOCK_SHARED ? ZKLOCK_EXCLUSIVE : ZKLOCK_SHARED);
+		if (hash_search(local_locks, &other, HASH_FIND, NULL))
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("zklock resource \"%s\" is already held in %s mode by this session",
+							resource, zklock_mode_name(other.mode)),
+					 errdetail("Taking it in %s mode too would wait for this session itself.",
+							   zklock_mode_name(mode)),
+					 errhint("Release the %s lock first.", zklock_mode_name(other.mode))));
+
+		describe_holder(data, sizeof(data), session);
+
+		/* ask the worker */
+		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+		if (zklock_shared->worker_pid == 0)
+		{
+			LWLockRelease(zklock_shared->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("zklock worker is not running"),
+					 errhint("The server log says why; the worker is restarted after a second.")));
+		}
+		idx = zklock_entry_alloc();
+		if (idx < 0)
+		{
+			LWLockRelease(zklock_shared->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of zklock lock entries"),
+					 errhint("You might need to increase zklock.max_locks_per_backend.")));
+		}
+		e = &zklock_shared->entries[idx];
+		e->kind = wait ? ZKR_ACQUIRE : ZKR_TRY_ACQUIRE;
+		e->mode = mode;
+		e->owner_procno = ZKLOCK_MY_PROCNO;
+		e->owner_pid = MyProcPid;
+		strlcpy(e->resource, resource, sizeof(e->resource));
+		strlcpy(e->data, data, sizeof(e->data));
+		submit(idx);
+		LWLockRelease(zklock_shared->lock);
+
+		state = wait_for_answer(resource, wait ? timeout_ms : -1, wait);
+
+		if (state == ZKE_NOT_GRANTED)
+		{
+			withdraw(idx, pending_gen);
+			return 0;
+		}
+		if (state == ZKE_FAILED)
+			raise_failure(idx, psprintf("acquire zklock lock on resource \"%s\"", resource));
+
+		lock = hash_search(local_locks, &key, HASH_ENTER, &found);
+		Assert(!found);
+		lock->idx = idx;
+		LWLockAcquire(zklock_shared->lock, LW_SHARED);
+		lock->generation = zklock_shared->entries[idx].generation;
+		lock->token = zklock_shared->entries[idx].token;
+		LWLockRelease(zklock_shared->lock);
+		lock->session_count = 0;
+		lock->nxact = 0;
+		lock->maxxact = 0;
+		lock->xact_subids = NULL;
+	}
+
+	if (session)
+		lock->session_count++;
+	else
+	{
+		if (lock->nxact >= lock->maxxact)
+		{
+			int			newmax = Max(4, lock->maxxact * 2);
+
+			lock->xact_subids = lock->xact_subids ?
+				repalloc(lock->xact_subids, newmax * sizeof(SubTransactionId)) :
+				MemoryContextAlloc(TopMemoryContext,
+								   newmax * sizeof(SubTransactionId));
+			lock->maxxact = newmax;
+		}
+		lock->xact_subids[lock->nxact++] = GetCurrentSubTransactionId();
+	}
+	*acquired = true;
+	return lock->token;
+}
+
+/* Drop a local lock whose counts reached zero, and its node */
+static void
+forget(LocalLock *lock)
+{
+	withdraw(lock->idx, lock->generation);
+	if (lock->xact_subids)
+		pfree(lock->xact_subids);
+	hash_search(local_locks, &lock->key, HASH_REMOVE, NULL);
+}
+
+static bool
+is_lost(LocalLock *lock)
+{
+	bool		lost;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	lost = zklock_shared->entries[lock->idx].generation == lock->generation &&
+		zklock_shared->entries[lock->idx].state == ZKE_LOST;
+	LWLockRelease(zklock_shared->lock);
+	return lost;
+}
+
+/*
+ * Release one session-level hold, like pg_advisory_unlock.
+ */
+bool
+zklock_unlock(const char *resource, ZkLockMode mode)
+{
+	LocalLockKey key;
+	LocalLock  *lock;
+
+	zklock_backend_init();
+	zklock_check_resource(resource);
+	make_key(&key, resource, mode);
+	lock = hash_search(local_locks, &key, HASH_FIND, NULL);
+	if (lock == NULL || lock->session_count == 0)
+	{
+		ereport(WARNING,
+				(errmsg("you don't own a session-level zklock lock on resource \"%s\" in %s mode",
+						resource, zklock_mode_name(mode))));
+		return false;
+	}
+	if (is_lost(lock))
+		ereport(WARNING,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("zklock lock on resource \"%s\" had been lost before this release",
+						resource)));
+	lock->session_count--;
+	if (lock->session_count == 0 && lock->nxact == 0)
+		forget(lock);
+	return true;
+}
+
+/*
+ * Release every session-level hold, like pg_advisory_unlock_all.  Returns
+ * the number of locks whose session-level holds were released.
+ */
+int
+zklock_unlock_all(void)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *lock;
+	int			n = 0;
+
+	zklock_backend_init();
+	hash_seq_init(&seq, local_locks);
+	while ((lock = hash_seq_search(&seq)) != NULL)
+	{
+		if (lock->session_count == 0)
+			continue;
+		n++;
+		lock->session_count = 0;
+		if (lock->nxact == 0)
+			forget(lock);
+	}
+	return n;
+}
+
+/*
+ * Transaction end: every transaction-level hold goes.  Before the commit,
+ * the fence: a lost lock fails the commit.
+ */
+static void
+xact_callback(XactEvent event, void *arg)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *lock;
+
+	if (local_locks == NULL || hash_get_num_entries(local_locks) == 0)
+		return;
+
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PARALLEL_PRE_COMMIT:
+			hash_seq_init(&seq, local_locks);
+			while ((lock = hash_seq_search(&seq)) != NULL)
+			{
+				if (lock->nxact > 0 && is_lost(lock))
+				{
+					hash_seq_term(&seq);
+					ereport(ERROR,
+							(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+							 errmsg("zklock lock on resource \"%s\" was lost; the transaction cannot commit",
+									lock->key.resource),
+							 errdetail("Another holder may have been granted the lock since.")));
+				}
+			}
+			break;
+
+		case XACT_EVENT_PRE_PREPARE:
+			hash_seq_init(&seq, local_locks);
+			while ((lock = hash_seq_search(&seq)) != NULL)
+			{
+				if (lock->nxact > 0)
+				{
+					hash_seq_term(&seq);
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("cannot PREPARE a transaction that holds zklock transaction-level locks")));
+				}
+			}
+			break;
+
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			hash_seq_init(&seq, local_locks);
+			while ((lock = hash_seq_search(&seq)) != NULL)
+			{
+				lock->nxact = 0;
+				if (lock->session_count == 0)
+					forget(lock);
+			}
+			break;
+
+		default:
+			break;
+	}
+}
+
+/*
+ * Subtransactions: ROLLBACK TO releases what the subtransaction took;
+ * RELEASE hands its holds to the parent.
+ */
+static void
+subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+				 SubTransactionId parentSubid, void *arg)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *lock;
+
+	if (local_locks == NULL)
+		return;
+	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
+		return;
+
+	hash_seq_init(&seq, local_locks);
+	while ((lock = hash_seq_search(&seq)) != NULL)
+	{
+		int			kept = 0;
+
+		for (int i = 0; i < lock->nxact; i++)
+		{
+			if (lock->xact_subids[i] != mySubid)
+				lock->xact_subids[kept++] = lock->xact_subids[i];
+			else if (event == SUBXACT_EVENT_COMMIT_SUB)
+				lock->xact_subids[kept++] = parentSubid;
+		}
+		lock->nxact = kept;
+		if (lock->nxact == 0 && lock->session_count == 0)
+			forget(lock);
+	}
+}
+
+/*
+ * Backend exit, FATAL included: withdraw the pending request and release
+ * everything held.
+ */
+static void
+backend_exit(int code, Datum arg)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *lock;
+
+	if (pending_idx >= 0)
+		withdraw(pending_idx, pending_gen);
+	pending_idx = -1;
+	if (local_locks == NULL)
+		return;
+	hash_seq_init(&seq, local_locks);
+	while ((lock = hash_seq_search(&seq)) != NULL)
+		withdraw(lock->idx, lock->generation);
+}
+
+/*
+ * zk_locks: ask the worker to list every lock node under the root.  The
+ * rows come back in a DSM segment; if it was too small, try once more with
+ * the size the worker asked for.
+ */
+char *
+zklock_list_nodes(Size *len)
+{
+	Size		size = 64 * 1024;
+
+	zklock_backend_init();
+	for (int attempt = 0; attempt < 4; attempt++)
+	{
+		dsm_segment *seg = dsm_create(size, 0);
+		int			idx;
+		ZkLockEntry *e;
+		ZkEntryState state;
+		Size		needed;
+		char	   *result = NULL;
+
+		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+		if (zklock_shared->worker_pid == 0)
+		{
+			LWLockRelease(zklock_shared->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("zklock worker is not running")));
+		}
+		idx = zklock_entry_alloc();
+		if (idx < 0)
+		{
+			LWLockRelease(zklock_shared->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of zklock lock entries"),
+					 errhint("You might need to increase zklock.max_locks_per_backend.")));
+		}
+		e = &zklock_shared->entries[idx];
+		e->kind = ZKR_LIST;
+		e->owner_procno = ZKLOCK_MY_PROCNO;
+		e->owner_pid = MyProcPid;
+		e->resource[0] = '\0';
+		e->data[0] = '\0';
+		e->list_handle = dsm_segment_handle(seg);
+		e->list_size = size;
+		submit(idx);
+		LWLockRelease(zklock_shared->lock);
+
+		state = wait_for_answer("(listing)", -1, false);
+		if (state == ZKE_FAILED)
+		{
+			dsm_detach(seg);
+			raise_failure(idx, "list zklock lock nodes");
+		}
+
+		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+		needed = zklock_shared->entries[idx].list_needed;
+		zklock_entry_free(idx);
+		LWLockRelease(zklock_shared->lock);
+
+		if (needed <= size)
+		{
+			result = palloc(needed);
+			memcpy(result, dsm_segment_address(seg), needed);
+			result[needed - 1] = '\0';
+			*len = needed - 1;
+		}
+		dsm_detach(seg);
+		if (result)
+			return result;
+		size = needed + needed / 4;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("could not list zklock lock nodes: the set kept growing")));
+	return NULL;
+}

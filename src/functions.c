@@ -1,0 +1,319 @@
+/*-------------------------------------------------------------------------
+ *
+ * functions.c
+ *		The SQL-callable functions of zklock.
+ *
+ * Each function checks its arguments and calls backend.c; nothing here
+ * knows about ZooKeeper or shared memory beyond reading the status.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "zklock.h"
+
+PG_FUNCTION_INFO_V1(zklock_acquire);
+PG_FUNCTION_INFO_V1(zklock_try_acquire);
+PG_FUNCTION_INFO_V1(zklock_acquire_session);
+PG_FUNCTION_INFO_V1(zklock_try_acquire_session);
+PG_FUNCTION_INFO_V1(zklock_release);
+PG_FUNCTION_INFO_V1(zklock_release_all);
+PG_FUNCTION_INFO_V1(zklock_nodes);
+PG_FUNCTION_INFO_V1(zklock_status);
+
+/* resource and mode arguments; NULLs are errors, not silent NULLs */
+static char *
+resource_arg(FunctionCallInfo fcinfo)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("zklock resource name must not be null")));
+	return text_to_cstring(PG_GETARG_TEXT_PP(0));
+}
+
+static ZkLockMode
+mode_arg(FunctionCallInfo fcinfo)
+{
+	if (PG_NARGS() < 2)
+		return ZKLOCK_EXCLUSIVE;
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("zklock lock mode must not be null"),
+				 errhint("The mode is 'exclusive' or 'shared'.")));
+	return zklock_parse_mode(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+}
+
+/* the timeout argument in milliseconds; -1 for none (NULL) */
+static int
+timeout_arg(FunctionCallInfo fcinfo)
+{
+	Interval   *span;
+	double		ms;
+
+	if (PG_NARGS() < 3 || PG_ARGISNULL(2))
+		return -1;
+	span = PG_GETARG_INTERVAL_P(2);
+	ms = (double) span->time / 1000.0 +
+		((double) span->day + (double) span->month * DAYS_PER_MONTH) *
+		SECS_PER_DAY * 1000.0;
+	if (ms < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock timeout must not be negative")));
+	if (ms > INT_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock timeout is too large"),
+				 errhint("Use NULL to wait without a limit.")));
+	return (int) ms;
+}
+
+static Datum
+lock_common(FunctionCallInfo fcinfo, bool session, bool wait)
+{
+	char	   *resource = resource_arg(fcinfo);
+	ZkLockMode	mode = mode_arg(fcinfo);
+	int			timeout_ms = wait ? timeout_arg(fcinfo) : -1;
+	bool		acquired;
+	int64		token;
+
+	token = zklock_lock(resource, mode, session, wait, timeout_ms, &acquired);
+	if (!acquired)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
+}
+
+Datum
+zklock_acquire(PG_FUNCTION_ARGS)
+{
+	return lock_common(fcinfo, false, true);
+}
+
+Datum
+zklock_try_acquire(PG_FUNCTION_ARGS)
+{
+	return lock_common(fcinfo, false, false);
+}
+
+Datum
+zklock_acquire_session(PG_FUNCTION_ARGS)
+{
+	return lock_common(fcinfo, true, true);
+}
+
+Datum
+zklock_try_acquire_session(PG_FUNCTION_ARGS)
+{
+	return lock_common(fcinfo, true, false);
+}
+
+Datum
+zklock_release(PG_FUNCTION_ARGS)
+{
+	char	   *resource = resource_arg(fcinfo);
+	ZkLockMode	mode = mode_arg(fcinfo);
+
+	PG_RETURN_BOOL(zklock_unlock(resource, mode));
+}
+
+Datum
+zklock_release_all(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(zklock_unlock_all());
+}
+
+/* undo the worker's escaping of node data: \\ \n \t */
+static char *
+unescape(char *s)
+{
+	char	   *r = s,
+			   *w = s;
+
+	while (*r)
+	{
+		if (r[0] == '\\' && r[1])
+		{
+			*w++ = r[1] == 'n' ? '\n' : r[1] == 't' ? '\t' : r[1];
+			r += 2;
+		}
+		else
+			*w++ = *r++;
+	}
+	*w = '\0';
+	return s;
+}
+
+/* the value of "key=" in key=value lines, or NULL */
+static char *
+data_field(const char *data, const char *key)
+{
+	size_t		klen = strlen(key);
+	const char *p = data;
+
+	while (p && *p)
+	{
+		const char *eol = strchr(p, '\n');
+		size_t		len = eol ? (size_t) (eol - p) : strlen(p);
+
+		if (len > klen && strncmp(p, key, klen) == 0 && p[klen] == '=')
+			return pnstrdup(p + klen + 1, len - klen - 1);
+		p = eol ? eol + 1 : NULL;
+	}
+	return NULL;
+}
+
+/*
+ * zk_lock_nodes(): one row per lock node under zklock.root, in the whole
+ * ensemble.  The zk_locks view adds who is granted.
+ */
+#define NODES_COLS 15
+
+Datum
+zklock_nodes(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Size		len;
+	char	   *rows;
+	char	   *line;
+	char	   *next;
+	size_t		rootlen = strlen(zklock_root);
+
+	zklock_backend_init();
+	InitMaterializedSRF(fcinfo, 0);
+	rows = zklock_list_nodes(&len);
+
+	for (line = rows; line && *line; line = next)
+	{
+		Datum		values[NODES_COLS];
+		bool		nulls[NODES_COLS];
+		char	   *fields[4];
+		char	   *slash;
+		char	   *p = line;
+		ZkLockMode	mode;
+		int64		seq;
+		char	   *v;
+		int			nf = 0;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		while (nf < 4)
+		{
+			fields[nf++] = p;
+			if (nf < 4)
+			{
+				p = strchr(p, '\t');
+				if (p == NULL)
+					break;
+				*p++ = '\0';
+			}
+		}
+		if (nf < 4 || strncmp(fields[0], zklock_root, rootlen) != 0)
+			continue;
+		slash = strrchr(fields[0], '/');
+		if (slash == NULL || slash - fields[0] <= (ptrdiff_t) rootlen ||
+			!zklock_parse_node_name(slash + 1, &mode, &seq))
+			continue;
+		*slash = '\0';
+		unescape(fields[3]);
+
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = CStringGetTextDatum(fields[0] + rootlen + 1);	/* resource */
+		values[1] = CStringGetTextDatum(slash + 1); /* node */
+		values[2] = CStringGetTextDatum(zklock_mode_name(mode));
+		values[3] = Int64GetDatum(seq);
+		values[4] = Int64GetDatum(strtoll(fields[1], NULL, 10));	/* token */
+		values[5] = Int64GetDatum(strtoll(fields[2], NULL, 10));	/* session */
+#define FIELD(col, key) \
+		if ((v = data_field(fields[3], key)) != NULL) \
+			values[col] = CStringGetTextDatum(v); \
+		else \
+			nulls[col] = true
+		FIELD(6, "instance");
+		if ((v = data_field(fields[3], "pid")) != NULL)
+			values[7] = Int32GetDatum(atoi(v));
+		else
+			nulls[7] = true;
+		FIELD(8, "database");
+		FIELD(9, "user");
+		FIELD(10, "application");
+		FIELD(11, "vxid");
+		FIELD(12, "scope");
+		if ((v = data_field(fields[3], "since")) != NULL)
+		{
+			/* written by timestamptz_to_str; foreign data may not parse */
+			values[13] = DirectFunctionCall3(timestamptz_in,
+											 CStringGetDatum(v),
+											 ObjectIdGetDatum(InvalidOid),
+											 Int32GetDatum(-1));
+		}
+		else
+			nulls[13] = true;
+		FIELD(14, "query");
+#undef FIELD
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * zk_lock_status(): this instance's worker and session.
+ */
+Datum
+zklock_status(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[14];
+	bool		nulls[14];
+	ZkLockShared *s;
+	int			in_use = 0;
+
+	zklock_backend_init();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	memset(nulls, 0, sizeof(nulls));
+	s = zklock_shared;
+	LWLockAcquire(s->lock, LW_SHARED);
+	for (int i = 0; i < s->nentries; i++)
+		if (s->entries[i].state != ZKE_FREE)
+			in_use++;
+	if (s->worker_pid)
+		values[0] = Int32GetDatum(s->worker_pid);
+	else
+		nulls[0] = true;
+	values[1] = CStringGetTextDatum(zklock_session_state_name(s->session_state));
+	if (s->session_id)
+		values[2] = CStringGetTextDatum(psprintf("0x%llx",
+												 (unsigned long long) s->session_id));
+	else
+		nulls[2] = true;
+	values[3] = CStringGetTextDatum(zklock_hosts);
+	values[4] = CStringGetTextDatum(zklock_root);
+	values[5] = Int32GetDatum(s->negotiated_timeout);
+	if (s->state_since)
+		values[6] = TimestampTzGetDatum(s->state_since);
+	else
+		nulls[6] = true;
+	values[7] = Int32GetDatum(in_use);
+	values[8] = Int64GetDatum((int64) s->n_granted);
+	values[9] = Int64GetDatum((int64) s->n_waited);
+	values[10] = Int64GetDatum((int64) s->n_not_granted);
+	values[11] = Int64GetDatum((int64) s->n_failed);
+	values[12] = Int64GetDatum((int64) s->n_lost);
+	if (s->last_error[0])
+		values[13] = CStringGetTextDatum(s->last_error);
+	else
+		nulls[13] = true;
+	LWLockRelease(s->lock);
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}

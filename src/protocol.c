@@ -1,0 +1,973 @@
+/*-------------------------------------------------------------------------
+ *
+ * protocol.c
+ *		The lock protocol, as the worker runs it.  Read top to bottom.
+ *
+ * A resource "a/b" is the znode <root>/a/b; its parents are container
+ * nodes, created when missing.  Each request of a backend is one
+ * EPHEMERAL_SEQUENTIAL child of the resource node, named
+ * "<prefix>LOCK-EXCLUSIVE-<seq>" or "<prefix>LOCK-SHARED-<seq>".
+ *
+ *	1. Create the child and, back to back on the same session, list the
+ *	   resource's children.  ZooKeeper serves a session's requests in order,
+ *	   so the listing already holds the new node: an uncontended acquire is
+ *	   one round trip.  If the resource node is missing (NONODE), create the
+ *	   parents (NODEEXISTS is success), the child and the listing again, all
+ *	   pipelined.
+ *
+ *	2. Decide (Hive's rule, made fair): an EXCLUSIVE request is granted when
+ *	   no child has a lower sequence number; a SHARED request is granted
+ *	   when no EXCLUSIVE child has a lower sequence number.
+ *
+ *	3. Not granted: a try-lock deletes its node and reports failure.  A
+ *	   waiter watches exactly one node (exists with a watch): an EXCLUSIVE
+ *	   request its immediate predecessor, a SHARED request the nearest lower
+ *	   EXCLUSIVE.  When that node goes (or was already gone when the watch
+ *	   was set), list the children again and go to 2.  One release wakes one
+ *	   waiter: there is no herd.
+ *
+ *	4. Granted: the fencing token is the node's czxid.  The worker watches
+ *	   its own node, so that a node deleted by someone else turns the lock
+ *	   into LOST.
+ *
+ *	5. Release or withdrawal: delete the node, retried until it succeeds or
+ *	   the session ends.  The backend does not wait for it.
+ *
+ * Faults.  An operation whose reply was lost (CONNLOSS) may or may not have
+ * happened.  Such a request waits for the connection to come back and then
+ * lists the children again; its node, if the create did happen, is found by
+ * its prefix, which is unique to one request of one worker incarnation, and
+ * adopted only if its ephemeralOwner is this session.  When the session
+ * expires every node of this instance is gone: held locks become LOST,
+ * waiting requests fail, and nothing is carried into the next session.
+ *
+ * Every operation is tagged with (generation, operation, entry); a reply
+ * whose generation no longer matches the entry is from an earlier request
+ * and is ignored.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "storage/dsm.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "zklock.h"
+#include "zk_client.h"
+#include "protocol.h"
+
+#define ZKLOCK_MAX_PATH		(ZKLOCK_MAX_ROOT_LEN + 1 + ZKLOCK_MAX_RESOURCE_LEN)
+#define MAX_CREATE_TRIES	8
+
+/* Operations, as carried in a tag */
+typedef enum ZkOp
+{
+	OP_PARENT = 1,				/* create a missing parent (container) */
+	OP_CREATE,					/* create the lock node */
+	OP_CHILDREN,				/* list the resource's children */
+	OP_ADOPT,					/* stat a node found again by its prefix */
+	OP_WAIT,					/* exists+watch on the node we wait behind */
+	OP_GUARD,					/* exists+watch on our own granted node */
+	OP_DELETE,					/* delete our node */
+	OP_LIST_CHILDREN,			/* zk_locks: list a subtree */
+	OP_LIST_DATA				/* zk_locks: read a lock node */
+} ZkOp;
+
+#define TAG(gen, op, idx) \
+	(((uint64) (gen) << 32) | ((uint64) (op) << 24) | (uint64) (idx))
+#define TAG_GEN(tag)	((uint32) ((tag) >> 32))
+#define TAG_OP(tag)		((int) (((tag) >> 24) & 0xff))
+#define TAG_IDX(tag)	((int) ((tag) & 0xffffff))
+
+/* Where the worker is with one entry; the worker's own memory */
+typedef enum Phase
+{
+	PH_IDLE,					/* nothing of ours in flight */
+	PH_DEFERRED,				/* not sent yet: waiting for a connection */
+	PH_CHECKING,				/* listing (behind a create) or adoption in
+								 * flight */
+	PH_WATCHING,				/* waiting behind another node */
+	PH_HELD,					/* granted */
+	PH_DELETING,				/* delete in flight */
+	PH_RECOVERING,				/* reply lost: redo when connected */
+	PH_LISTING					/* zk_locks walk in progress */
+} Phase;
+
+typedef struct WorkEntry
+{
+	Phase		phase;
+	uint32		generation;		/* of the request this state is for */
+	ZkEntryKind kind;
+	ZkLockMode	mode;
+	bool		release;		/* backend withdrew or released */
+	bool		created;		/* our node exists (we saw it) */
+	bool		create_unknown; /* create sent, reply lost */
+	bool		need_parents;	/* create said NONODE */
+	bool		try_failed;		/* try-lock lost: deleting, then report */
+	bool		counted_wait;	/* counted in n_waited */
+	int			create_rc;		/* create's result, for CHECKING */
+	int			create_zoo_rc;
+	int			tries;
+	TimestampTz since;			/* deferred since */
+	int64		czxid;
+	char		parent[ZKLOCK_MAX_PATH + 1];	/* the resource node */
+	char		prefix[32];
+	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1];
+	/* zk_locks walk */
+	int			list_pending;
+	StringInfo	list_buf;
+} WorkEntry;
+
+static WorkEntry *work = NULL;
+static int	nwork = 0;
+static bool connected = false;
+static int64 session_id = 0;
+static uint32 incarnation = 0;
+static MemoryContext list_context = NULL;
+
+static void send_create(int idx, bool with_parents);
+static void send_children(int idx);
+static void send_delete(int idx);
+static void recover(int idx);
+static void decide(int idx, ZkEvent *ev);
+static void grant(int idx);
+static void fail(int idx, int sqlstate, const char *fmt,...) pg_attribute_printf(3, 4);
+static void finish_release(int idx);
+static void list_start(int idx);
+static void list_event(int idx, ZkEvent *ev);
+static void list_finish(int idx, bool ok, const char *why);
+
+static inline ZkLockEntry *
+entry(int idx)
+{
+	return &zklock_shared->entries[idx];
+}
+
+static void
+node_path(char *buf, WorkEntry *w, const char *node)
+{
+	snprintf(buf, ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2, "%s/%s",
+			 w->parent, node);
+}
+
+/*
+ * Set up the worker's table, one WorkEntry per shared entry.
+ */
+void
+zklock_protocol_init(uint32 worker_incarnation)
+{
+	nwork = zklock_shared->nentries;
+	if (nwork > 0xffffff)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("zklock.max_locks_per_backend is too large for this many backends")));
+	work = MemoryContextAllocZero(TopMemoryContext,
+								  mul_size(nwork, sizeof(WorkEntry)));
+	list_context = AllocSetContextCreate(TopMemoryContext, "zklock listing",
+										 ALLOCSET_DEFAULT_SIZES);
+	incarnation = worker_incarnation;
+}
+
+/*
+ * A backend queued an entry: a new request, or the release of one.
+ */
+void
+zklock_protocol_request(int idx)
+{
+	WorkEntry  *w = &work[idx];
+	ZkLockEntry *e;
+	ZkEntryState state;
+	uint32		gen;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	e = entry(idx);
+	state = e->state;
+	gen = e->generation;
+	if (state == ZKE_REQUESTED && w->generation != gen)
+	{
+		/* a new request: take what the worker needs from the entry */
+		memset(w, 0, offsetof(WorkEntry, parent));
+		w->generation = gen;
+		w->kind = e->kind;
+		w->mode = e->mode;
+		snprintf(w->parent, sizeof(w->parent), "%s/%s", zklock_root,
+				 e->resource);
+		zklock_format_node_prefix(w->prefix, sizeof(w->prefix), incarnation,
+								  idx, gen);
+		w->node[0] = '\0';
+		w->list_buf = NULL;
+		w->since = GetCurrentTimestamp();
+		if (!connected)
+			w->phase = PH_DEFERRED;
+	}
+	LWLockRelease(zklock_shared->lock);
+
+	if (w->generation != gen)
+	{
+		/* requested and withdrawn before the worker saw it */
+		if (state == ZKE_RELEASING)
+		{
+			LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+			if (entry(idx)->state == ZKE_RELEASING &&
+				entry(idx)->generation == gen)
+				zklock_entry_free(idx);
+			LWLockRelease(zklock_shared->lock);
+		}
+		return;
+	}
+
+	if (state == ZKE_REQUESTED && w->phase == PH_IDLE)
+	{
+		if (w->kind == ZKR_LIST)
+			list_start(idx);
+		else
+			send_create(idx, false);
+	}
+	else if (state == ZKE_RELEASING && !w->release)
+	{
+		w->release = true;
+		switch (w->phase)
+		{
+			case PH_IDLE:
+			case PH_DEFERRED:
+				/* nothing was sent: nothing to delete */
+				finish_release(idx);
+				break;
+			case PH_WATCHING:
+			case PH_HELD:
+				send_delete(idx);
+				break;
+			case PH_CHECKING:
+			case PH_RECOVERING:
+			case PH_DELETING:
+			case PH_LISTING:
+				/* the reply in flight (or the reconnection) sees w->release */
+				break;
+		}
+	}
+}
+
+/*
+ * Step 1: create the lock node (and the parents when asked), and list the
+ * children right behind it.
+ */
+static void
+send_create(int idx, bool with_parents)
+{
+	WorkEntry  *w = &work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	char		request[48];
+	bool		ok = true;
+
+	if (with_parents)
+	{
+		/* every ancestor from the root down, as containers */
+		for (char *p = w->parent + 1; ok; p++)
+		{
+			if (*p == '/' || *p == '\0')
+			{
+				size_t		len = p - w->parent;
+
+				memcpy(path, w->parent, len);
+				path[len] = '\0';
+				ok = zkc_create(path, NULL, -1, ZKC_CONTAINER,
+								TAG(w->generation, OP_PARENT, idx));
+				if (*p == '\0')
+					break;
+			}
+		}
+	}
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	strlcpy(data, entry(idx)->data, sizeof(data));
+	LWLockRelease(zklock_shared->lock);
+
+	zklock_format_node_request(request, sizeof(request), w->prefix, w->mode);
+	node_path(path, w, request);
+	w->need_parents = false;
+	w->create_unknown = false;
+	w->create_rc = ZKC_OK;
+	w->tries++;
+	if (!ok ||
+		!zkc_create(path, data, strlen(data), ZKC_EPHEMERAL_SEQUENTIAL,
+					TAG(w->generation, OP_CREATE, idx)))
+	{
+		w->phase = PH_RECOVERING;
+		return;
+	}
+	w->create_unknown = true;	/* until its reply says otherwise */
+	send_children(idx);
+}
+
+static void
+send_children(int idx)
+{
+	WorkEntry  *w = &work[idx];
+
+	w->phase = PH_CHECKING;
+	if (!zkc_get_children(w->parent, TAG(w->generation, OP_CHILDREN, idx)))
+		w->phase = PH_RECOVERING;
+}
+
+static void
+send_delete(int idx)
+{
+	WorkEntry  *w = &work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
+	node_path(path, w, w->node);
+	w->phase = PH_DELETING;
+	if (!zkc_delete(path, TAG(w->generation, OP_DELETE, idx)))
+		w->phase = PH_RECOVERING;
+}
+
+/*
+ * After a lost reply, once connected again: list the children, which finds
+ * our node by its prefix if it exists, and carry on from there.
+ */
+static void
+recover(int idx)
+{
+	WorkEntry  *w = &work[idx];
+
+	if (w->phase != PH_RECOVERING)
+		return;
+	if (w->kind == ZKR_LIST)
+	{
+		list_finish(idx, false, "connection to ZooKeeper lost during the listing");
+		return;
+	}
+	send_children(idx);
+}
+
+/*
+ * A reply or a watch for a request entry.
+ */
+void
+zklock_protocol_event(ZkEvent *ev)
+{
+	int			idx = TAG_IDX(ev->tag);
+	int			op = TAG_OP(ev->tag);
+	WorkEntry  *w;
+
+	if (idx >= nwork)
+		return;
+	w = &work[idx];
+	if (TAG_GEN(ev->tag) != w->generation || w->phase == PH_IDLE)
+		return;					/* a reply for an earlier request */
+
+	if (op == OP_LIST_CHILDREN || op == OP_LIST_DATA)
+	{
+		list_event(idx, ev);
+		return;
+	}
+
+	switch (op)
+	{
+		case OP_PARENT:
+			/* the create behind it tells whether the parents are there */
+			break;
+
+		case OP_CREATE:
+			w->create_rc = ev->rc;
+			w->create_zoo_rc = ev->zoo_rc;
+			if (ev->rc == ZKC_OK)
+			{
+				const char *slash = strrchr(ev->path, '/');
+
+				strlcpy(w->node, slash ? slash + 1 : ev->path, sizeof(w->node));
+				w->czxid = ev->czxid;
+				w->created = true;
+				w->create_unknown = false;
+			}
+			else if (ev->rc == ZKC_NONODE)
+			{
+				w->need_parents = true;
+				w->create_unknown = false;
+			}
+			else if (ev->rc != ZKC_CONNLOSS)
+				w->create_unknown = false;
+			/* the listing behind it comes next and decides */
+			break;
+
+		case OP_CHILDREN:
+			if (ev->rc == ZKC_CONNLOSS)
+			{
+				w->phase = PH_RECOVERING;
+				break;
+			}
+			if (ev->rc == ZKC_EXPIRED)
+				break;			/* zklock_protocol_session_lost() follows */
+			if (w->create_rc != ZKC_OK && w->create_rc != ZKC_NONODE &&
+				w->create_rc != ZKC_CONNLOSS && !w->created)
+			{
+				fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+					 "could not create lock node under \"%s\": %s",
+					 w->parent, zkc_result_text(w->create_zoo_rc));
+				break;
+			}
+			if (w->need_parents)
+			{
+				if (w->release)
+					finish_release(idx);
+				else if (w->tries >= MAX_CREATE_TRIES)
+					fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+						 "could not create lock node under \"%s\" after %d attempts",
+						 w->parent, w->tries);
+				else
+					send_create(idx, true);
+				break;
+			}
+			decide(idx, ev);
+			break;
+
+		case OP_ADOPT:
+			/* a node found by our prefix: ours only if this session's */
+			if (ev->rc == ZKC_OK && ev->ephemeral_owner == session_id)
+			{
+				w->created = true;
+				w->czxid = ev->czxid;
+				send_children(idx);
+			}
+			else if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE)
+			{
+				/* not ours, or gone: as if the create never happened */
+				w->node[0] = '\0';
+				if (w->release)
+					finish_release(idx);
+				else
+					send_create(idx, false);
+			}
+			else
+				w->phase = PH_RECOVERING;
+			break;
+
+		case OP_WAIT:
+			if (w->phase != PH_WATCHING)
+				break;
+			if (ev->kind == ZKEV_WATCH)
+				send_children(idx); /* the node we wait behind changed */
+			else if (ev->rc == ZKC_NONODE)
+				send_children(idx); /* gone before the watch was set */
+			else if (ev->rc == ZKC_CONNLOSS)
+				w->phase = PH_RECOVERING;
+			break;
+
+		case OP_GUARD:
+			if (w->phase == PH_HELD &&
+				(ev->kind == ZKEV_WATCH || ev->rc == ZKC_NONODE))
+			{
+				/* our granted node is gone and we did not delete it */
+				LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+				if (entry(idx)->state == ZKE_GRANTED)
+				{
+					entry(idx)->state = ZKE_LOST;
+					zklock_shared->n_lost++;
+					zklock_wake_owner(entry(idx));
+				}
+				LWLockRelease(zklock_shared->lock);
+				ereport(LOG,
+						(errmsg("zklock: lock node \"%s/%s\" was deleted while held",
+								w->parent, w->node)));
+				/* keep the entry until the backend lets it go */
+				w->created = false;
+			}
+			break;
+
+		case OP_DELETE:
+			if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE ||
+				ev->rc == ZKC_EXPIRED)
+			{
+				w->created = false;
+				if (w->try_failed && !w->release)
+				{
+					LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+					if (entry(idx)->state == ZKE_REQUESTED)
+					{
+						entry(idx)->state = ZKE_NOT_GRANTED;
+						zklock_shared->n_not_granted++;
+						zklock_wake_owner(entry(idx));
+					}
+					LWLockRelease(zklock_shared->lock);
+					w->phase = PH_IDLE;
+				}
+				else
+					finish_release(idx);
+			}
+			else
+				w->phase = PH_RECOVERING;	/* delete again when connected */
+			break;
+	}
+}
+
+/*
+ * Step 2: the listing came back.  Find our node, apply Hive's rule, grant
+ * or wait behind exactly one node.
+ */
+static void
+decide(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &work[idx];
+	int64		my_seq = -1;
+	ZkLockMode	my_mode = w->mode;
+	int			pred = -1;
+	int64		pred_seq = -1;
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
+	/* our node: known by name, or found again by prefix */
+	for (int i = 0; i < ev->nchildren; i++)
+	{
+		const char *c = ev->children[i];
+
+		if (w->node[0] ? strcmp(c, w->node) == 0 :
+			strncmp(c, w->prefix, strlen(w->prefix)) == 0)
+		{
+			if (!zklock_parse_node_name(c, &my_mode, &my_seq))
+				continue;
+			if (!w->created)
+			{
+				/* found after a lost reply: check whose it is first */
+				strlcpy(w->node, c, sizeof(w->node));
+				node_path(path, w, w->node);
+				w->phase = PH_CHECKING;
+				if (!zkc_exists(path, false, TAG(w->generation, OP_ADOPT, idx)))
+					w->phase = PH_RECOVERING;
+				return;
+			}
+			break;
+		}
+	}
+
+	if (my_seq < 0)
+	{
+		/* our node is not there */
+		if (w->created)
+		{
+			/* deleted by someone else while we waited */
+			w->created = false;
+			fail(idx, ERRCODE_LOCK_NOT_AVAILABLE,
+				 "lock node under \"%s\" was deleted while waiting",
+				 w->parent);
+		}
+		else if (w->release)
+			finish_release(idx);
+		else if (w->tries >= MAX_CREATE_TRIES)
+			fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+				 "could not create lock node under \"%s\" after %d attempts",
+				 w->parent, w->tries);
+		else
+			send_create(idx, false);	/* the create never happened */
+		return;
+	}
+
+	if (w->release)
+	{
+		/* withdrawn while the create was in flight */
+		send_delete(idx);
+		return;
+	}
+
+	/* Hive's rule: the node we would have to wait behind, if any */
+	for (int i = 0; i < ev->nchildren; i++)
+	{
+		ZkLockMode	m;
+		int64		s;
+
+		if (!zklock_parse_node_name(ev->children[i], &m, &s) || s >= my_seq)
+			continue;
+		if (my_mode == ZKLOCK_SHARED && m != ZKLOCK_EXCLUSIVE)
+			continue;
+		if (s > pred_seq)
+		{
+			pred_seq = s;
+			pred = i;
+		}
+	}
+
+	if (pred < 0)
+	{
+		grant(idx);
+		return;
+	}
+
+	/* Step 3: not granted */
+	if (w->kind == ZKR_TRY_ACQUIRE)
+	{
+		w->try_failed = true;
+		send_delete(idx);
+		return;
+	}
+
+	if (!w->counted_wait)
+	{
+		w->counted_wait = true;
+		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+		zklock_shared->n_waited++;
+		LWLockRelease(zklock_shared->lock);
+	}
+	node_path(path, w, ev->children[pred]);
+	w->phase = PH_WATCHING;
+	if (!zkc_exists(path, true, TAG(w->generation, OP_WAIT, idx)))
+		w->phase = PH_RECOVERING;
+}
+
+/*
+ * Step 4: granted.  Tell the backend, then guard the node.
+ */
+static void
+grant(int idx)
+{
+	WorkEntry  *w = &work[idx];
+	ZkLockEntry *e;
+	bool		withdrawn = false;
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	e = entry(idx);
+	if (e->state == ZKE_REQUESTED)
+	{
+		e->state = ZKE_GRANTED;
+		e->token = w->czxid;
+		e->granted_at = GetCurrentTimestamp();
+		strlcpy(e->node, w->node, sizeof(e->node));
+		zklock_shared->n_granted++;
+		zklock_wake_owner(e);
+	}
+	else
+		withdrawn = true;
+	LWLockRelease(zklock_shared->lock);
+
+	if (withdrawn)
+	{
+		send_delete(idx);
+		return;
+	}
+	w->phase = PH_HELD;
+	node_path(path, w, w->node);
+	/* not waited for: a failure to send only loses the early warning */
+	(void) zkc_exists(path, true, TAG(w->generation, OP_GUARD, idx));
+}
+
+/*
+ * A request ends in failure; any node of ours is gone or being deleted.
+ */
+static void
+fail(int idx, int sqlstate, const char *fmt,...)
+{
+	WorkEntry  *w = &work[idx];
+	char		msg[ZKLOCK_MAX_ERROR_LEN + 1];
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	if (entry(idx)->state == ZKE_REQUESTED)
+	{
+		entry(idx)->state = ZKE_FAILED;
+		entry(idx)->sqlstate = sqlstate;
+		strlcpy(entry(idx)->error, msg, sizeof(entry(idx)->error));
+		zklock_shared->n_failed++;
+		zklock_wake_owner(entry(idx));
+	}
+	else if (entry(idx)->state == ZKE_RELEASING)
+		zklock_entry_free(idx);
+	LWLockRelease(zklock_shared->lock);
+	w->phase = PH_IDLE;
+}
+
+/* Step 5 done: the node is gone; the entry can be reused */
+static void
+finish_release(int idx)
+{
+	WorkEntry  *w = &work[idx];
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	if (entry(idx)->state == ZKE_RELEASING)
+	{
+		zklock_entry_free(idx);
+		zklock_shared->n_released++;
+	}
+	LWLockRelease(zklock_shared->lock);
+	w->phase = PH_IDLE;
+}
+
+/*
+ * The session is (again) connected: send what waited for it.
+ */
+void
+zklock_protocol_connected(int64 new_session_id)
+{
+	connected = true;
+	session_id = new_session_id;
+	for (int i = 0; i < nwork; i++)
+	{
+		WorkEntry  *w = &work[i];
+
+		if (w->phase == PH_DEFERRED)
+		{
+			w->phase = PH_IDLE;
+			if (w->kind == ZKR_LIST)
+				list_start(i);
+			else
+				send_create(i, false);
+		}
+		else if (w->phase == PH_RECOVERING)
+		{
+			if (w->release && !w->created && !w->create_unknown &&
+				w->node[0] == '\0')
+				finish_release(i);
+			else if ((w->release || w->try_failed) && w->created)
+				send_delete(i);
+			else
+				recover(i);
+		}
+	}
+}
+
+void
+zklock_protocol_disconnected(void)
+{
+	connected = false;
+}
+
+/*
+ * The session is gone (expired or closed): so is every node it created.
+ * Held locks are lost; waiting requests fail; requests not yet sent wait
+ * for the next session.
+ */
+void
+zklock_protocol_session_lost(const char *why)
+{
+	connected = false;
+	session_id = 0;
+	for (int i = 0; i < nwork; i++)
+	{
+		WorkEntry  *w = &work[i];
+
+		switch (w->phase)
+		{
+			case PH_IDLE:
+			case PH_DEFERRED:
+				break;
+			case PH_HELD:
+				LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+				if (entry(i)->state == ZKE_GRANTED)
+				{
+					entry(i)->state = ZKE_LOST;
+					zklock_shared->n_lost++;
+					zklock_wake_owner(entry(i));
+				}
+				else if (entry(i)->state == ZKE_RELEASING)
+					zklock_entry_free(i);
+				LWLockRelease(zklock_shared->lock);
+				w->phase = PH_IDLE;
+				break;
+			case PH_LISTING:
+				list_finish(i, false, why);
+				break;
+			default:
+				if (w->release)
+					finish_release(i);
+				else
+					fail(i, ERRCODE_CONNECTION_FAILURE,
+						 "ZooKeeper session lost while acquiring the lock: %s",
+						 why);
+				break;
+		}
+		w->created = false;
+	}
+}
+
+/*
+ * Fail the requests that have waited for a connection longer than
+ * zklock.connect_timeout.  Returns the milliseconds until the next such
+ * deadline, or -1 when none is pending.
+ */
+long
+zklock_protocol_tick(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	long		next = -1;
+
+	for (int i = 0; i < nwork; i++)
+	{
+		WorkEntry  *w = &work[i];
+		TimestampTz deadline;
+
+		if (w->phase != PH_DEFERRED && w->phase != PH_RECOVERING)
+			continue;
+		if (w->phase == PH_RECOVERING && (w->created || w->release))
+			continue;			/* a held or released node: keep trying */
+		deadline = TimestampTzPlusMilliseconds(w->since,
+											   zklock_connect_timeout);
+		if (now >= deadline)
+		{
+			if (w->phase == PH_RECOVERING && w->create_unknown)
+				continue;		/* may exist: find it once connected */
+			if (w->kind == ZKR_LIST)
+				list_finish(i, false, "could not connect to ZooKeeper");
+			else
+				fail(i, ERRCODE_CONNECTION_FAILURE,
+					 "could not connect to ZooKeeper at \"%s\" within %d ms",
+					 zklock_hosts, zklock_connect_timeout);
+		}
+		else
+		{
+			long		ms = TimestampDifferenceMilliseconds(now, deadline);
+
+			if (next < 0 || ms < next)
+				next = ms;
+		}
+	}
+	return next;
+}
+
+/*
+ * zk_locks: walk the tree under the root, read every lock node, and hand
+ * the rows to the backend through its DSM segment.  A row is
+ * "path \t czxid \t ephemeralOwner \t data", with data escaped.
+ */
+static void
+list_start(int idx)
+{
+	WorkEntry  *w = &work[idx];
+
+	w->phase = PH_LISTING;
+	w->list_pending = 1;
+	w->list_buf = NULL;
+	if (!zkc_get_children(zklock_root, TAG(w->generation, OP_LIST_CHILDREN, idx)))
+		list_finish(idx, false, "not connected to ZooKeeper");
+}
+
+static void
+list_event(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &work[idx];
+	MemoryContext old;
+
+	if (w->phase != PH_LISTING)
+		return;
+	w->list_pending--;
+	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+	{
+		w->list_pending = -1;	/* failed: ignore the rest */
+		list_finish(idx, false, zkc_result_text(ev->zoo_rc));
+		return;
+	}
+
+	old = MemoryContextSwitchTo(list_context);
+	if (w->list_buf == NULL)
+		w->list_buf = makeStringInfo();
+
+	if (ev->rc == ZKC_OK && TAG_OP(ev->tag) == OP_LIST_CHILDREN)
+	{
+		for (int i = 0; i < ev->nchildren; i++)
+		{
+			char	   *child = psprintf("%s/%s", ev->path, ev->children[i]);
+			int			op = zklock_parse_node_name(ev->children[i], NULL, NULL) ?
+				OP_LIST_DATA : OP_LIST_CHILDREN;
+			bool		ok;
+
+			ok = (op == OP_LIST_DATA) ?
+				zkc_get_data(child, TAG(w->generation, op, idx)) :
+				zkc_get_children(child, TAG(w->generation, op, idx));
+			pfree(child);
+			if (!ok)
+			{
+				MemoryContextSwitchTo(old);
+				list_finish(idx, false, "not connected to ZooKeeper");
+				return;
+			}
+			w->list_pending++;
+		}
+	}
+	else if (ev->rc == ZKC_OK)
+	{
+		appendStringInfo(w->list_buf, "%s\t" INT64_FORMAT "\t" INT64_FORMAT "\t",
+						 ev->path, ev->czxid, ev->ephemeral_owner);
+		for (int i = 0; i < ev->datalen; i++)
+		{
+			char		c = ev->data[i];
+
+			if (c == '\\')
+				appendStringInfoString(w->list_buf, "\\\\");
+			else if (c == '\n')
+				appendStringInfoString(w->list_buf, "\\n");
+			else if (c == '\t')
+				appendStringInfoString(w->list_buf, "\\t");
+			else if (c == '\0' || c == '\r')
+				appendStringInfoChar(w->list_buf, ' ');
+			else
+				appendStringInfoChar(w->list_buf, c);
+		}
+		appendStringInfoChar(w->list_buf, '\n');
+	}
+	MemoryContextSwitchTo(old);
+
+	if (w->list_pending == 0)
+		list_finish(idx, true, NULL);
+}
+
+static void
+list_finish(int idx, bool ok, const char *why)
+{
+	WorkEntry  *w = &work[idx];
+	ZkLockEntry *e;
+	dsm_handle	handle;
+	Size		size;
+	Size		needed = w->list_buf ? w->list_buf->len + 1 : 1;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	e = entry(idx);
+	handle = e->list_handle;
+	size = e->list_size;
+	LWLockRelease(zklock_shared->lock);
+
+	if (ok && needed <= size)
+	{
+		dsm_segment *seg = dsm_attach(handle);
+
+		if (seg == NULL)
+			ok = false;			/* the backend gave up meanwhile */
+		else
+		{
+			char	   *dst = dsm_segment_address(seg);
+
+			if (w->list_buf)
+				memcpy(dst, w->list_buf->data, w->list_buf->len);
+			dst[needed - 1] = '\0';
+			dsm_detach(seg);
+		}
+	}
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	e = entry(idx);
+	if (e->state == ZKE_REQUESTED)
+	{
+		if (ok)
+		{
+			e->state = ZKE_DONE;
+			e->list_needed = needed;
+		}
+		else
+		{
+			e->state = ZKE_FAILED;
+			e->sqlstate = ERRCODE_CONNECTION_FAILURE;
+			strlcpy(e->error, why ? why : "listing failed", sizeof(e->error));
+		}
+		zklock_wake_owner(e);
+	}
+	else if (e->state == ZKE_RELEASING)
+		zklock_entry_free(idx);
+	LWLockRelease(zklock_shared->lock);
+
+	MemoryContextReset(list_context);
+	w->list_buf = NULL;
+	w->phase = PH_IDLE;
+}

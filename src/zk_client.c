@@ -1,0 +1,504 @@
+/*-------------------------------------------------------------------------
+ *
+ * zk_client.c
+ *		The worker's one ZooKeeper session, driven asynchronously.
+ *
+ * This is the only file that includes zookeeper.h.  Everything here runs on
+ * the worker's main thread except the functions marked "ZooKeeper thread":
+ * libzookeeper_mt calls those on its completion thread.  They only copy
+ * what they were given into one malloc'd ZkEvent, append it to the event
+ * queue under event_mutex and write a byte to the wake pipe; they never
+ * call a PostgreSQL function.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <zookeeper/zookeeper.h>
+
+#include "zk_client.h"
+
+/* Per-operation context handed to ZooKeeper and back (malloc'd) */
+typedef struct OpContext
+{
+	ZkEventKind kind;
+	uint64		tag;
+	char		path[FLEXIBLE_ARRAY_MEMBER];
+} OpContext;
+
+static zhandle_t *zh = NULL;
+static int	wake_pipe[2] = {-1, -1};
+
+/* The event queue; guarded by event_mutex */
+static pthread_mutex_t event_mutex = PTHREAD_MUTEX_INITIALIZER;
+static ZkEvent *event_head = NULL;
+static ZkEvent *event_tail = NULL;
+
+/*
+ * Wake pipe: created once, non-blocking at both ends.
+ */
+int
+zkc_wake_fd(void)
+{
+	if (wake_pipe[0] < 0)
+	{
+		if (pipe(wake_pipe) != 0)
+			return -1;
+		for (int i = 0; i < 2; i++)
+		{
+			fcntl(wake_pipe[i], F_SETFL,
+				  fcntl(wake_pipe[i], F_GETFL) | O_NONBLOCK);
+			fcntl(wake_pipe[i], F_SETFD, FD_CLOEXEC);
+		}
+	}
+	return wake_pipe[0];
+}
+
+void
+zkc_drain_wake_fd(void)
+{
+	char		buf[256];
+
+	while (read(wake_pipe[0], buf, sizeof(buf)) > 0)
+		;
+}
+
+/* ZooKeeper thread: queue an event and wake the main thread */
+static void
+push_event(ZkEvent *ev)
+{
+	char		b = 0;
+	ssize_t		rc;
+
+	ev->next = NULL;
+	pthread_mutex_lock(&event_mutex);
+	if (event_tail)
+		event_tail->next = ev;
+	else
+		event_head = ev;
+	event_tail = ev;
+	pthread_mutex_unlock(&event_mutex);
+
+	/* a full pipe already means "wake up" */
+	rc = write(wake_pipe[1], &b, 1);
+	(void) rc;
+}
+
+ZkEvent *
+zkc_next_event(void)
+{
+	ZkEvent    *ev;
+
+	pthread_mutex_lock(&event_mutex);
+	ev = event_head;
+	if (ev)
+	{
+		event_head = ev->next;
+		if (event_head == NULL)
+			event_tail = NULL;
+	}
+	pthread_mutex_unlock(&event_mutex);
+	return ev;
+}
+
+void
+zkc_free_event(ZkEvent *ev)
+{
+	free(ev);
+}
+
+/* ZooKeeper thread: fold ZooKeeper's return codes */
+static int
+fold_rc(int rc)
+{
+	switch (rc)
+	{
+		case ZOK:
+			return ZKC_OK;
+		case ZNONODE:
+			return ZKC_NONODE;
+		case ZNODEEXISTS:
+			return ZKC_NODEEXISTS;
+		case ZNOTEMPTY:
+			return ZKC_NOTEMPTY;
+		case ZCONNECTIONLOSS:
+		case ZOPERATIONTIMEOUT:
+			return ZKC_CONNLOSS;
+		case ZSESSIONEXPIRED:
+		case ZCLOSING:
+		case ZINVALIDSTATE:
+			return ZKC_EXPIRED;
+		case ZNOAUTH:
+		case ZAUTHFAILED:
+			return ZKC_NOAUTH;
+		default:
+			return ZKC_ERROR;
+	}
+}
+
+/*
+ * ZooKeeper thread: one malloc'd event with room for the path, the children
+ * and the data behind it.
+ */
+static ZkEvent *
+make_event(ZkEventKind kind, uint64 tag, int rc, const char *path,
+		   const struct Stat *stat, const struct String_vector *children,
+		   const char *data, int datalen)
+{
+	size_t		size = sizeof(ZkEvent);
+	size_t		pathlen = path ? strlen(path) + 1 : 0;
+	int			nchildren = children ? children->count : 0;
+	ZkEvent    *ev;
+	char	   *p;
+
+	size += pathlen;
+	size += sizeof(char *) * nchildren;
+	for (int i = 0; i < nchildren; i++)
+		size += strlen(children->data[i]) + 1;
+	if (datalen < 0)
+		datalen = 0;
+	size += datalen + 1;
+
+	ev = malloc(size);
+	if (ev == NULL)
+		return NULL;
+	memset(ev, 0, sizeof(ZkEvent));
+	ev->kind = kind;
+	ev->tag = tag;
+	ev->rc = fold_rc(rc);
+	ev->zoo_rc = rc;
+	if (stat)
+	{
+		ev->czxid = stat->czxid;
+		ev->ephemeral_owner = stat->ephemeralOwner;
+	}
+
+	p = (char *) (ev + 1);
+	ev->children = (char **) p;
+	ev->nchildren = nchildren;
+	p += sizeof(char *) * nchildren;
+	for (int i = 0; i < nchildren; i++)
+	{
+		size_t		len = strlen(children->data[i]) + 1;
+
+		memcpy(p, children->data[i], len);
+		ev->children[i] = p;
+		p += len;
+	}
+	if (path)
+	{
+		memcpy(p, path, pathlen);
+		ev->path = p;
+		p += pathlen;
+	}
+	if (data)
+		memcpy(p, data, datalen);
+	p[datalen] = '\0';
+	ev->data = p;
+	ev->datalen = datalen;
+	return ev;
+}
+
+/* ZooKeeper thread: push an event, or drop it if memory ran out */
+static void
+deliver(ZkEvent *ev)
+{
+	if (ev)
+		push_event(ev);
+	else
+		fprintf(stderr, "zklock: out of memory for a ZooKeeper event\n");
+}
+
+/* ZooKeeper thread: the session watcher */
+static void
+session_watcher(zhandle_t *handle, int type, int state, const char *path,
+				void *ctx)
+{
+	ZkEvent    *ev;
+
+	if (type != ZOO_SESSION_EVENT)
+		return;
+	ev = make_event(ZKEV_SESSION, 0, ZOK, NULL, NULL, NULL, NULL, 0);
+	if (ev == NULL)
+		return;
+	if (state == ZOO_CONNECTED_STATE || state == ZOO_READONLY_STATE)
+		ev->state = ZKC_STATE_CONNECTED;
+	else if (state == ZOO_EXPIRED_SESSION_STATE)
+		ev->state = ZKC_STATE_EXPIRED;
+	else if (state == ZOO_AUTH_FAILED_STATE)
+		ev->state = ZKC_STATE_AUTH_FAILED;
+	else
+		ev->state = ZKC_STATE_CONNECTING;
+	push_event(ev);
+}
+
+/* ZooKeeper thread: a node watch fired (one-shot) */
+static void
+node_watcher(zhandle_t *handle, int type, int state, const char *path,
+			 void *ctx)
+{
+	OpContext  *op = ctx;
+
+	/* session events reach every watcher; session_watcher handles them */
+	if (type == ZOO_SESSION_EVENT)
+	{
+		/* an expired session drops its watches: free ours */
+		if (state == ZOO_EXPIRED_SESSION_STATE)
+			free(op);
+		return;
+	}
+	deliver(make_event(ZKEV_WATCH, op->tag, ZOK, op->path, NULL, NULL,
+					   NULL, 0));
+	free(op);
+}
+
+/* ZooKeeper thread: completions */
+static void
+created_completion(int rc, const char *name, const struct Stat *stat,
+				   const void *data)
+{
+	OpContext  *op = (OpContext *) data;
+
+	deliver(make_event(ZKEV_CREATED, op->tag, rc,
+					   rc == ZOK ? name : op->path,
+					   rc == ZOK ? stat : NULL, NULL, NULL, 0));
+	free(op);
+}
+
+static void
+children_completion(int rc, const struct String_vector *strings,
+					const void *data)
+{
+	OpContext  *op = (OpContext *) data;
+
+	deliver(make_event(ZKEV_CHILDREN, op->tag, rc, op->path, NULL,
+					   rc == ZOK ? strings : NULL, NULL, 0));
+	free(op);
+}
+
+static void
+stat_completion(int rc, const struct Stat *stat, const void *data)
+{
+	OpContext  *op = (OpContext *) data;
+
+	deliver(make_event(ZKEV_STAT, op->tag, rc, op->path,
+					   rc == ZOK ? stat : NULL, NULL, NULL, 0));
+	free(op);
+}
+
+static void
+data_completion(int rc, const char *value, int value_len,
+				const struct Stat *stat, const void *data)
+{
+	OpContext  *op = (OpContext *) data;
+
+	deliver(make_event(ZKEV_DATA, op->tag, rc, op->path,
+					   rc == ZOK ? stat : NULL, NULL,
+					   rc == ZOK ? value : NULL, value_len));
+	free(op);
+}
+
+static void
+void_completion(int rc, const void *data)
+{
+	OpContext  *op = (OpContext *) data;
+
+	deliver(make_event(ZKEV_DELETED, op->tag, rc, op->path, NULL, NULL,
+					   NULL, 0));
+	free(op);
+}
+
+/*
+ * Session management, main thread.
+ */
+bool
+zkc_connect(const char *hosts, int session_timeout_ms,
+			const int64 *old_session_id, const char *old_passwd,
+			char *errbuf, int errlen)
+{
+	clientid_t	cid;
+	sigset_t	all,
+				saved;
+
+	Assert(zh == NULL);
+	if (zkc_wake_fd() < 0)
+	{
+		strlcpy(errbuf, "could not create the wake pipe", errlen);
+		return false;
+	}
+	if (old_session_id)
+	{
+		memset(&cid, 0, sizeof(cid));
+		cid.client_id = *old_session_id;
+		memcpy(cid.passwd, old_passwd, sizeof(cid.passwd));
+	}
+
+	/* ZooKeeper's threads must never receive PostgreSQL's signals */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &saved);
+	errno = 0;
+	zh = zookeeper_init(hosts, session_watcher, session_timeout_ms,
+						old_session_id ? &cid : NULL, NULL, 0);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+
+	if (zh == NULL)
+	{
+		strlcpy(errbuf, errno ? strerror(errno) : "zookeeper_init failed",
+				errlen);
+		return false;
+	}
+	return true;
+}
+
+void
+zkc_close(void)
+{
+	if (zh)
+		zookeeper_close(zh);
+	zh = NULL;
+}
+
+bool
+zkc_is_open(void)
+{
+	return zh != NULL;
+}
+
+int64
+zkc_session_id(void)
+{
+	const clientid_t *cid = zh ? zoo_client_id(zh) : NULL;
+
+	return cid ? cid->client_id : 0;
+}
+
+int
+zkc_session_passwd(char *buf, int buflen)
+{
+	const clientid_t *cid = zh ? zoo_client_id(zh) : NULL;
+
+	if (cid == NULL || buflen < (int) sizeof(cid->passwd))
+		return 0;
+	memcpy(buf, cid->passwd, sizeof(cid->passwd));
+	return sizeof(cid->passwd);
+}
+
+int
+zkc_negotiated_timeout(void)
+{
+	return zh ? zoo_recv_timeout(zh) : 0;
+}
+
+const char *
+zkc_result_text(int zoo_rc)
+{
+	return zerror(zoo_rc);
+}
+
+void
+zkc_set_log_level(int level)
+{
+	/* 0 error, 1 warn, 2 info, 3 debug: ZooKeeper's numbering, from 1 */
+	zoo_set_debug_level((ZooLogLevel) (level + 1));
+}
+
+/*
+ * Asynchronous operations, main thread.
+ */
+static OpContext *
+new_op(ZkEventKind kind, const char *path, uint64 tag)
+{
+	size_t		len = strlen(path) + 1;
+	OpContext  *op = malloc(offsetof(OpContext, path) + len);
+
+	if (op == NULL)
+		return NULL;
+	op->kind = kind;
+	op->tag = tag;
+	memcpy(op->path, path, len);
+	return op;
+}
+
+/* a send that failed at once: its completion will never come */
+static bool
+sent(int rc, OpContext *op)
+{
+	if (rc == ZOK)
+		return true;
+	free(op);
+	return false;
+}
+
+bool
+zkc_create(const char *path, const char *data, int datalen, int flags,
+		   uint64 tag)
+{
+	OpContext  *op;
+	int			mode = 0;
+
+	if (zh == NULL || (op = new_op(ZKEV_CREATED, path, tag)) == NULL)
+		return false;
+	if (flags & ZKC_EPHEMERAL_SEQUENTIAL)
+		mode = ZOO_EPHEMERAL_SEQUENTIAL;
+	else if (flags & ZKC_CONTAINER)
+		mode = ZOO_CONTAINER;
+	return sent(zoo_acreate2(zh, path, data, datalen, &ZOO_OPEN_ACL_UNSAFE,
+							 mode, created_completion, op), op);
+}
+
+bool
+zkc_get_children(const char *path, uint64 tag)
+{
+	OpContext  *op;
+
+	if (zh == NULL || (op = new_op(ZKEV_CHILDREN, path, tag)) == NULL)
+		return false;
+	return sent(zoo_aget_children(zh, path, 0, children_completion, op), op);
+}
+
+bool
+zkc_exists(const char *path, bool watch, uint64 tag)
+{
+	OpContext  *op;
+	OpContext  *wop = NULL;
+	int			rc;
+
+	if (zh == NULL || (op = new_op(ZKEV_STAT, path, tag)) == NULL)
+		return false;
+	if (watch && (wop = new_op(ZKEV_WATCH, path, tag)) == NULL)
+	{
+		free(op);
+		return false;
+	}
+	rc = zoo_awexists(zh, path, watch ? node_watcher : NULL, wop,
+					  stat_completion, op);
+	if (rc != ZOK)
+		free(wop);
+	return sent(rc, op);
+}
+
+bool
+zkc_get_data(const char *path, uint64 tag)
+{
+	OpContext  *op;
+
+	if (zh == NULL || (op = new_op(ZKEV_DATA, path, tag)) == NULL)
+		return false;
+	return sent(zoo_aget(zh, path, 0, data_completion, op), op);
+}
+
+bool
+zkc_delete(const char *path, uint64 tag)
+{
+	OpContext  *op;
+
+	if (zh == NULL || (op = new_op(ZKEV_DELETED, path, tag)) == NULL)
+		return false;
+	return sent(zoo_adelete(zh, path, -1, void_completion, op), op);
+}

@@ -1,0 +1,99 @@
+/*-------------------------------------------------------------------------
+ *
+ * zk_client.h
+ *		The worker's asynchronous ZooKeeper client, without ZooKeeper's
+ *		headers.
+ *
+ * zk_client.c is the only file that includes zookeeper.h.  It issues
+ * asynchronous operations on the worker's one session; their completions
+ * and watch notifications arrive on libzookeeper_mt's own threads, which
+ * copy them into malloc'd ZkEvents on a mutex-protected queue and write a
+ * byte to a pipe.  The worker waits for that pipe in its WaitEventSet and
+ * takes the events with zkc_next_event() on its main thread, so ZooKeeper's
+ * threads never call into PostgreSQL.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_ZK_CLIENT_H
+#define ZKLOCK_ZK_CLIENT_H
+
+/* Results of operations, ZooKeeper's codes folded to what zklock acts on */
+typedef enum ZkResult
+{
+	ZKC_OK = 0,
+	ZKC_NONODE,					/* node does not exist */
+	ZKC_NODEEXISTS,				/* node exists already */
+	ZKC_NOTEMPTY,				/* node has children */
+	ZKC_CONNLOSS,				/* outcome unknown: connection lost */
+	ZKC_EXPIRED,				/* session expired or closing */
+	ZKC_NOAUTH,					/* ACL refused it */
+	ZKC_ERROR					/* anything else; see zkc_result_text */
+} ZkResult;
+
+typedef enum ZkEventKind
+{
+	ZKEV_SESSION,				/* session state changed */
+	ZKEV_CREATED,				/* create finished */
+	ZKEV_CHILDREN,				/* getChildren finished */
+	ZKEV_STAT,					/* exists finished */
+	ZKEV_DATA,					/* getData finished */
+	ZKEV_DELETED,				/* delete finished */
+	ZKEV_WATCH					/* a watched node changed or vanished */
+} ZkEventKind;
+
+typedef enum ZkClientState
+{
+	ZKC_STATE_CONNECTING,
+	ZKC_STATE_CONNECTED,
+	ZKC_STATE_EXPIRED,
+	ZKC_STATE_AUTH_FAILED
+} ZkClientState;
+
+/* Node creation flags */
+#define ZKC_EPHEMERAL_SEQUENTIAL	1
+#define ZKC_CONTAINER				2
+
+typedef struct ZkEvent
+{
+	struct ZkEvent *next;
+	ZkEventKind kind;
+	uint64		tag;			/* the caller's tag for the operation */
+	int			rc;				/* ZkResult */
+	int			zoo_rc;			/* ZooKeeper's own code, for messages */
+	ZkClientState state;		/* for ZKEV_SESSION */
+	char	   *path;			/* path of the operation, or created path */
+	int64		czxid;			/* stat of the node, when one came back */
+	int64		ephemeral_owner;
+	int			nchildren;		/* ZKEV_CHILDREN */
+	char	  **children;
+	char	   *data;			/* ZKEV_DATA, zero-terminated */
+	int			datalen;
+} ZkEvent;
+
+/* Session */
+extern int	zkc_wake_fd(void);
+extern bool zkc_connect(const char *hosts, int session_timeout_ms,
+						const int64 *old_session_id, const char *old_passwd,
+						char *errbuf, int errlen);
+extern void zkc_close(void);
+extern bool zkc_is_open(void);
+extern int64 zkc_session_id(void);
+extern int	zkc_session_passwd(char *buf, int buflen);
+extern int	zkc_negotiated_timeout(void);
+extern const char *zkc_result_text(int zoo_rc);
+extern void zkc_set_log_level(int level);
+
+/* Events */
+extern ZkEvent *zkc_next_event(void);
+extern void zkc_free_event(ZkEvent *ev);
+extern void zkc_drain_wake_fd(void);
+
+/* Asynchronous operations; false when it could not even be sent */
+extern bool zkc_create(const char *path, const char *data, int datalen,
+					   int flags, uint64 tag);
+extern bool zkc_get_children(const char *path, uint64 tag);
+extern bool zkc_exists(const char *path, bool watch, uint64 tag);
+extern bool zkc_get_data(const char *path, uint64 tag);
+extern bool zkc_delete(const char *path, uint64 tag);
+
+#endif							/* ZKLOCK_ZK_CLIENT_H */

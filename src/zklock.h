@@ -1,0 +1,198 @@
+/*-------------------------------------------------------------------------
+ *
+ * zklock.h
+ *		Shared declarations of zklock: ZooKeeper locks for PostgreSQL.
+ *
+ * Processes and shared state
+ * --------------------------
+ * One background worker per instance owns the ZooKeeper session.  Backends
+ * talk to it through a table of lock entries in shared memory; an entry is
+ * one ZooKeeper lock node of this instance (or one request for such a node),
+ * from the moment a backend asks for it until the worker knows that the
+ * node is gone.  The table therefore doubles as the list of every node this
+ * instance owns.
+ *
+ * Locking rules: ZkLockShared->lock (an LWLock) guards the free list, the
+ * work queue and every field of every entry marked "lock" below.  Fields
+ * marked "backend" are written by the owning backend while the entry is
+ * in ZKE_REQUESTED and the worker has not yet dequeued it, and read by the
+ * worker after dequeuing, both under the lock.  Fields marked "worker" are
+ * written by the worker under the lock and read by the owner under the lock.
+ * Session fields are written by the worker only and read by anyone under
+ * the lock.  Nobody holds the lock across a ZooKeeper call or a wait.
+ *
+ * The life of an entry (state is "lock"):
+ *
+ *	FREE --backend--> REQUESTED --worker--> GRANTED --backend--> RELEASING
+ *							|						|				|
+ *							+--worker--> NOT_GRANTED / FAILED		|
+ *							|			  (backend frees it)		|
+ *							+--backend--> RELEASING (withdrawn)		|
+ *																	v
+ *					worker frees it once the node is known gone: FREE
+ *
+ * A GRANTED entry becomes LOST when the worker learns that its node is gone
+ * without the backend having released it (session expired, node deleted).
+ *
+ * Portions Copyright (c) 2026, zklock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_H
+#define ZKLOCK_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "storage/lwlock.h"
+#include "storage/dsm.h"
+
+#include "compat.h"
+
+/* Limits on names (bytes, without the terminating zero) */
+#define ZKLOCK_MAX_RESOURCE_LEN		255
+#define ZKLOCK_MAX_ROOT_LEN			128
+#define ZKLOCK_MAX_NODE_NAME_LEN	63
+#define ZKLOCK_MAX_DATA_LEN			511
+#define ZKLOCK_MAX_ERROR_LEN		255
+#define ZKLOCK_MAX_HOSTS_LEN		255
+
+typedef enum ZkLockMode
+{
+	ZKLOCK_EXCLUSIVE = 0,
+	ZKLOCK_SHARED = 1
+} ZkLockMode;
+
+typedef enum ZkEntryKind
+{
+	ZKR_ACQUIRE,				/* wait until granted */
+	ZKR_TRY_ACQUIRE,			/* grant now or remove the node */
+	ZKR_LIST					/* list every lock node under the root */
+} ZkEntryKind;
+
+typedef enum ZkEntryState
+{
+	ZKE_FREE = 0,
+	ZKE_REQUESTED,				/* backend asked; worker is working on it */
+	ZKE_GRANTED,				/* node created and first in line */
+	ZKE_NOT_GRANTED,			/* try-lock failed; node already removed */
+	ZKE_FAILED,					/* error; no node left; see error text */
+	ZKE_DONE,					/* a LIST request finished */
+	ZKE_RELEASING,				/* backend is done; worker deletes the node */
+	ZKE_LOST					/* granted, but the node is gone */
+} ZkEntryState;
+
+typedef enum ZkSessionState
+{
+	ZKS_STOPPED = 0,			/* no worker */
+	ZKS_CONNECTING,
+	ZKS_CONNECTED,
+	ZKS_EXPIRED,
+	ZKS_AUTH_FAILED
+} ZkSessionState;
+
+typedef struct ZkLockEntry
+{
+	ZkEntryState state;			/* lock */
+	bool		queued;			/* lock: in the work queue */
+	uint32		generation;		/* lock: bumped at each allocation */
+	int			next_free;		/* lock: free-list link */
+
+	/* request, written by the owning backend */
+	ZkEntryKind kind;			/* backend */
+	ZkLockMode	mode;			/* backend */
+	int			owner_procno;	/* backend: pgprocno, for its latch */
+	int			owner_pid;		/* backend */
+	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];	/* backend */
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];	/* backend: node data */
+	dsm_handle	list_handle;	/* backend: LIST result segment */
+	Size		list_size;		/* backend: its size */
+
+	/* result, written by the worker */
+	int64		token;			/* worker: czxid of the node */
+	TimestampTz granted_at;		/* worker */
+	Size		list_needed;	/* worker: LIST result size */
+	int			sqlstate;		/* worker: for FAILED */
+	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1]; /* worker: node name */
+	char		error[ZKLOCK_MAX_ERROR_LEN + 1];	/* worker: for FAILED */
+} ZkLockEntry;
+
+typedef struct ZkLockShared
+{
+	LWLock	   *lock;
+
+	/* worker and session, written by the worker */
+	int			worker_pid;		/* lock; 0 when no worker runs */
+	int			worker_procno;	/* lock */
+	uint32		incarnation;	/* lock: changes at each worker start */
+	ZkSessionState session_state;	/* lock */
+	int64		session_id;		/* lock */
+	int			negotiated_timeout; /* lock: ms */
+	TimestampTz state_since;	/* lock */
+	char		last_error[ZKLOCK_MAX_ERROR_LEN + 1];	/* lock */
+
+	/* counters, lock */
+	uint64		n_granted;
+	uint64		n_not_granted;
+	uint64		n_failed;
+	uint64		n_waited;
+	uint64		n_released;
+	uint64		n_lost;
+
+	/* free list and work queue, lock */
+	int			free_head;
+	int			queue_head;		/* next to dequeue */
+	int			queue_count;
+	int		   *queue;			/* ring of nentries entry indexes */
+
+	int			nentries;		/* fixed at startup */
+	ZkLockEntry entries[FLEXIBLE_ARRAY_MEMBER];
+} ZkLockShared;
+
+/* settings (zklock.c) */
+extern char *zklock_hosts;
+extern char *zklock_root;
+extern int	zklock_session_timeout;
+extern int	zklock_connect_timeout;
+extern char *zklock_node_name;
+extern int	zklock_max_locks_per_backend;
+
+/* shared memory (shmem.c) */
+extern ZkLockShared *zklock_shared;
+extern void zklock_shmem_request(void);
+extern void zklock_shmem_startup(void);
+extern int	zklock_entry_alloc(void);
+extern void zklock_entry_free(int idx);
+extern void zklock_enqueue(int idx);
+extern int	zklock_dequeue(void);
+extern void zklock_wake_worker(void);
+extern void zklock_wake_owner(ZkLockEntry *entry);
+extern const char *zklock_session_state_name(ZkSessionState state);
+extern const char *zklock_instance_name(void);
+
+/* resource names and modes (resource.c) */
+extern void zklock_check_resource(const char *resource);
+extern ZkLockMode zklock_parse_mode(const char *mode);
+extern const char *zklock_mode_name(ZkLockMode mode);
+extern bool zklock_parse_node_name(const char *name, ZkLockMode *mode,
+								   int64 *seq);
+extern void zklock_format_node_prefix(char *buf, size_t buflen,
+									  uint32 incarnation, int idx,
+									  uint32 generation);
+extern void zklock_format_node_request(char *buf, size_t buflen,
+									   const char *prefix, ZkLockMode mode);
+
+/* background worker (worker.c) */
+extern void zklock_register_worker(void);
+extern PGDLLEXPORT void zklock_worker_main(Datum main_arg);
+
+/* backend side: local lock table and transaction hooks (backend.c) */
+extern void zklock_backend_init(void);
+extern int64 zklock_lock(const char *resource, ZkLockMode mode,
+						 bool session, bool wait, int timeout_ms,
+						 bool *acquired);
+extern bool zklock_unlock(const char *resource, ZkLockMode mode);
+extern int	zklock_unlock_all(void);
+extern char *zklock_list_nodes(Size *len);
+
+#endif							/* ZKLOCK_H */
