@@ -23,7 +23,6 @@ PG_CFLAGS = -Werror
 # writes test/regress.conf pointing at it.
 REGRESS = setup errors locks scopes listing
 REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=./tmp_check_regress
-NO_INSTALLCHECK = 1
 
 # no JIT bitcode: nothing here is worth inlining, and clang need not be installed
 override with_llvm = no

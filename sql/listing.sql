@@ -1,0 +1,36 @@
+--
+-- zk_locks shows every lock node with its holder; zk_lock_status the worker.
+--
+SELECT dblink_connect('w', 'dbname=' || current_database() || ' application_name=waiter');
+
+SELECT zk_lock_acquire_session('list/r', 'shared') > 0 AS ok;
+SELECT zk_lock_acquire_session('list/w') > 0 AS ok;
+-- a waiter in the other backend
+SELECT dblink_send_query('w', $$SELECT zk_lock_acquire('list/w', 'exclusive', '30 s')$$);
+DO $$
+BEGIN
+  FOR i IN 1..100 LOOP
+    EXIT WHEN (SELECT count(*) FROM zk_locks WHERE resource = 'list/w') = 2;
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+END $$;
+
+SELECT resource, mode, granted, scope, instance = current_setting('zklock.node_name') AS this_instance,
+       application_name, database = current_database() AS db, username = current_user AS usr,
+       since <= now() + interval '1 min' AS since_ok, token > 0 AS token_ok,
+       node ~ '^zk[0-9a-f]{8}\.[0-9a-f]+\.[0-9a-f]+-LOCK-(SHARED|EXCLUSIVE)-[0-9]{10}$' AS node_name_ok
+FROM zk_locks WHERE resource LIKE 'list/%'
+ORDER BY resource, granted DESC;
+
+-- the waiter shows the wait event while it waits
+SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE application_name = 'waiter';
+
+SELECT zk_lock_release('list/w');
+SELECT token > 0 AS waiter_granted FROM dblink_get_result('w') AS t(token bigint);
+SELECT dblink_disconnect('w');
+SELECT zk_lock_release_all();
+SELECT count(*) AS left_over FROM zk_locks WHERE resource LIKE 'list/%';
+
+SELECT state, entries_in_use, granted > 0 AS granted_some, waited > 0 AS waited_some,
+       not_granted > 0 AS refused_some, lost
+FROM zk_lock_status;

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+#
+# run_tests.sh -- zklock's whole test suite, from a fresh Debian 12 machine.
+#
+#   bash test/run_tests.sh
+#
+# As root: installs the packages that are missing, builds and installs the
+# extension, then runs the suite as the unprivileged user "postgres" from a
+# copy of the tree in a temporary folder (PostgreSQL refuses to run as root).
+# As another user: expects the packages and `make install` to be done, and
+# runs the suite as that user.
+#
+# The suite: pg_regress (sql/, expected/) against a temporary instance and a
+# ZooKeeper started here on loopback; then the TAP tests (test/t/*.pl), which
+# start their own ZooKeeper servers and PostgreSQL instances.
+#
+# Set PROVE_TESTS="test/t/001_x.pl ..." to run only some TAP tests.
+#
+set -euo pipefail
+
+src=$(cd "$(dirname "$0")/.." && pwd)
+pgbin=$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
+
+if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
+	if [ "$(id -u)" -eq 0 ]; then
+		bash "$src/scripts/install-deps.sh"
+		pgbin=$(pg_config --bindir)
+		make -C "$src" -s clean
+		make -C "$src" -s
+		make -C "$src" -s install
+		work=$(mktemp -d /tmp/zklock-test.XXXXXX)
+		cp -a "$src/." "$work/src"
+		chown -R postgres:postgres "$work"
+		rc=0
+		runuser -u postgres -- env ZKLOCK_TEST_INNER=1 PROVE_TESTS="${PROVE_TESTS:-}" \
+			bash "$work/src/test/run_tests.sh" || rc=$?
+		if [ $rc -ne 0 ]; then
+			# keep the logs where a person can find them
+			for f in "$work"/src/regression.diffs "$work"/src/test/tmp_check/log/*; do
+				[ -f "$f" ] && { echo "---- $f (tail)"; tail -n 40 "$f"; }
+			done
+		fi
+		rm -rf "$work"
+		exit $rc
+	fi
+fi
+
+export PATH="$pgbin:$PATH"
+cd "$src"
+
+# a free loopback port
+free_port() {
+	perl -MIO::Socket::INET -e '
+		for (1..200) { my $p = 20000 + int(rand(20000));
+			my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => $p, Listen => 1, ReuseAddr => 0);
+			if ($s) { print $p; exit 0 } } exit 1'
+}
+
+zkdir=$(mktemp -d /tmp/zklock-zk.XXXXXX)
+cleanup() { bash test/zk_server.sh stop "$zkdir" >/dev/null 2>&1 || true; rm -rf "$zkdir"; }
+trap cleanup EXIT
+
+regress_passed=0
+regress_failed=0
+tap_passed=0
+tap_failed=0
+
+# --- pg_regress --------------------------------------------------------
+zkport=$(free_port)
+hosts=$(bash test/zk_server.sh start "$zkdir/zk" --base-port "$zkport")
+cat > test/regress.conf <<CONF
+shared_preload_libraries = 'zklock'
+zklock.hosts = '$hosts'
+zklock.root = '/zklock_regress'
+zklock.session_timeout = '4s'
+zklock.connect_timeout = '3s'
+zklock.node_name = 'regress'
+max_prepared_transactions = 2
+CONF
+
+set +e
+make -s installcheck PG_CONFIG="$pgbin/pg_config" REGRESS_OPTS="--temp-config=test/regress.conf --temp-instance=./tmp_check_regress --port=$(free_port)" 2>&1 | tee regress.out.log
+regress_rc=${PIPESTATUS[0]}
+set -e
+n=$(grep -cE '^(ok|not ok) ' regress.out.log || true)
+nf=$(grep -cE '^not ok |FAILED' regress.out.log || true)
+if [ "$n" -eq 0 ]; then
+	# older pg_regress output: "test name ... ok"
+	n=$(grep -cE '\.\.\. (ok|FAILED)' regress.out.log || true)
+	nf=$(grep -cE '\.\.\. FAILED' regress.out.log || true)
+fi
+regress_failed=$nf
+regress_passed=$((n - nf))
+if [ "$regress_rc" -ne 0 ] && [ "$regress_failed" -eq 0 ]; then
+	regress_failed=1
+fi
+[ -f regression.diffs ] && cat regression.diffs
+bash test/zk_server.sh stop "$zkdir/zk" >/dev/null 2>&1 || true
+
+# --- TAP ---------------------------------------------------------------
+set +e
+mkdir -p test/tmp_check
+TESTDIR="$src/test" PG_REGRESS="$(dirname "$(pg_config --pgxs)")/../test/regress/pg_regress" \
+	prove -I "$(dirname "$(pg_config --pgxs)")/../test/perl" -I test \
+	${PROVE_TESTS:-test/t/*.pl} 2>&1 | tee prove.out.log
+tap_rc=${PIPESTATUS[0]}
+set -e
+tap_total=$(sed -nE 's/^Files=[0-9]+, Tests=([0-9]+),.*/\1/p' prove.out.log | tail -n1)
+tap_failed=$(sed -nE 's/^\s*Failed ([0-9]+)\/[0-9]+ subtests.*/\1/p' prove.out.log | awk '{s += $1} END {print s + 0}')
+tap_total=${tap_total:-0}
+tap_failed=${tap_failed:-0}
+tap_passed=$((tap_total - tap_failed))
+if [ "$tap_rc" -ne 0 ] && [ "$tap_failed" -eq 0 ]; then
+	tap_failed=1
+fi
+
+echo
+echo "pg_regress: $regress_passed passed, $regress_failed failed"
+echo "TAP: $tap_passed passed, $tap_failed failed"
+echo "zklock: $((regress_passed + tap_passed)) passed, $((regress_failed + tap_failed)) failed"
+[ "$regress_rc" -eq 0 ] && [ "$tap_rc" -eq 0 ]
