@@ -124,6 +124,8 @@ typedef struct WorkEntry
 static WorkEntry *work = NULL;
 static int	nwork = 0;
 static bool connected = false;
+static bool recovery_needed = false;	/* some entry is PH_RECOVERING */
+static TimestampTz last_recovery = 0;
 static int64 session_id = 0;
 static uint32 incarnation = 0;
 static MemoryContext list_context = NULL;
@@ -139,6 +141,14 @@ static void finish_release(int idx);
 static void list_start(int idx);
 static void list_event(int idx, ZkEvent *ev);
 static void list_finish(int idx, bool ok, const char *why);
+
+/* a reply was lost or a send failed: retry once connected */
+static inline void
+set_recovering(WorkEntry *w)
+{
+	w->phase = PH_RECOVERING;
+	recovery_needed = true;
+}
 
 static inline ZkLockEntry *
 entry(int idx)
@@ -296,7 +306,7 @@ send_create(int idx, bool with_parents)
 		!zkc_create(path, data, strlen(data), ZKC_EPHEMERAL_SEQUENTIAL,
 					TAG(w->generation, OP_CREATE, idx)))
 	{
-		w->phase = PH_RECOVERING;
+		set_recovering(w);
 		return;
 	}
 	w->create_unknown = true;	/* until its reply says otherwise */
@@ -310,7 +320,7 @@ send_children(int idx)
 
 	w->phase = PH_CHECKING;
 	if (!zkc_get_children(w->parent, TAG(w->generation, OP_CHILDREN, idx)))
-		w->phase = PH_RECOVERING;
+		set_recovering(w);
 }
 
 static void
@@ -322,7 +332,7 @@ send_delete(int idx)
 	node_path(path, w, w->node);
 	w->phase = PH_DELETING;
 	if (!zkc_delete(path, TAG(w->generation, OP_DELETE, idx)))
-		w->phase = PH_RECOVERING;
+		set_recovering(w);
 }
 
 /*
@@ -397,7 +407,7 @@ zklock_protocol_event(ZkEvent *ev)
 		case OP_CHILDREN:
 			if (ev->rc == ZKC_CONNLOSS)
 			{
-				w->phase = PH_RECOVERING;
+				set_recovering(w);
 				break;
 			}
 			if (ev->rc == ZKC_EXPIRED)
@@ -443,7 +453,7 @@ zklock_protocol_event(ZkEvent *ev)
 					send_create(idx, false);
 			}
 			else
-				w->phase = PH_RECOVERING;
+				set_recovering(w);
 			break;
 
 		case OP_WAIT:
@@ -454,7 +464,7 @@ zklock_protocol_event(ZkEvent *ev)
 			else if (ev->rc == ZKC_NONODE)
 				send_children(idx); /* gone before the watch was set */
 			else if (ev->rc == ZKC_CONNLOSS)
-				w->phase = PH_RECOVERING;
+				set_recovering(w);
 			break;
 
 		case OP_GUARD:
@@ -499,7 +509,7 @@ zklock_protocol_event(ZkEvent *ev)
 					finish_release(idx);
 			}
 			else
-				w->phase = PH_RECOVERING;	/* delete again when connected */
+				set_recovering(w);	/* delete again when connected */
 			break;
 	}
 }
@@ -535,7 +545,7 @@ decide(int idx, ZkEvent *ev)
 				node_path(path, w, w->node);
 				w->phase = PH_CHECKING;
 				if (!zkc_exists(path, false, TAG(w->generation, OP_ADOPT, idx)))
-					w->phase = PH_RECOVERING;
+					set_recovering(w);
 				return;
 			}
 			break;
@@ -612,7 +622,7 @@ decide(int idx, ZkEvent *ev)
 	node_path(path, w, ev->children[pred]);
 	w->phase = PH_WATCHING;
 	if (!zkc_exists(path, true, TAG(w->generation, OP_WAIT, idx)))
-		w->phase = PH_RECOVERING;
+		set_recovering(w);
 }
 
 /*
@@ -698,36 +708,44 @@ finish_release(int idx)
 }
 
 /*
- * The session is (again) connected: send what waited for it.
+ * Send what waited for a connection, and retry what lost its reply.
+ */
+static void
+resume(int i)
+{
+	WorkEntry  *w = &work[i];
+
+	if (w->phase == PH_DEFERRED)
+	{
+		w->phase = PH_IDLE;
+		if (w->kind == ZKR_LIST)
+			list_start(i);
+		else
+			send_create(i, false);
+	}
+	else if (w->phase == PH_RECOVERING)
+	{
+		if (w->release && !w->created && !w->create_unknown &&
+			w->node[0] == '\0')
+			finish_release(i);
+		else if ((w->release || w->try_failed) && w->created)
+			send_delete(i);
+		else
+			recover(i);
+	}
+}
+
+/*
+ * The session is (again) connected.
  */
 void
 zklock_protocol_connected(int64 new_session_id)
 {
 	connected = true;
 	session_id = new_session_id;
+	recovery_needed = false;
 	for (int i = 0; i < nwork; i++)
-	{
-		WorkEntry  *w = &work[i];
-
-		if (w->phase == PH_DEFERRED)
-		{
-			w->phase = PH_IDLE;
-			if (w->kind == ZKR_LIST)
-				list_start(i);
-			else
-				send_create(i, false);
-		}
-		else if (w->phase == PH_RECOVERING)
-		{
-			if (w->release && !w->created && !w->create_unknown &&
-				w->node[0] == '\0')
-				finish_release(i);
-			else if ((w->release || w->try_failed) && w->created)
-				send_delete(i);
-			else
-				recover(i);
-		}
-	}
+		resume(i);
 }
 
 void
@@ -792,9 +810,24 @@ zklock_protocol_session_lost(const char *why)
 long
 zklock_protocol_tick(void)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now;
 	long		next = -1;
 
+	now = GetCurrentTimestamp();
+	if (connected)
+	{
+		/* lost replies while connected: retry, at most every 100 ms */
+		if (recovery_needed &&
+			TimestampDifferenceExceeds(last_recovery, now, 100))
+		{
+			recovery_needed = false;
+			last_recovery = now;
+			for (int i = 0; i < nwork; i++)
+				if (work[i].phase == PH_RECOVERING)
+					resume(i);
+		}
+		return recovery_needed ? 100 : -1;
+	}
 	for (int i = 0; i < nwork; i++)
 	{
 		WorkEntry  *w = &work[i];

@@ -321,11 +321,18 @@ zklock_worker_main(Datum main_arg)
 		if (zklock_shared->session_state != ZKS_CONNECTED &&
 			TimestampDifferenceExceeds(last_down_log, now, STILL_DOWN_LOG_MS))
 		{
+			char		why[256];
+			bool		have_why = zkc_last_error(why, sizeof(why));
+
 			last_down_log = now;
+			if (have_why)
+				set_session_state(zklock_shared->session_state,
+								  zklock_shared->session_id, why);
 			ereport(LOG,
 					(errmsg("zklock: not connected to ZooKeeper at \"%s\" since %s",
 							zklock_hosts,
-							timestamptz_to_str(zklock_shared->state_since))));
+							timestamptz_to_str(zklock_shared->state_since)),
+					 have_why ? errdetail("The ZooKeeper client says: %s", why) : 0));
 		}
 		/* fail requests that waited too long for a connection */
 		ms = zklock_protocol_tick();

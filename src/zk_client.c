@@ -40,6 +40,9 @@ static pthread_mutex_t event_mutex = PTHREAD_MUTEX_INITIALIZER;
 static ZkEvent *event_head = NULL;
 static ZkEvent *event_tail = NULL;
 
+/* The client library's last error message; guarded by event_mutex */
+static char last_log[256];
+
 /*
  * Wake pipe: created once, non-blocking at both ends.
  */
@@ -315,6 +318,39 @@ void_completion(int rc, const void *data)
 }
 
 /*
+ * ZooKeeper thread: the client library's log lines (errors only) are kept,
+ * not printed: the worker reports the last one in its own log lines and in
+ * zk_lock_status, instead of one line per reconnection attempt.
+ */
+static void
+log_callback(const char *message)
+{
+	pthread_mutex_lock(&event_mutex);
+	strlcpy(last_log, message, sizeof(last_log));
+	pthread_mutex_unlock(&event_mutex);
+}
+
+/* The last error the client library logged, and forget it; false if none */
+bool
+zkc_last_error(char *buf, int buflen)
+{
+	bool		found;
+
+	pthread_mutex_lock(&event_mutex);
+	found = last_log[0] != '\0';
+	if (found)
+	{
+		/* keep what follows the client's "file@line: " prefix */
+		const char *p = strstr(last_log, ": ");
+
+		strlcpy(buf, p ? p + 2 : last_log, buflen);
+		last_log[0] = '\0';
+	}
+	pthread_mutex_unlock(&event_mutex);
+	return found;
+}
+
+/*
  * Session management, main thread.
  */
 bool
@@ -343,8 +379,8 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &saved);
 	errno = 0;
-	zh = zookeeper_init(hosts, session_watcher, session_timeout_ms,
-						old_session_id ? &cid : NULL, NULL, 0);
+	zh = zookeeper_init2(hosts, session_watcher, session_timeout_ms,
+						 old_session_id ? &cid : NULL, NULL, 0, log_callback);
 	pthread_sigmask(SIG_SETMASK, &saved, NULL);
 
 	if (zh == NULL)

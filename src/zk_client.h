@@ -82,6 +82,7 @@ extern int	zkc_session_passwd(char *buf, int buflen);
 extern int	zkc_negotiated_timeout(void);
 extern const char *zkc_result_text(int zoo_rc);
 extern void zkc_set_log_level(int level);
+extern bool zkc_last_error(char *buf, int buflen);
 
 /* Events */
 extern ZkEvent *zkc_next_event(void);
