@@ -21,7 +21,7 @@ PG_CFLAGS = -Werror
 
 # pg_regress needs a running ZooKeeper; test/run_tests.sh starts one and
 # writes test/regress.conf pointing at it.
-REGRESS = setup errors locks scopes listing
+REGRESS = setup errors locks scopes listing fence
 REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=./tmp_check_regress
 
 # no JIT bitcode: nothing here is worth inlining, and clang need not be installed
@@ -30,3 +30,6 @@ override with_llvm = no
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# every object depends on the shared headers (PGXS tracks no dependencies)
+$(OBJS): src/zklock.h src/compat.h src/zk_client.h src/protocol.h

@@ -66,6 +66,10 @@ typedef struct LocalLock
 static HTAB *local_locks = NULL;
 static bool backend_ready = false;
 
+/* lost-lock bookkeeping: the shared n_lost when we last looked */
+static uint64 seen_lost = 0;
+static bool known_lost = false;
+
 /* the request this backend is waiting for, for the exit callback */
 static int	pending_idx = -1;
 static uint32 pending_gen = 0;
@@ -74,6 +78,9 @@ static void xact_callback(XactEvent event, void *arg);
 static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 							 SubTransactionId parentSubid, void *arg);
 static void backend_exit(int code, Datum arg);
+static bool is_lost(LocalLock *lock);
+static void check_lost(int elevel);
+static void commit_fence(void);
 
 /*
  * First use in this backend: check that zklock can work at all, then set up
@@ -302,23 +309,12 @@ zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
 	zklock_backend_init();
 	zklock_check_resource(resource);
 	*acquired = false;
+	check_lost(ERROR);
 
 	/* held already: stack it, no round trip */
 	make_key(&key, resource, mode);
 	lock = hash_search(local_locks, &key, HASH_FIND, NULL);
-	if (lock)
-	{
-		LWLockAcquire(zklock_shared->lock, LW_SHARED);
-		state = zklock_shared->entries[lock->idx].state;
-		LWLockRelease(zklock_shared->lock);
-		if (state == ZKE_LOST)
-			ereport(ERROR,
-					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("zklock lock on resource \"%s\" was lost", resource),
-					 errdetail("Its ZooKeeper node is gone: the session expired, the worker restarted, or the node was deleted."),
-					 errhint("Release it with zk_lock_release() or end the transaction, then acquire it again.")));
-	}
-	else
+	if (lock == NULL)
 	{
 		LocalLockKey other;
 
@@ -430,6 +426,113 @@ is_lost(LocalLock *lock)
 }
 
 /*
+ * Tell the user about locks of this backend that were lost: an ERROR on
+ * the next acquire, a WARNING on a release.  Cheap when nothing was lost:
+ * one look at the shared counter.
+ */
+static void
+check_lost(int elevel)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *lock;
+	LocalLock  *first = NULL;
+	int			n = 0;
+	uint64		nlost;
+
+	if (hash_get_num_entries(local_locks) == 0)
+		return;
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	nlost = zklock_shared->n_lost;
+	LWLockRelease(zklock_shared->lock);
+	if (nlost == seen_lost && !known_lost)
+		return;
+	seen_lost = nlost;
+
+	hash_seq_init(&seq, local_locks);
+	while ((lock = hash_seq_search(&seq)) != NULL)
+	{
+		if (is_lost(lock))
+		{
+			if (first == NULL)
+				first = lock;
+			n++;
+		}
+	}
+	known_lost = (n > 0);
+	if (first)
+		ereport(elevel,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("zklock lock on resource \"%s\" (%s) was lost",
+						first->key.resource, zklock_mode_name(first->key.mode)),
+				 errdetail_plural("%d lock of this session was lost: the ZooKeeper session expired, the worker restarted, or the node was deleted.",
+								  "%d locks of this session were lost: the ZooKeeper session expired, the worker restarted, or the node was deleted.",
+								  n, n),
+				 errhint("Release lost session locks with zk_lock_release() or zk_lock_release_all(); a transaction holding a lost lock cannot commit.")));
+}
+
+/*
+ * The commit fence, run before the commit record is written.  While the
+ * worker is disconnected, its session may still live (then every node is
+ * still there) or may have expired (then the worker will say so when it
+ * reconnects, or declare it after the session timeout): wait for the
+ * answer, bounded, then fail if any transaction lock is lost.
+ */
+static void
+commit_fence(void)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *lock;
+	bool		any = false;
+	TimestampTz start = GetCurrentTimestamp();
+	int			bound_ms = zklock_session_timeout + zklock_connect_timeout;
+
+	hash_seq_init(&seq, local_locks);
+	while ((lock = hash_seq_search(&seq)) != NULL)
+		any |= (lock->nxact > 0);
+	if (!any)
+		return;
+
+	for (;;)
+	{
+		ZkSessionState state;
+		LocalLock  *lost = NULL;
+
+		LWLockAcquire(zklock_shared->lock, LW_SHARED);
+		state = zklock_shared->session_state;
+		LWLockRelease(zklock_shared->lock);
+
+		hash_seq_init(&seq, local_locks);
+		while ((lock = hash_seq_search(&seq)) != NULL)
+		{
+			if (lock->nxact > 0 && is_lost(lock))
+			{
+				lost = lock;
+				hash_seq_term(&seq);
+				break;
+			}
+		}
+		if (lost)
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("zklock lock on resource \"%s\" was lost; the transaction cannot commit",
+							lost->key.resource),
+					 errdetail("Another holder may have been granted the lock since.")));
+		if (state == ZKS_CONNECTED)
+			return;
+		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), bound_ms))
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("zklock locks of this transaction are in doubt; the transaction cannot commit"),
+					 errdetail("The zklock worker has been disconnected from ZooKeeper for over %d ms.",
+							   bound_ms)));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 50, ZKLOCK_WAIT_EVENT);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
  * Release one session-level hold, like pg_advisory_unlock.
  */
 bool
@@ -440,6 +543,7 @@ zklock_unlock(const char *resource, ZkLockMode mode)
 
 	zklock_backend_init();
 	zklock_check_resource(resource);
+	check_lost(WARNING);
 	make_key(&key, resource, mode);
 	lock = hash_search(local_locks, &key, HASH_FIND, NULL);
 	if (lock == NULL || lock->session_count == 0)
@@ -472,6 +576,7 @@ zklock_unlock_all(void)
 	int			n = 0;
 
 	zklock_backend_init();
+	check_lost(WARNING);
 	hash_seq_init(&seq, local_locks);
 	while ((lock = hash_seq_search(&seq)) != NULL)
 	{
@@ -502,19 +607,7 @@ xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
-			hash_seq_init(&seq, local_locks);
-			while ((lock = hash_seq_search(&seq)) != NULL)
-			{
-				if (lock->nxact > 0 && is_lost(lock))
-				{
-					hash_seq_term(&seq);
-					ereport(ERROR,
-							(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-							 errmsg("zklock lock on resource \"%s\" was lost; the transaction cannot commit",
-									lock->key.resource),
-							 errdetail("Another holder may have been granted the lock since.")));
-				}
-			}
+			commit_fence();
 			break;
 
 		case XACT_EVENT_PRE_PREPARE:

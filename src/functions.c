@@ -26,6 +26,7 @@ PG_FUNCTION_INFO_V1(zklock_release);
 PG_FUNCTION_INFO_V1(zklock_release_all);
 PG_FUNCTION_INFO_V1(zklock_nodes);
 PG_FUNCTION_INFO_V1(zklock_status);
+PG_FUNCTION_INFO_V1(zklock_local);
 
 /* resource and mode arguments; NULLs are errors, not silent NULLs */
 static char *
@@ -271,10 +272,11 @@ Datum
 zklock_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[14];
-	bool		nulls[14];
+	Datum		values[16];
+	bool		nulls[16];
 	ZkLockShared *s;
 	int			in_use = 0;
+	int			granted = 0;
 
 	zklock_backend_init();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -284,8 +286,12 @@ zklock_status(PG_FUNCTION_ARGS)
 	s = zklock_shared;
 	LWLockAcquire(s->lock, LW_SHARED);
 	for (int i = 0; i < s->nentries; i++)
+	{
 		if (s->entries[i].state != ZKE_FREE)
 			in_use++;
+		if (s->entries[i].state == ZKE_GRANTED)
+			granted++;
+	}
 	if (s->worker_pid)
 		values[0] = Int32GetDatum(s->worker_pid);
 	else
@@ -309,11 +315,82 @@ zklock_status(PG_FUNCTION_ARGS)
 	values[10] = Int64GetDatum((int64) s->n_not_granted);
 	values[11] = Int64GetDatum((int64) s->n_failed);
 	values[12] = Int64GetDatum((int64) s->n_lost);
-	if (s->last_error[0])
-		values[13] = CStringGetTextDatum(s->last_error);
+	/* held while disconnected: the session may have expired meanwhile */
+	values[13] = Int32GetDatum(s->disconnected_since ? granted : 0);
+	if (s->disconnected_since)
+		values[14] = TimestampTzGetDatum(s->disconnected_since);
 	else
-		nulls[13] = true;
+		nulls[14] = true;
+	if (s->last_error[0])
+		values[15] = CStringGetTextDatum(s->last_error);
+	else
+		nulls[15] = true;
 	LWLockRelease(s->lock);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * zk_lock_local(): this instance's entries, one row per lock node it holds
+ * or waits for.
+ */
+Datum
+zklock_local(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkLockShared *s;
+	bool		disconnected;
+
+	zklock_backend_init();
+	InitMaterializedSRF(fcinfo, 0);
+	s = zklock_shared;
+	LWLockAcquire(s->lock, LW_SHARED);
+	disconnected = s->disconnected_since != 0;
+	for (int i = 0; i < s->nentries; i++)
+	{
+		ZkLockEntry *e = &s->entries[i];
+		Datum		values[7];
+		bool		nulls[7];
+		const char *state;
+
+		switch (e->state)
+		{
+			case ZKE_REQUESTED:
+				state = "waiting";
+				break;
+			case ZKE_GRANTED:
+				state = disconnected ? "in doubt" : "granted";
+				break;
+			case ZKE_LOST:
+				state = "lost";
+				break;
+			case ZKE_RELEASING:
+				state = "releasing";
+				break;
+			default:
+				continue;		/* free, or a finished request */
+		}
+		if (e->kind == ZKR_LIST)
+			continue;
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = Int32GetDatum(e->owner_pid);
+		values[1] = CStringGetTextDatum(e->resource);
+		values[2] = CStringGetTextDatum(zklock_mode_name(e->mode));
+		values[3] = CStringGetTextDatum(state);
+		if (e->node[0])
+			values[4] = CStringGetTextDatum(e->node);
+		else
+			nulls[4] = true;
+		if (e->token)
+			values[5] = Int64GetDatum(e->token);
+		else
+			nulls[5] = true;
+		if (e->granted_at)
+			values[6] = TimestampTzGetDatum(e->granted_at);
+		else
+			nulls[6] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	LWLockRelease(s->lock);
+	return (Datum) 0;
 }

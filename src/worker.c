@@ -79,12 +79,25 @@ zklock_register_worker(void)
 	RegisterBackgroundWorker(&bgw);
 }
 
+/* "user:password" of zklock.auth = "digest:user:password", or NULL */
+static const char *
+auth_credentials(void)
+{
+	if (zklock_auth == NULL || strncmp(zklock_auth, "digest:", 7) != 0)
+		return NULL;
+	return zklock_auth + 7;
+}
+
 static void
 set_session_state(ZkSessionState state, int64 session_id, const char *error)
 {
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	if (zklock_shared->session_state != state)
 		zklock_shared->state_since = GetCurrentTimestamp();
+	if (state == ZKS_CONNECTED)
+		zklock_shared->disconnected_since = 0;
+	else if (zklock_shared->disconnected_since == 0)
+		zklock_shared->disconnected_since = GetCurrentTimestamp();
 	zklock_shared->session_state = state;
 	zklock_shared->session_id = session_id;
 	zklock_shared->negotiated_timeout = zkc_negotiated_timeout();
@@ -233,7 +246,7 @@ zklock_worker_main(Datum main_arg)
 				(errmsg("zklock: closing the ZooKeeper session 0x%llx of the previous worker",
 						(unsigned long long) old_id)));
 		if (zkc_connect(zklock_hosts, zklock_session_timeout, &old_id,
-						old_passwd, err, sizeof(err)))
+						old_passwd, auth_credentials(), err, sizeof(err)))
 			phase = WP_CLOSING_OLD;
 		else
 			open_session();
@@ -350,7 +363,7 @@ open_session(void)
 	phase_since = GetCurrentTimestamp();
 	was_connected = false;
 	if (zkc_connect(zklock_hosts, zklock_session_timeout, NULL, NULL,
-					err, sizeof(err)))
+					auth_credentials(), err, sizeof(err)))
 	{
 		phase = WP_SESSION;
 		set_session_state(ZKS_CONNECTING, 0, NULL);

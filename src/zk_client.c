@@ -33,6 +33,7 @@ typedef struct OpContext
 } OpContext;
 
 static zhandle_t *zh = NULL;
+static struct ACL_vector *node_acl = &ZOO_OPEN_ACL_UNSAFE;
 static int	wake_pipe[2] = {-1, -1};
 
 /* The event queue; guarded by event_mutex */
@@ -356,7 +357,7 @@ zkc_last_error(char *buf, int buflen)
 bool
 zkc_connect(const char *hosts, int session_timeout_ms,
 			const int64 *old_session_id, const char *old_passwd,
-			char *errbuf, int errlen)
+			const char *digest, char *errbuf, int errlen)
 {
 	clientid_t	cid;
 	sigset_t	all,
@@ -388,6 +389,20 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 		strlcpy(errbuf, errno ? strerror(errno) : "zookeeper_init failed",
 				errlen);
 		return false;
+	}
+
+	/* credentials are sent now and again after every reconnection */
+	node_acl = &ZOO_OPEN_ACL_UNSAFE;
+	if (digest && digest[0])
+	{
+		if (zoo_add_auth(zh, "digest", digest, strlen(digest), NULL, NULL) != ZOK)
+		{
+			strlcpy(errbuf, "could not add the digest credentials", errlen);
+			zookeeper_close(zh);
+			zh = NULL;
+			return false;
+		}
+		node_acl = &ZOO_CREATOR_ALL_ACL;
 	}
 	return true;
 }
@@ -484,7 +499,7 @@ zkc_create(const char *path, const char *data, int datalen, int flags,
 		mode = ZOO_EPHEMERAL_SEQUENTIAL;
 	else if (flags & ZKC_CONTAINER)
 		mode = ZOO_CONTAINER;
-	return sent(zoo_acreate2(zh, path, data, datalen, &ZOO_OPEN_ACL_UNSAFE,
+	return sent(zoo_acreate2(zh, path, data, datalen, node_acl,
 							 mode, created_completion, op), op);
 }
 

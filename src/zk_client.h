@@ -74,7 +74,7 @@ typedef struct ZkEvent
 extern int	zkc_wake_fd(void);
 extern bool zkc_connect(const char *hosts, int session_timeout_ms,
 						const int64 *old_session_id, const char *old_passwd,
-						char *errbuf, int errlen);
+						const char *digest, char *errbuf, int errlen);
 extern void zkc_close(void);
 extern bool zkc_is_open(void);
 extern int64 zkc_session_id(void);

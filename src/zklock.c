@@ -25,6 +25,7 @@ char	   *zklock_root = NULL;
 int			zklock_session_timeout = 10000;
 int			zklock_connect_timeout = 5000;
 char	   *zklock_node_name = NULL;
+char	   *zklock_auth = NULL;
 int			zklock_max_locks_per_backend = 32;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -97,6 +98,30 @@ check_hosts(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+static bool
+check_auth(char **newval, void **extra, GucSource source)
+{
+	const char *a = *newval;
+
+	if (a == NULL || a[0] == '\0')
+		return true;
+	if (strncmp(a, "digest:", 7) != 0)
+	{
+		if (strncmp(a, "sasl:", 5) == 0 || strncmp(a, "x509:", 5) == 0 ||
+			strncmp(a, "tls:", 4) == 0)
+			GUC_check_errdetail("ZooKeeper's C client, as Debian builds it, supports neither SASL nor TLS.");
+		else
+			GUC_check_errdetail("zklock.auth must be \"digest:user:password\", or empty.");
+		return false;
+	}
+	if (strchr(a + 7, ':') == NULL || a[7] == ':')
+	{
+		GUC_check_errdetail("zklock.auth must be \"digest:user:password\", or empty.");
+		return false;
+	}
+	return true;
+}
+
 static void
 zklock_define_settings(void)
 {
@@ -144,6 +169,15 @@ zklock_define_settings(void)
 							   PGC_POSTMASTER,
 							   0,
 							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.auth",
+							   "ZooKeeper credentials, as digest:user:password.",
+							   "When set, lock nodes are created readable and writable by these credentials only.",
+							   &zklock_auth,
+							   "",
+							   PGC_POSTMASTER,
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   check_auth, NULL, NULL);
 
 	DefineCustomIntVariable("zklock.max_locks_per_backend",
 							"Lock nodes one backend may hold or wait for at once, on average.",

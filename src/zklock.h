@@ -129,6 +129,7 @@ typedef struct ZkLockShared
 	int64		session_id;		/* lock */
 	int			negotiated_timeout; /* lock: ms */
 	TimestampTz state_since;	/* lock */
+	TimestampTz disconnected_since; /* lock: 0 while connected */
 	char		last_error[ZKLOCK_MAX_ERROR_LEN + 1];	/* lock */
 
 	/* counters, lock */
@@ -155,6 +156,7 @@ extern char *zklock_root;
 extern int	zklock_session_timeout;
 extern int	zklock_connect_timeout;
 extern char *zklock_node_name;
+extern char *zklock_auth;
 extern int	zklock_max_locks_per_backend;
 
 /* shared memory (shmem.c) */
