@@ -553,11 +553,6 @@ zklock_unlock(const char *resource, ZkLockMode mode)
 						resource, zklock_mode_name(mode))));
 		return false;
 	}
-	if (is_lost(lock))
-		ereport(WARNING,
-				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("zklock lock on resource \"%s\" had been lost before this release",
-						resource)));
 	lock->session_count--;
 	if (lock->session_count == 0 && lock->nxact == 0)
 		forget(lock);
