@@ -261,16 +261,20 @@ describe_holder(char *buf, size_t buflen, bool session)
 	const char *query = debug_query_string ? debug_query_string : "";
 	char	   *dbname = get_database_name(MyDatabaseId);
 	int			room;
+	int64		since;
 
 	initStringInfo(&s);
-	appendStringInfo(&s, "instance=%s\npid=%d\ndatabase=%s\nuser=%s\napplication=%s\nvxid=%d/%u\nscope=%s\nsince=%s\nquery=",
+	/* since: Unix epoch seconds, readable whatever anyone's DateStyle */
+	since = GetCurrentTimestamp() +
+		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
+	appendStringInfo(&s, "instance=%s\npid=%d\ndatabase=%s\nuser=%s\napplication=%s\nvxid=%d/%u\nscope=%s\nsince=" INT64_FORMAT ".%06d\nquery=",
 					 zklock_instance_name(), MyProcPid,
 					 dbname ? dbname : "",
 					 GetUserNameFromId(GetUserId(), false),
 					 application_name ? application_name : "",
 					 MyProc->backendId, MyProc->lxid,
 					 session ? "session" : "transaction",
-					 timestamptz_to_str(GetCurrentTimestamp()));
+					 since / USECS_PER_SEC, (int) (since % USECS_PER_SEC));
 	room = (int) buflen - 1 - s.len;
 	for (const char *q = query; *q && room > 0; q++, room--)
 		appendStringInfoChar(&s, (*q == '\n' || *q == '\r') ? ' ' : *q);

@@ -172,6 +172,36 @@ data_field(const char *data, const char *key)
 }
 
 /*
+ * "seconds.micros" since the Unix epoch, as backend.c writes it.  Anything
+ * else (other clients' data) is not an error, just no timestamp.
+ */
+static bool
+parse_epoch(const char *v, TimestampTz *result)
+{
+	char	   *end;
+	long long	secs;
+	long		micros = 0;
+
+	errno = 0;
+	secs = strtoll(v, &end, 10);
+	if (errno != 0 || end == v || secs < 0 || secs > INT64CONST(100000000000))
+		return false;
+	if (*end == '.')
+	{
+		const char *frac = end + 1;
+
+		micros = strtol(frac, &end, 10);
+		if (end - frac != 6 || micros < 0)
+			return false;
+	}
+	if (*end != '\0')
+		return false;
+	*result = (TimestampTz) secs * USECS_PER_SEC + micros -
+		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
+	return true;
+}
+
+/*
  * zk_lock_nodes(): one row per lock node under zklock.root, in the whole
  * ensemble.  The zk_locks view adds who is granted.
  */
@@ -202,6 +232,7 @@ zklock_nodes(PG_FUNCTION_ARGS)
 		int64		seq;
 		char	   *v;
 		int			nf = 0;
+		TimestampTz since;
 
 		next = strchr(line, '\n');
 		if (next)
@@ -248,14 +279,9 @@ zklock_nodes(PG_FUNCTION_ARGS)
 		FIELD(10, "application");
 		FIELD(11, "vxid");
 		FIELD(12, "scope");
-		if ((v = data_field(fields[3], "since")) != NULL)
-		{
-			/* written by timestamptz_to_str; foreign data may not parse */
-			values[13] = DirectFunctionCall3(timestamptz_in,
-											 CStringGetDatum(v),
-											 ObjectIdGetDatum(InvalidOid),
-											 Int32GetDatum(-1));
-		}
+		if ((v = data_field(fields[3], "since")) != NULL &&
+			parse_epoch(v, &since))
+			values[13] = TimestampTzGetDatum(since);
 		else
 			nulls[13] = true;
 		FIELD(14, "query");

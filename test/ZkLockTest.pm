@@ -1,0 +1,624 @@
+
+# ZkLockTest.pm -- helpers for zklock's TAP tests.
+#
+# A test file does
+#
+#   use FindBin;
+#   use lib "$FindBin::RealBin/..";
+#   use ZkLockTest;
+#   use Test::More;
+#
+#   my $hosts = zk_start();                 # or zk_start(servers => 3)
+#   my $node1 = zk_node('node1');           # PostgreSQL with zklock, started,
+#   my $node2 = zk_node('node2');           # CREATE EXTENSION done, connected
+#   my $s = zk_session($node1, 'holder');   # a psql session we drive
+#   $s->query_ok('BEGIN');
+#   $s->query_ok(q{SELECT zk_lock_acquire('a/b')});
+#   is(zk_count_locks(zk_path('a/b')), 1, 'one lock node');
+#   ...
+#   zk_done_check();                        # no lock node left under the root
+#   done_testing();
+#
+# ZooKeeper runs from test/zk_server.sh in a temporary directory under the
+# TAP tmp_check directory (kept when a test fails), on ports reserved with
+# PostgreSQL::Test::Cluster::get_free_port, and is stopped in an END block
+# (after the PostgreSQL nodes made by zk_node).  zk_server.sh also gets
+# --owner-pid, so the servers go away even if the test is killed hard.
+#
+# Every helper that waits is bounded; none polls forever.
+#
+# Running the suite (PostgreSQL refuses to run as root, so as an
+# unprivileged user, e.g. postgres, from a tree that user can write to, with
+# the extension installed):
+#
+#   cd <tree>/test
+#   runuser -u postgres -- env \
+#       PATH=/usr/lib/postgresql/15/bin:/usr/bin:/bin \
+#       PERL5LIB=/usr/lib/postgresql/15/lib/pgxs/src/test/perl \
+#       prove t/*.pl
+#
+# (`prove t/` finds nothing: the files end in .pl.)  Output and logs go to
+# ./tmp_check (regress_log_*, the nodes' server logs in tmp_check/log, and
+# ZooKeeper's files and logs in tmp_check/zk_XXXX, kept when a test fails).
+# PG_REGRESS is found through pg_config when not set.  Python with kazoo is
+# /usr/bin/python3 unless ZKLOCK_TEST_PYTHON says otherwise.
+
+package ZkLockTest;
+
+use strict;
+use warnings;
+
+use Carp;
+use Cwd qw(abs_path);
+use Exporter 'import';
+use File::Basename qw(basename dirname);
+use File::Path ();
+use IPC::Run;
+use Time::HiRes qw(time sleep);
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+our @EXPORT = qw(
+  zk_start zk_stop zk_hosts zk_dir zk_root zk_path zk_server zk_test_name
+  zk_node zk_session
+  zkutil zk_count_locks zk_lock_nodes zk_lock_info zk_list_znodes
+  zk_wait_count zk_wait_no_locks zk_done_check zk_wait_connected
+  wait_until wait_for_waiting is_waiting psql1
+);
+
+my $HERE      = dirname(abs_path(__FILE__));
+my $ZK_SERVER = "$HERE/zk_server.sh";
+my $ZKUTIL    = "$HERE/zkutil.py";
+my $PYTHON    = $ENV{ZKLOCK_TEST_PYTHON} || '/usr/bin/python3';
+
+# PostgreSQL::Test::Cluster->init runs "$PG_REGRESS --config-auth"; PGXS's
+# prove_installcheck sets PG_REGRESS, a plain prove does not.
+if (!$ENV{PG_REGRESS})
+{
+	my $pg_config = $ENV{PG_CONFIG} || 'pg_config';
+	my $pgxs = `$pg_config --pgxs 2>/dev/null`;
+	chomp $pgxs;
+	if ($pgxs eq '' && -x '/usr/lib/postgresql/15/bin/pg_config')
+	{
+		$pgxs = `/usr/lib/postgresql/15/bin/pg_config --pgxs`;
+		chomp $pgxs;
+	}
+	# .../lib/pgxs/src/makefiles/pgxs.mk -> .../lib/pgxs/src/test/regress/pg_regress
+	my $pg_regress = dirname(dirname($pgxs)) . '/test/regress/pg_regress';
+	$ENV{PG_REGRESS} = $pg_regress if -x $pg_regress;
+}
+
+# Seconds the extension may take to connect its worker to ZooKeeper.
+our $CONNECT_TIMEOUT = 30;
+
+my $test_name = basename($0);
+$test_name =~ s/\.[^.]+$//;
+$test_name =~ s/[^A-Za-z0-9_]/_/g;
+
+my ($zk_dir, $zk_hosts, $zk_servers);
+my $zk_root = "/zklock_$test_name";
+my @nodes;       # PostgreSQL::Test::Cluster objects made by zk_node
+my @sessions;    # ZkLockTest::Session objects, to clean up at the end
+
+sub zk_test_name { return $test_name; }
+
+# The zklock.root used by zk_node (unless told otherwise).
+sub zk_root { return $zk_root; }
+
+# The znode of a resource: zk_path('mx/one') = '/zklock_<test>/mx/one'.
+sub zk_path
+{
+	my ($resource) = @_;
+	return $zk_root unless defined $resource && $resource ne '';
+	return "$zk_root/$resource";
+}
+
+sub zk_hosts { return $zk_hosts; }
+sub zk_dir   { return $zk_dir; }
+
+# Run zk_server.sh with the given arguments (the data directory is added
+# after the command: zk_server('kill', 2) runs "zk_server.sh kill <dir> 2").
+# Returns (exit status, stdout, stderr) in list context, stdout in scalar
+# context.
+sub zk_server
+{
+	my ($cmd, @args) = @_;
+	croak "ZooKeeper not started" unless defined $zk_dir;
+	my ($out, $err) = ('', '');
+	my $ok = eval {
+		IPC::Run::run([ $ZK_SERVER, $cmd, $zk_dir, @args ],
+			'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(90));
+		1;
+	};
+	my $rc = $ok ? $? >> 8 : -1;
+	$err .= "\n(timed out: $@)" unless $ok;
+	note "zk_server.sh $cmd @args: rc=$rc\n$out$err";
+	chomp $out;
+	return wantarray ? ($rc, $out, $err) : $out;
+}
+
+# Start ZooKeeper: zk_start(servers => 1|3).  Returns the connect string.
+# BAIL_OUTs when the servers do not come up.
+sub zk_start
+{
+	my (%p) = @_;
+	my $servers = $p{servers} || 1;
+	croak "ZooKeeper already started" if defined $zk_dir;
+	BAIL_OUT("run the TAP tests as an unprivileged user (PostgreSQL refuses root)")
+	  if $> == 0;
+	croak "servers must be 1 or 3" unless $servers == 1 || $servers == 3;
+
+	my $dir = PostgreSQL::Test::Utils::tempdir('zk');
+	my $nports = $servers == 1 ? 1 : 9;
+	my @ports = map { PostgreSQL::Test::Cluster::get_free_port() } 1 .. $nports;
+
+	$zk_dir     = $dir;
+	$zk_servers = $servers;
+	my ($rc, $out, $err) = zk_server(
+		'start', '--servers', $servers,
+		'--ports', join(',', @ports),
+		'--owner-pid', $$);
+	if ($rc != 0 || $out !~ /^127\.0\.0\.1:\d+/)
+	{
+		diag("zk_server.sh start failed (rc $rc):\n$err");
+		BAIL_OUT("could not start ZooKeeper");
+	}
+	($zk_hosts) = $out =~ /^(\S+)\s*\z/m;
+	note "ZooKeeper ($servers server(s)) at $zk_hosts, files in $zk_dir";
+	return $zk_hosts;
+}
+
+sub zk_stop
+{
+	return unless defined $zk_dir;
+	zk_server('stop');
+	return;
+}
+
+END
+{
+	my $exit_code = $?;
+
+	foreach my $s (@sessions)
+	{
+		eval { $s->_kill; };
+	}
+	# Stop PostgreSQL first so that its workers do not spend the teardown
+	# reconnecting to a vanished ZooKeeper; Cluster's own END block then has
+	# nothing left to stop.
+	# (fail_ok: a node that crashed must not BAIL_OUT here, which would
+	# skip stopping the other nodes and ZooKeeper)
+	foreach my $node (@nodes)
+	{
+		eval { $node->stop('immediate', fail_ok => 1); };
+	}
+	if (defined $zk_dir)
+	{
+		system($ZK_SERVER, 'stop', $zk_dir);
+	}
+
+	$? = $exit_code;
+}
+
+# ---------------------------------------------------------------------------
+# PostgreSQL nodes
+
+# zk_node($name, %opts): a PostgreSQL::Test::Cluster with zklock preloaded
+# and pointed at our ZooKeeper, started, with CREATE EXTENSION zklock done,
+# and its worker connected (bounded wait).
+#
+# Options:
+#   root        => zklock.root (default zk_root()); undef to leave it unset
+#   node_name   => zklock.node_name (default $name)
+#   session_timeout => (default '4s')
+#   hosts       => zklock.hosts (default zk_hosts())
+#   extra_conf  => more postgresql.conf lines
+#   start       => 0 to only init and configure
+sub zk_node
+{
+	my ($name, %opts) = @_;
+	croak "start ZooKeeper first (zk_start)" unless defined $zk_hosts;
+
+	my $root = exists $opts{root} ? $opts{root} : $zk_root;
+	my $node_name = $opts{node_name} // $name;
+	my $timeout = $opts{session_timeout} // '4s';
+	my $hosts = $opts{hosts} // $zk_hosts;
+
+	# A previous run of this test file may have left its node's directory
+	# behind (kept on failure); Cluster->new refuses to reuse it.
+	my $raw_test_name = basename($0);
+	$raw_test_name =~ s/\.[^.]+$//;
+	my $stale = "$PostgreSQL::Test::Utils::tmp_check/t_${raw_test_name}_${name}_data";
+	File::Path::rmtree($stale) if -d $stale;
+
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	my $conf = <<"EOC";
+shared_preload_libraries = 'zklock'
+zklock.hosts = '$hosts'
+zklock.session_timeout = '$timeout'
+zklock.node_name = '$node_name'
+max_connections = 50
+log_line_prefix = '%m [%p] %q%a '
+log_min_messages = info
+EOC
+	$conf .= "zklock.root = '$root'\n" if defined $root;
+	$conf .= $opts{extra_conf} . "\n" if defined $opts{extra_conf};
+	$node->append_conf('postgresql.conf', $conf);
+	push @nodes, $node;
+
+	return $node if defined $opts{start} && !$opts{start};
+
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION zklock');
+	zk_wait_connected($node) or BAIL_OUT("zklock worker of $name did not connect");
+	return $node;
+}
+
+# Wait (bounded) until the node's zklock worker says 'connected'.
+sub zk_wait_connected
+{
+	my ($node, $timeout) = @_;
+	$timeout //= $CONNECT_TIMEOUT;
+	my $last = '';
+	my $ok = wait_until(
+		sub {
+			my ($rc, $out, $err) = $node->psql('postgres',
+				'SELECT state FROM zk_lock_status', timeout => 20);
+			$last = "$out $err";
+			return $rc == 0 && $out eq 'connected';
+		},
+		timeout => $timeout,
+		interval => 0.1);
+	diag($node->name . ": zk_lock_status.state is not 'connected' after ${timeout}s: $last")
+	  unless $ok;
+	return $ok;
+}
+
+# One value from a one-row query (dies on error).
+sub psql1
+{
+	my ($node, $sql) = @_;
+	return $node->safe_psql('postgres', $sql, timeout => 60);
+}
+
+# ---------------------------------------------------------------------------
+# waiting
+
+# wait_until(sub { ... }, timeout => SECS, interval => SECS): calls the sub
+# until it returns true (returns 1) or the time is up (returns 0).
+sub wait_until
+{
+	my ($cond, %p) = @_;
+	my $timeout  = $p{timeout}  // 10;
+	my $interval = $p{interval} // 0.05;
+	my $deadline = time() + $timeout;
+	while (1)
+	{
+		return 1 if $cond->();
+		return 0 if time() >= $deadline;
+		sleep($interval);
+	}
+}
+
+# Is backend $pid of $node waiting on the extension (pg_stat_activity
+# wait_event_type 'Extension' while running a query)?
+sub is_waiting
+{
+	my ($node, $pid) = @_;
+	my ($rc, $out) = $node->psql('postgres',
+		"SELECT wait_event_type, state FROM pg_stat_activity WHERE pid = $pid",
+		timeout => 20);
+	return $rc == 0 && $out eq 'Extension|active';
+}
+
+# Wait (bounded, default 10 s) until backend $pid waits on the extension.
+sub wait_for_waiting
+{
+	my ($node, $pid, $timeout) = @_;
+	return wait_until(sub { is_waiting($node, $pid) },
+		timeout => $timeout // 10, interval => 0.05);
+}
+
+# ---------------------------------------------------------------------------
+# ZooKeeper inspection (through zkutil.py, i.e. independent of the extension)
+
+# zkutil(@args) -> (exit status, stdout, stderr)
+sub zkutil
+{
+	my (@args) = @_;
+	my ($out, $err) = ('', '');
+	my $ok = eval {
+		IPC::Run::run([ $PYTHON, $ZKUTIL, $zk_hosts, @args ],
+			'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(120));
+		1;
+	};
+	return ($ok ? $? >> 8 : -1, $out, $ok ? $err : "$err$@");
+}
+
+sub _zkutil_ok
+{
+	my (@args) = @_;
+	my ($rc, $out, $err) = zkutil(@args);
+	croak "zkutil.py @args failed (rc $rc): $err" if $rc != 0;
+	return $out;
+}
+
+# Number of lock nodes (name contains LOCK-) below $path (default: the root).
+sub zk_count_locks
+{
+	my ($path) = @_;
+	my $out = _zkutil_ok('count-locks', $path // $zk_root);
+	chomp $out;
+	return $out + 0;
+}
+
+# Lock node paths below $path, sorted by name.
+sub zk_lock_nodes
+{
+	my ($path) = @_;
+	return grep { /LOCK-[^\/]*$/ } zk_list_znodes($path);
+}
+
+# [path, czxid, ephemeralOwner] of each lock node below $path.
+sub zk_lock_info
+{
+	my ($path) = @_;
+	return map { [ split /\t/ ] }
+	  split /\n/, _zkutil_ok('locks', $path // $zk_root);
+}
+
+# Every znode below $path (recursive).
+sub zk_list_znodes
+{
+	my ($path) = @_;
+	return split /\n/, _zkutil_ok('ls-r', $path // $zk_root);
+}
+
+# Wait (bounded) until exactly $n lock nodes are below $path.  Returns 1/0.
+sub zk_wait_count
+{
+	my ($path, $n, $secs) = @_;
+	$secs //= 10;
+	my ($rc, $out, $err) = zkutil('wait-count', $path, $n, $secs);
+	diag("waiting for $n lock node(s) under $path: $err$out") if $rc != 0;
+	return $rc == 0;
+}
+
+# Wait (bounded) until no lock node is left below $path.  Returns 1/0.
+sub zk_wait_no_locks
+{
+	my ($path, $secs) = @_;
+	return zk_wait_count($path // $zk_root, 0, $secs // 10);
+}
+
+# The end-of-file check: no lock node left anywhere under the root.
+sub zk_done_check
+{
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	foreach my $s (@sessions)
+	{
+		$s->quit if $s->alive;
+	}
+	ok(zk_wait_no_locks($zk_root, 15), "no lock node left under $zk_root");
+	return;
+}
+
+# ---------------------------------------------------------------------------
+# sessions
+
+# zk_session($node, $name): a psql session we drive step by step.
+sub zk_session
+{
+	my ($node, $name, %p) = @_;
+	my $s = ZkLockTest::Session->new($node, $name, %p);
+	push @sessions, $s;
+	return $s;
+}
+
+package ZkLockTest::Session;
+
+# A psql process reading our commands from a pipe.  Each command is followed
+# by \echo / \warn markers carrying psql's SQLSTATE variable, so we know
+# when it finished and how; a command may also be sent without waiting
+# (send) and collected later (wait / done), to drive lock waiters.
+
+use strict;
+use warnings;
+use Carp;
+use IPC::Run;
+use Test::More;
+use Time::HiRes qw(time sleep);
+
+sub new
+{
+	my ($class, $node, $name, %p) = @_;
+	my $self = bless {
+		node    => $node,
+		name    => $name // 'session',
+		in      => '',
+		out     => '',
+		err     => '',
+		n       => 0,
+		pending => undef,
+		exited  => 0,
+	}, $class;
+	my @cmd = (
+		$node->installed_command('psql'), '-XAtq',
+		'-v', 'ON_ERROR_STOP=0',
+		'-d', $node->connstr($p{dbname} // 'postgres'),
+		'-f', '-');
+	local $ENV{PGAPPNAME} = $self->{name};
+	$self->{h} = IPC::Run::start(\@cmd, '<', \$self->{in}, '>',
+		\$self->{out}, '2>', \$self->{err});
+	$self->{pid} = $self->query_ok('SELECT pg_backend_pid()');
+	return $self;
+}
+
+sub name { return $_[0]->{name}; }
+sub node { return $_[0]->{node}; }
+sub pid  { return $_[0]->{pid}; }
+
+# Send a command without waiting for it; returns immediately.
+sub send
+{
+	my ($self, $sql) = @_;
+	croak "$self->{name}: previous command still pending"
+	  if defined $self->{pending};
+	croak "$self->{name}: psql has exited" if $self->{exited};
+	my $n = ++$self->{n};
+	$sql =~ s/\s+\z//;
+	$sql .= ';' unless $sql =~ /;\z/ || $sql =~ /^\\/;
+	note "$self->{name}: $sql";
+	$self->{pending} = { n => $n, sql => $sql, sent => time() };
+	$self->{in} .= "$sql\n\\echo '__ZKT_$n' :SQLSTATE\n\\warn '__ZKT_$n'\n";
+	$self->_pump;
+	return $n;
+}
+
+sub _pump
+{
+	my ($self) = @_;
+	return if $self->{exited};
+	my $ok = eval {
+		if ($self->{h}->pumpable) { $self->{h}->pump_nb; }
+		1;
+	};
+	if (!$ok || !$self->{h}->pumpable)
+	{
+		eval { $self->{h}->finish; };
+		$self->{exited} = 1;
+		$self->{exit_status} = $self->{h}->result(0) if $ok;
+	}
+	return;
+}
+
+# Has the pending command finished (or psql exited)?  Never blocks.
+sub done
+{
+	my ($self) = @_;
+	my $p = $self->{pending};
+	return 1 unless defined $p;
+	$self->_pump;
+	my $n = $p->{n};
+	return 1
+	  if $self->{out} =~ /^__ZKT_$n [^\n]*\n/m
+	  && $self->{err} =~ /^__ZKT_$n\n/m;
+	return 1 if $self->{exited};
+	return 0;
+}
+
+# Wait (bounded, default 60 s) for the pending command.  Returns a hash ref:
+#   out      => stdout of the command (trailing newline removed)
+#   err      => stderr of the command
+#   sqlstate => psql's SQLSTATE after it ('00000' on success)
+#   exited   => 1 if psql exited (e.g. backend terminated)
+#   elapsed  => seconds since send
+# or undef on timeout (the command stays pending).
+sub wait
+{
+	my ($self, $timeout) = @_;
+	my $p = $self->{pending};
+	croak "$self->{name}: nothing pending" unless defined $p;
+	my $deadline = time() + ($timeout // 60);
+	while (!$self->done)
+	{
+		return undef if time() >= $deadline;
+		sleep(0.01);
+	}
+	my $n = $p->{n};
+	my %r = (elapsed => time() - $p->{sent}, exited => 0, sqlstate => '');
+	if ($self->{out} =~ s/\A(.*?)^__ZKT_$n ([^\n]*)\n//ms)
+	{
+		$r{out} = $1;
+		$r{sqlstate} = $2;
+		$r{err} = '';
+		$r{err} = $1 if $self->{err} =~ s/\A(.*?)^__ZKT_$n\n//ms;
+	}
+	else
+	{
+		$r{out} = $self->{out};
+		$r{err} = $self->{err};
+		$self->{out} = $self->{err} = '';
+		$r{exited} = 1;
+	}
+	$r{out} =~ s/\n\z//;
+	$self->{pending} = undef;
+	note "$self->{name}: result after "
+	  . sprintf('%.3f', $r{elapsed}) . "s: "
+	  . join("", explain(\%r));
+	return \%r;
+}
+
+# send + wait; dies on timeout.
+sub query
+{
+	my ($self, $sql, $timeout) = @_;
+	$self->send($sql);
+	my $r = $self->wait($timeout // 60);
+	croak "$self->{name}: timed out running: $sql" unless defined $r;
+	return $r;
+}
+
+# query that must succeed; returns its output.  Dies otherwise.
+sub query_ok
+{
+	my ($self, $sql, $timeout) = @_;
+	my $r = $self->query($sql, $timeout);
+	croak "$self->{name}: query failed: $sql\n"
+	  . "sqlstate=$r->{sqlstate} exited=$r->{exited} err=$r->{err}"
+	  if $r->{exited} || $r->{sqlstate} ne '00000' || $r->{err} =~ /ERROR|FATAL/;
+	return $r->{out};
+}
+
+sub alive
+{
+	my ($self) = @_;
+	$self->_pump;
+	return !$self->{exited};
+}
+
+# Leave psql cleanly (\q); bounded.
+sub quit
+{
+	my ($self) = @_;
+	return if $self->{exited};
+	$self->{in} .= "\\q\n";
+	my $deadline = time() + 20;
+	while ($self->alive)
+	{
+		if (time() >= $deadline)
+		{
+			$self->_kill;
+			last;
+		}
+		sleep(0.01);
+	}
+	return;
+}
+
+# Kill the psql client process (default SIGKILL): the connection drops
+# without a goodbye.  Waits (bounded) for psql to be gone.
+sub kill_client
+{
+	my ($self, $sig) = @_;
+	return if $self->{exited};
+	$self->{h}->signal($sig // 'KILL');
+	my $deadline = time() + 20;
+	while ($self->alive && time() < $deadline) { sleep(0.01); }
+	$self->_kill if $self->alive;
+	return;
+}
+
+sub _kill
+{
+	my ($self) = @_;
+	return if $self->{exited};
+	eval { $self->{h}->kill_kill(grace => 1); };
+	$self->{exited} = 1;
+	return;
+}
+
+1;

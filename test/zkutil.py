@@ -1,0 +1,150 @@
+#!/usr/bin/python3
+"""zkutil.py -- inspect ZooKeeper for zklock's tests (uses python3-kazoo).
+
+Run it with /usr/bin/python3 (Debian's python3-kazoo).
+
+Usage:
+  zkutil.py HOSTS ls-r PATH              every znode path below PATH, one a line
+  zkutil.py HOSTS count-locks PATH       number of lock nodes (name contains
+                                         "LOCK-") below PATH (0 if PATH is absent)
+  zkutil.py HOSTS locks PATH             one line per lock node below PATH:
+                                         path <TAB> czxid <TAB> ephemeralOwner(hex)
+  zkutil.py HOSTS wait-empty PATH SECS   wait until no lock node is left below
+                                         PATH; exit 0, else print what is left
+                                         and exit 1 after SECS seconds
+  zkutil.py HOSTS wait-count PATH N SECS wait until exactly N lock nodes are
+                                         below PATH; exit 0, else exit 1
+  zkutil.py HOSTS get PATH               print the data of one znode
+  zkutil.py HOSTS exists PATH            exit 0 if PATH exists, 1 if not
+  zkutil.py HOSTS delete-r PATH          delete PATH and everything below it
+
+Exit status 2 on usage errors or when ZooKeeper cannot be reached within
+ZKUTIL_CONNECT_TIMEOUT seconds (default 10).
+"""
+
+import logging
+import os
+import sys
+import time
+
+try:
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoNodeError
+except ImportError:  # pragma: no cover
+    sys.stderr.write("zkutil.py: kazoo not found; run with /usr/bin/python3 "
+                     "(Debian package python3-kazoo)\n")
+    sys.exit(2)
+
+LOCK_MARK = "LOCK-"
+
+
+def usage():
+    sys.stderr.write(__doc__)
+    sys.exit(2)
+
+
+def join(parent, child):
+    return parent.rstrip("/") + "/" + child if parent != "/" else "/" + child
+
+
+def walk(zk, path):
+    """Yield every znode path strictly below path (depth first, sorted).
+    Nodes that vanish while we walk are skipped."""
+    try:
+        children = sorted(zk.get_children(path))
+    except NoNodeError:
+        return
+    for c in children:
+        p = join(path, c)
+        yield p
+        yield from walk(zk, p)
+
+
+def is_lock(path):
+    return LOCK_MARK in path.rsplit("/", 1)[-1]
+
+
+def lock_nodes(zk, path):
+    return [p for p in walk(zk, path) if is_lock(p)]
+
+
+def wait_count(zk, path, want, secs):
+    deadline = time.monotonic() + secs
+    while True:
+        locks = lock_nodes(zk, path)
+        if len(locks) == want:
+            return 0
+        if time.monotonic() >= deadline:
+            sys.stderr.write("zkutil.py: %d lock node(s) below %s after %ss, "
+                             "expected %d:\n" % (len(locks), path, secs, want))
+            for p in locks:
+                sys.stdout.write(p + "\n")
+            return 1
+        time.sleep(0.05)
+
+
+def main(argv):
+    if len(argv) < 4:
+        usage()
+    hosts, cmd, path = argv[1], argv[2], argv[3]
+    args = argv[4:]
+    if not path.startswith("/"):
+        sys.stderr.write("zkutil.py: path must be absolute\n")
+        return 2
+
+    logging.basicConfig(level=logging.CRITICAL)
+    timeout = float(os.environ.get("ZKUTIL_CONNECT_TIMEOUT", "10"))
+    zk = KazooClient(hosts=hosts, timeout=10.0)
+    try:
+        zk.start(timeout=timeout)
+    except Exception as e:  # kazoo raises a timeout error
+        sys.stderr.write("zkutil.py: cannot connect to %s: %s\n" % (hosts, e))
+        return 2
+    try:
+        if cmd == "ls-r" and not args:
+            for p in walk(zk, path):
+                sys.stdout.write(p + "\n")
+            return 0
+        if cmd == "count-locks" and not args:
+            sys.stdout.write("%d\n" % len(lock_nodes(zk, path)))
+            return 0
+        if cmd == "locks" and not args:
+            for p in lock_nodes(zk, path):
+                try:
+                    _, st = zk.get(p)
+                except NoNodeError:
+                    continue
+                sys.stdout.write("%s\t%d\t%x\n" % (p, st.czxid, st.ephemeralOwner))
+            return 0
+        if cmd == "wait-empty" and len(args) == 1:
+            return wait_count(zk, path, 0, float(args[0]))
+        if cmd == "wait-count" and len(args) == 2:
+            return wait_count(zk, path, int(args[0]), float(args[1]))
+        if cmd == "get" and not args:
+            try:
+                data, _ = zk.get(path)
+            except NoNodeError:
+                sys.stderr.write("zkutil.py: %s does not exist\n" % path)
+                return 1
+            sys.stdout.write((data or b"").decode("utf-8", "replace") + "\n")
+            return 0
+        if cmd == "exists" and not args:
+            return 0 if zk.exists(path) else 1
+        if cmd == "delete-r" and not args:
+            if path == "/":
+                sys.stderr.write("zkutil.py: refusing to delete /\n")
+                return 2
+            zk.delete(path, recursive=True)
+            return 0
+        usage()
+    finally:
+        try:
+            zk.stop()
+            zk.close()
+        except Exception:
+            pass
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
