@@ -315,6 +315,13 @@ zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
 	*acquired = false;
 	check_lost(ERROR);
 
+	if (mode == ZKLOCK_SHARED &&
+		zklock_naming_style(resource) == ZKLOCK_NAMING_CURATOR_MUTEX)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("zklock resource \"%s\" cannot be locked in shared mode", resource),
+				 errdetail("zklock.node_naming names its nodes as Curator's InterProcessMutex does, which has no shared mode.")));
+
 	/* held already: stack it, no round trip */
 	make_key(&key, resource, mode);
 	lock = hash_search(local_locks, &key, HASH_FIND, NULL);

@@ -102,6 +102,7 @@ typedef struct WorkEntry
 	uint32		generation;		/* of the request this state is for */
 	ZkEntryKind kind;
 	ZkLockMode	mode;
+	ZkNamingStyle naming;		/* how to name our node */
 	bool		release;		/* backend withdrew or released */
 	bool		created;		/* our node exists (we saw it) */
 	bool		create_unknown; /* create sent, reply lost */
@@ -207,6 +208,7 @@ zklock_protocol_request(int idx)
 				 e->resource);
 		zklock_format_node_prefix(w->prefix, sizeof(w->prefix), incarnation,
 								  idx, gen);
+		w->naming = zklock_naming_style(e->resource);
 		w->node[0] = '\0';
 		w->list_buf = NULL;
 		w->since = GetCurrentTimestamp();
@@ -296,7 +298,8 @@ send_create(int idx, bool with_parents)
 	strlcpy(data, entry(idx)->data, sizeof(data));
 	LWLockRelease(zklock_shared->lock);
 
-	zklock_format_node_request(request, sizeof(request), w->prefix, w->mode);
+	zklock_format_node_request(request, sizeof(request), w->prefix, w->mode,
+							   w->naming);
 	node_path(path, w, request);
 	w->need_parents = false;
 	w->create_unknown = false;
@@ -536,7 +539,7 @@ decide(int idx, ZkEvent *ev)
 		if (w->node[0] ? strcmp(c, w->node) == 0 :
 			strncmp(c, w->prefix, strlen(w->prefix)) == 0)
 		{
-			if (!zklock_parse_node_name(c, &my_mode, &my_seq))
+			if (!zklock_parse_node_name(c, NULL, &my_seq))
 				continue;
 			if (!w->created)
 			{

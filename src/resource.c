@@ -9,7 +9,9 @@
  *
  * Lock nodes are named as Hive names them, LOCK-EXCLUSIVE-<seq> and
  * LOCK-SHARED-<seq>, behind a per-request prefix (see protocol.c), with the
- * ten-digit sequence number that ZooKeeper appends.
+ * ten-digit sequence number that ZooKeeper appends; under subtrees that
+ * zklock.node_naming maps to another client's style, as that client names
+ * its nodes.
  *
  *-------------------------------------------------------------------------
  */
@@ -71,7 +73,7 @@ zklock_check_resource(const char *resource)
 		if (strcmp(segment, ".") == 0 || strcmp(segment, "..") == 0)
 			bad_resource(resource, "A resource name must not contain \".\" or \"..\" segments.");
 		if (zklock_parse_node_name(segment, NULL, NULL))
-			bad_resource(resource, "A resource name segment must not look like a lock node name (LOCK-EXCLUSIVE-<n> or LOCK-SHARED-<n>).");
+			bad_resource(resource, "A resource name segment must not look like a lock node name (a lock mark such as LOCK-EXCLUSIVE- or __lock__ followed by ten digits).");
 		seg = slash ? slash + 1 : NULL;
 	}
 }
@@ -98,10 +100,29 @@ zklock_mode_name(ZkLockMode mode)
 
 /*
  * Lock node names.  ZooKeeper appends a ten-digit sequence number to the
- * name a sequential create asks for.
+ * name a sequential create asks for; the mark right before it says the mode.
+ * zklock recognises the marks of every lock client it shares an ensemble
+ * with, whatever it names its own nodes, so that their nodes count as
+ * contenders with their modes:
  */
-#define EXCLUSIVE_MARK	"LOCK-EXCLUSIVE-"
-#define SHARED_MARK		"LOCK-SHARED-"
+typedef struct NodeMark
+{
+	const char *mark;
+	ZkLockMode	mode;
+} NodeMark;
+
+static const NodeMark node_marks[] = {
+	{"LOCK-EXCLUSIVE-", ZKLOCK_EXCLUSIVE},	/* Hive, and zklock by default */
+	{"LOCK-SHARED-", ZKLOCK_SHARED},
+	{"__WRIT__", ZKLOCK_EXCLUSIVE}, /* Curator InterProcessReadWriteLock */
+	{"__READ__", ZKLOCK_SHARED},
+	{"__rlock__", ZKLOCK_SHARED},	/* Kazoo ReadLock */
+	{"__lock__", ZKLOCK_EXCLUSIVE}, /* Kazoo Lock and WriteLock */
+	{"lock-", ZKLOCK_EXCLUSIVE},	/* Curator InterProcessMutex */
+	{"write-", ZKLOCK_EXCLUSIVE},	/* ZooKeeper's shared-lock recipe */
+	{"read-", ZKLOCK_SHARED},
+};
+
 #define SEQ_DIGITS		10
 
 bool
@@ -109,11 +130,9 @@ zklock_parse_node_name(const char *name, ZkLockMode *mode, int64 *seq)
 {
 	size_t		len = strlen(name);
 	const char *digits;
-	size_t		marklen;
-	ZkLockMode	m;
 	int64		s = 0;
 
-	if (len < SEQ_DIGITS + strlen(SHARED_MARK))
+	if (len <= SEQ_DIGITS)
 		return false;
 	digits = name + len - SEQ_DIGITS;
 	for (const char *p = digits; *p; p++)
@@ -123,28 +142,140 @@ zklock_parse_node_name(const char *name, ZkLockMode *mode, int64 *seq)
 		s = s * 10 + (*p - '0');
 	}
 
-	marklen = strlen(EXCLUSIVE_MARK);
-	if (digits - name >= (ptrdiff_t) marklen &&
-		strncmp(digits - marklen, EXCLUSIVE_MARK, marklen) == 0)
-		m = ZKLOCK_EXCLUSIVE;
-	else if (strncmp(digits - strlen(SHARED_MARK), SHARED_MARK,
-					 strlen(SHARED_MARK)) == 0)
-		m = ZKLOCK_SHARED;
-	else
-		return false;
+	for (int i = 0; i < lengthof(node_marks); i++)
+	{
+		size_t		marklen = strlen(node_marks[i].mark);
 
-	if (mode)
-		*mode = m;
-	if (seq)
-		*seq = s;
-	return true;
+		if ((size_t) (digits - name) >= marklen &&
+			strncmp(digits - marklen, node_marks[i].mark, marklen) == 0)
+		{
+			if (mode)
+				*mode = node_marks[i].mode;
+			if (seq)
+				*seq = s;
+			return true;
+		}
+	}
+	return false;
 }
 
 /*
- * The name a create asks for: the request's prefix and Hive's mark.  The
- * prefix ("zk<incarnation>.<entry>.<generation>-") is unique to one request
- * of one worker incarnation, so the worker can find the node again after
- * a lost reply.
+ * How zklock names its own nodes under a resource: zklock.node_naming maps
+ * resource subtrees to a style, so that another client locking the same
+ * znodes recognises zklock's nodes (Curator's mutex, for one, counts only
+ * nodes named like its own).  The longest matching subtree wins; the
+ * default is Hive's naming.
+ */
+static const char *const style_names[] = {
+	[ZKLOCK_NAMING_HIVE] = "hive",
+	[ZKLOCK_NAMING_CURATOR] = "curator",
+	[ZKLOCK_NAMING_CURATOR_MUTEX] = "curator-mutex",
+	[ZKLOCK_NAMING_KAZOO] = "kazoo",
+	[ZKLOCK_NAMING_RECIPE] = "recipe",
+};
+
+/* Parse one "subtree=style" item; false if it is malformed */
+static bool
+parse_naming_item(const char *item, size_t len, char *subtree,
+				  ZkNamingStyle *style)
+{
+	const char *eq = memchr(item, '=', len);
+	size_t		sublen;
+
+	if (eq == NULL)
+		return false;
+	sublen = eq - item;
+	if (sublen == 0 || sublen > ZKLOCK_MAX_RESOURCE_LEN)
+		return false;
+	memcpy(subtree, item, sublen);
+	subtree[sublen] = '\0';
+	for (int i = 0; i < lengthof(style_names); i++)
+	{
+		if (strlen(style_names[i]) == len - sublen - 1 &&
+			pg_strncasecmp(eq + 1, style_names[i], len - sublen - 1) == 0)
+		{
+			*style = (ZkNamingStyle) i;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Walk zklock.node_naming; with resource NULL, only check it (returns false
+ * and sets *bad to the offending item when malformed).
+ */
+static bool
+walk_naming(const char *setting, const char *resource, ZkNamingStyle *result,
+			const char **bad)
+{
+	const char *p = setting ? setting : "";
+	size_t		best = 0;
+
+	*result = ZKLOCK_NAMING_HIVE;
+	while (*p)
+	{
+		const char *end = strchr(p, ',');
+		size_t		len;
+		char		subtree[ZKLOCK_MAX_RESOURCE_LEN + 1];
+		ZkNamingStyle style;
+
+		while (*p == ' ')
+			p++;
+		len = end ? (size_t) (end - p) : strlen(p);
+		while (len > 0 && p[len - 1] == ' ')
+			len--;
+		if (len > 0)
+		{
+			if (!parse_naming_item(p, len, subtree, &style))
+			{
+				if (bad)
+					*bad = p;
+				return false;
+			}
+			if (resource)
+			{
+				size_t		sublen = strlen(subtree);
+
+				if (sublen > best &&
+					strncmp(resource, subtree, sublen) == 0 &&
+					(resource[sublen] == '\0' || resource[sublen] == '/'))
+				{
+					best = sublen;
+					*result = style;
+				}
+			}
+		}
+		if (end == NULL)
+			break;
+		p = end + 1;
+	}
+	return true;
+}
+
+bool
+zklock_check_node_naming(const char *setting)
+{
+	ZkNamingStyle style;
+	const char *bad = NULL;
+
+	return walk_naming(setting, NULL, &style, &bad);
+}
+
+ZkNamingStyle
+zklock_naming_style(const char *resource)
+{
+	ZkNamingStyle style;
+
+	if (!walk_naming(zklock_node_naming, resource, &style, NULL))
+		return ZKLOCK_NAMING_HIVE;
+	return style;
+}
+
+/*
+ * The prefix of a request ("zk<incarnation>.<entry>.<generation>-") is
+ * unique to one request of one worker incarnation, so the worker can find
+ * the node again after a lost reply.
  */
 void
 zklock_format_node_prefix(char *buf, size_t buflen, uint32 incarnation,
@@ -153,10 +284,34 @@ zklock_format_node_prefix(char *buf, size_t buflen, uint32 incarnation,
 	snprintf(buf, buflen, "zk%08x.%x.%x-", incarnation, idx, generation);
 }
 
+/* The name a create asks for: prefix and the style's mark for the mode */
 void
 zklock_format_node_request(char *buf, size_t buflen, const char *prefix,
-						   ZkLockMode mode)
+						   ZkLockMode mode, ZkNamingStyle style)
 {
-	snprintf(buf, buflen, "%s%s", prefix,
-			 mode == ZKLOCK_SHARED ? SHARED_MARK : EXCLUSIVE_MARK);
+	const char *mark;
+	bool		shared = (mode == ZKLOCK_SHARED);
+
+	switch (style)
+	{
+		case ZKLOCK_NAMING_CURATOR:
+			/* Curator's own nodes are "_c_<uuid>-__WRIT__<seq>" */
+			snprintf(buf, buflen, "_c_%s%s", prefix,
+					 shared ? "__READ__" : "__WRIT__");
+			return;
+		case ZKLOCK_NAMING_CURATOR_MUTEX:
+			snprintf(buf, buflen, "_c_%slock-", prefix);
+			return;
+		case ZKLOCK_NAMING_KAZOO:
+			mark = shared ? "__rlock__" : "__lock__";
+			break;
+		case ZKLOCK_NAMING_RECIPE:
+			mark = shared ? "read-" : "write-";
+			break;
+		case ZKLOCK_NAMING_HIVE:
+		default:
+			mark = shared ? "LOCK-SHARED-" : "LOCK-EXCLUSIVE-";
+			break;
+	}
+	snprintf(buf, buflen, "%s%s", prefix, mark);
 }

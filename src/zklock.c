@@ -26,6 +26,7 @@ int			zklock_session_timeout = 10000;
 int			zklock_connect_timeout = 5000;
 char	   *zklock_node_name = NULL;
 char	   *zklock_auth = NULL;
+char	   *zklock_node_naming = NULL;
 int			zklock_max_locks_per_backend = 32;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -122,6 +123,17 @@ check_auth(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+static bool
+check_node_naming(char **newval, void **extra, GucSource source)
+{
+	if (!zklock_check_node_naming(*newval))
+	{
+		GUC_check_errdetail("zklock.node_naming is a comma-separated list of resource=style, where style is hive, curator, curator-mutex, kazoo or recipe.");
+		return false;
+	}
+	return true;
+}
+
 static void
 zklock_define_settings(void)
 {
@@ -178,6 +190,15 @@ zklock_define_settings(void)
 							   PGC_POSTMASTER,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
 							   check_auth, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.node_naming",
+							   "How zklock names its lock nodes under given resource subtrees.",
+							   "A comma-separated list of resource=style (hive, curator, curator-mutex, kazoo, recipe); Hive's naming elsewhere.",
+							   &zklock_node_naming,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   check_node_naming, NULL, NULL);
 
 	DefineCustomIntVariable("zklock.max_locks_per_backend",
 							"Lock nodes one backend may hold or wait for at once, on average.",

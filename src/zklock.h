@@ -63,6 +63,16 @@ typedef enum ZkLockMode
 	ZKLOCK_SHARED = 1
 } ZkLockMode;
 
+/* How zklock names its own lock nodes (zklock.node_naming) */
+typedef enum ZkNamingStyle
+{
+	ZKLOCK_NAMING_HIVE = 0,		/* LOCK-EXCLUSIVE- / LOCK-SHARED- */
+	ZKLOCK_NAMING_CURATOR,		/* __WRIT__ / __READ__ */
+	ZKLOCK_NAMING_CURATOR_MUTEX,	/* lock- (exclusive only) */
+	ZKLOCK_NAMING_KAZOO,		/* __lock__ / __rlock__ */
+	ZKLOCK_NAMING_RECIPE		/* write- / read- */
+} ZkNamingStyle;
+
 typedef enum ZkEntryKind
 {
 	ZKR_ACQUIRE,				/* wait until granted */
@@ -157,6 +167,7 @@ extern int	zklock_session_timeout;
 extern int	zklock_connect_timeout;
 extern char *zklock_node_name;
 extern char *zklock_auth;
+extern char *zklock_node_naming;
 extern int	zklock_max_locks_per_backend;
 
 /* shared memory (shmem.c) */
@@ -182,7 +193,10 @@ extern void zklock_format_node_prefix(char *buf, size_t buflen,
 									  uint32 incarnation, int idx,
 									  uint32 generation);
 extern void zklock_format_node_request(char *buf, size_t buflen,
-									   const char *prefix, ZkLockMode mode);
+									   const char *prefix, ZkLockMode mode,
+									   ZkNamingStyle style);
+extern bool zklock_check_node_naming(const char *setting);
+extern ZkNamingStyle zklock_naming_style(const char *resource);
 
 /* background worker (worker.c) */
 extern void zklock_register_worker(void);
