@@ -3,28 +3,58 @@
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION zklock" to load this file. \quit
 
--- Transaction-level locks: released at COMMIT or ROLLBACK.
+-- Transaction-level locks: released at COMMIT or ROLLBACK.  With parents
+-- (the default), "a/b/c" in any mode also takes "a" and "a/b" SHARED, as
+-- Hive's query locks do; parents => false locks the one node alone.
 CREATE FUNCTION zk_lock_acquire(resource text, mode text DEFAULT 'exclusive',
-                                timeout interval DEFAULT NULL)
+                                timeout interval DEFAULT NULL,
+                                parents boolean DEFAULT true)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'zklock_acquire'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION zk_lock_try_acquire(resource text, mode text DEFAULT 'exclusive')
+CREATE FUNCTION zk_lock_try_acquire(resource text, mode text DEFAULT 'exclusive',
+                                    parents boolean DEFAULT true)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'zklock_try_acquire'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- Session-level locks: released by zk_lock_release or at backend exit.
 CREATE FUNCTION zk_lock_acquire_session(resource text, mode text DEFAULT 'exclusive',
-                                        timeout interval DEFAULT NULL)
+                                        timeout interval DEFAULT NULL,
+                                        parents boolean DEFAULT true)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'zklock_acquire_session'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION zk_lock_try_acquire_session(resource text, mode text DEFAULT 'exclusive')
+CREATE FUNCTION zk_lock_try_acquire_session(resource text, mode text DEFAULT 'exclusive',
+                                            parents boolean DEFAULT true)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'zklock_try_acquire_session'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Lock sets: all or none, in one canonical order, under one timeout.
+-- modes NULL means all exclusive.  Returns the tokens in resource order.
+CREATE FUNCTION zk_lock_acquire_all(resources text[], modes text[] DEFAULT NULL,
+                                    timeout interval DEFAULT NULL)
+RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zklock_acquire_all'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_lock_try_acquire_all(resources text[], modes text[] DEFAULT NULL)
+RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zklock_try_acquire_all'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_lock_acquire_all_session(resources text[], modes text[] DEFAULT NULL,
+                                            timeout interval DEFAULT NULL)
+RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zklock_acquire_all_session'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_lock_try_acquire_all_session(resources text[], modes text[] DEFAULT NULL)
+RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zklock_try_acquire_all_session'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 CREATE FUNCTION zk_lock_release(resource text, mode text DEFAULT 'exclusive')
@@ -37,40 +67,70 @@ RETURNS integer
 AS 'MODULE_PATHNAME', 'zklock_release_all'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
--- Every lock node under zklock.root, from every instance.
-CREATE FUNCTION zk_lock_nodes(
+-- Every lock node under zklock.root (or under one resource subtree), from
+-- every instance and every client.
+CREATE FUNCTION zk_lock_nodes(subtree text DEFAULT NULL,
     OUT resource text, OUT node text, OUT mode text, OUT seq bigint,
     OUT token bigint, OUT session_id bigint, OUT instance text, OUT pid integer,
     OUT database text, OUT username text, OUT application_name text,
-    OUT vxid text, OUT scope text, OUT since timestamptz, OUT query text)
+    OUT vxid text, OUT scope text, OUT since timestamptz, OUT query text,
+    OUT implicit boolean)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'zklock_nodes'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
--- Hive's conflict rule decides who is granted: an exclusive node with no
--- lower node, a shared node with no lower exclusive node.
-CREATE VIEW zk_locks AS
-SELECT n.resource,
-       n.mode,
-       CASE WHEN n.mode = 'exclusive'
-            THEN count(*) OVER w = 0
-            ELSE count(*) FILTER (WHERE n.mode = 'exclusive') OVER w = 0
-       END AS granted,
-       n.node,
-       n.instance,
-       n.pid,
-       n.database,
-       n.username,
-       n.application_name,
-       n.scope,
-       n.since,
-       n.token,
-       to_hex(n.session_id) AS session_id,
-       n.query
-FROM zk_lock_nodes() AS n
-WINDOW w AS (PARTITION BY n.resource ORDER BY n.seq
-             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-ORDER BY n.resource, n.seq;
+-- SHOW LOCKS: holders and waiters with what each waiter waits behind.
+-- Hive's rule decides who is granted (an exclusive node with no lower node,
+-- a shared node with no lower exclusive node) and whom a waiter watches
+-- (an exclusive its predecessor, a shared the nearest lower exclusive).
+-- Users who are not superusers see the details of their own locks only.
+CREATE FUNCTION zk_locks(subtree text DEFAULT NULL,
+    OUT resource text, OUT mode text, OUT granted boolean, OUT node text,
+    OUT blocked_by text, OUT blocked_by_pid integer, OUT blocked_by_instance text,
+    OUT instance text, OUT pid integer, OUT database text, OUT username text,
+    OUT application_name text, OUT scope text, OUT implicit boolean,
+    OUT since timestamptz, OUT token bigint, OUT session_id text, OUT query text)
+RETURNS SETOF record
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  WITH n AS MATERIALIZED (
+    SELECT * FROM @extschema@.zk_lock_nodes(subtree)
+  ), ranked AS (
+    SELECT n.*,
+           count(*) OVER w = 0 AS first,
+           count(*) FILTER (WHERE n.mode = 'exclusive') OVER w = 0 AS no_lower_x,
+           lag(n.seq) OVER (PARTITION BY n.resource ORDER BY n.seq) AS pred_seq,
+           max(n.seq) FILTER (WHERE n.mode = 'exclusive') OVER w AS pred_x_seq
+    FROM n
+    WINDOW w AS (PARTITION BY n.resource ORDER BY n.seq
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+  ), decided AS (
+    SELECT r.*,
+           CASE WHEN r.mode = 'exclusive' THEN r.first ELSE r.no_lower_x END AS is_granted,
+           CASE WHEN r.mode = 'exclusive' THEN r.pred_seq ELSE r.pred_x_seq END AS behind_seq,
+           (r.username IS NOT DISTINCT FROM current_user
+            OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)) AS visible
+    FROM ranked r
+  )
+  SELECT d.resource, d.mode, d.is_granted, d.node,
+         CASE WHEN NOT d.is_granted THEN b.node END,
+         CASE WHEN NOT d.is_granted AND b.visible THEN b.pid END,
+         CASE WHEN NOT d.is_granted THEN b.instance END,
+         d.instance,
+         CASE WHEN d.visible THEN d.pid END,
+         CASE WHEN d.visible THEN d.database END,
+         CASE WHEN d.visible THEN d.username END,
+         CASE WHEN d.visible THEN d.application_name END,
+         d.scope, d.implicit, d.since, d.token, to_hex(d.session_id),
+         CASE WHEN d.visible THEN d.query END
+  FROM decided d
+  LEFT JOIN decided b ON b.resource = d.resource AND b.seq = d.behind_seq
+  ORDER BY d.resource, d.seq
+$$;
+
+CREATE VIEW zk_locks AS SELECT * FROM zk_locks();
 
 CREATE FUNCTION zk_lock_status(
     OUT worker_pid integer, OUT state text, OUT session_id text,
@@ -143,8 +203,9 @@ REVOKE ALL ON zk_lock_fences FROM PUBLIC;
 GRANT SELECT ON zk_lock_fences TO PUBLIC;
 REVOKE ALL ON FUNCTION zk_lock_fence(text, bigint) FROM PUBLIC;
 
--- The listing reads every instance's lock data (users, queries): not for PUBLIC.
-REVOKE ALL ON FUNCTION zk_lock_nodes() FROM PUBLIC;
-REVOKE ALL ON zk_locks FROM PUBLIC;
+-- The raw listing shows every instance's lock data (users, queries): not for
+-- PUBLIC; zk_locks shows others' details to superusers only.
+REVOKE ALL ON FUNCTION zk_lock_nodes(text) FROM PUBLIC;
+GRANT SELECT ON zk_locks TO PUBLIC;
 REVOKE ALL ON FUNCTION zk_lock_local() FROM PUBLIC;
 REVOKE ALL ON zk_lock_local FROM PUBLIC;

@@ -57,7 +57,9 @@ typedef struct LocalLock
 	int			idx;			/* shared entry */
 	uint32		generation;		/* of that entry when granted */
 	int64		token;
-	int			session_count;
+	bool		parents;		/* taken with its parents' SHARED locks */
+	int			session_count;	/* session-level holds asked for */
+	int			session_implicit;	/* session holds for a child's sake */
 	int			nxact;			/* transaction-level holds */
 	int			maxxact;
 	SubTransactionId *xact_subids;	/* who took each of them */
@@ -169,11 +171,13 @@ submit(int idx)
 
 /*
  * Wait until the worker has answered the pending request, or until
- * timeout_ms (-1: no limit) has passed: then withdraw it and raise 55P03.
+ * timeout_ms (-1: no limit) has passed: then withdraw it and raise 55P03
+ * (saying shown_ms, the caller's whole timeout).
  * An ERROR or FATAL raised while waiting withdraws it too.
  */
 static ZkEntryState
-wait_for_answer(const char *resource, int timeout_ms, bool lock_timeout)
+wait_for_answer(const char *what, int timeout_ms, int shown_ms,
+				bool lock_timeout)
 {
 	int			idx = pending_idx;
 	uint32		gen = pending_gen;
@@ -204,8 +208,8 @@ wait_for_answer(const char *resource, int timeout_ms, bool lock_timeout)
 				if (now >= deadline)
 					ereport(ERROR,
 							(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-							 errmsg("could not obtain zklock lock on resource \"%s\" within %d ms",
-									resource, timeout_ms)));
+							 errmsg("could not obtain zklock lock on %s within %d ms",
+									what, shown_ms)));
 				sleep_ms = Min(sleep_ms,
 							   TimestampDifferenceMilliseconds(now, deadline) + 1);
 			}
@@ -255,7 +259,7 @@ raise_failure(int idx, const char *what)
 
 /* Who holds the node: key=value lines, read back by zk_locks */
 static void
-describe_holder(char *buf, size_t buflen, bool session)
+describe_holder(char *buf, size_t buflen, bool session, bool implicit)
 {
 	StringInfoData s;
 	const char *query = debug_query_string ? debug_query_string : "";
@@ -267,13 +271,14 @@ describe_holder(char *buf, size_t buflen, bool session)
 	/* since: Unix epoch seconds, readable whatever anyone's DateStyle */
 	since = GetCurrentTimestamp() +
 		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
-	appendStringInfo(&s, "instance=%s\npid=%d\ndatabase=%s\nuser=%s\napplication=%s\nvxid=%d/%u\nscope=%s\nsince=" INT64_FORMAT ".%06d\nquery=",
+	appendStringInfo(&s, "instance=%s\npid=%d\ndatabase=%s\nuser=%s\napplication=%s\nvxid=%d/%u\nscope=%s\nimplicit=%s\nsince=" INT64_FORMAT ".%06d\nquery=",
 					 zklock_instance_name(), MyProcPid,
 					 dbname ? dbname : "",
 					 GetUserNameFromId(GetUserId(), false),
 					 application_name ? application_name : "",
 					 MyProc->backendId, MyProc->lxid,
 					 session ? "session" : "transaction",
+					 implicit ? "true" : "false",
 					 since / USECS_PER_SEC, (int) (since % USECS_PER_SEC));
 	room = (int) buflen - 1 - s.len;
 	for (const char *q = query; *q && room > 0; q++, room--)
@@ -295,123 +300,414 @@ describe_holder(char *buf, size_t buflen, bool session)
 }
 
 /*
- * Take a lock.  Returns its fencing token; *acquired is false only when
- * wait is false and the lock is held elsewhere (try-lock).
+ * One step of an acquisition: a resource, the mode to take it in, and
+ * whether it is taken for a child's sake (a parent's implicit SHARED lock).
  */
-int64
-zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
-			int timeout_ms, bool *acquired)
+typedef struct LockStep
+{
+	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
+	ZkLockMode	mode;
+	bool		implicit;
+	bool		parents;		/* the step's own parents come with it */
+	int			input;			/* position in the caller's list, or -1 */
+	const char *child;			/* for an implicit step: whose parent it is */
+	LocalLock  *lock;			/* filled once taken */
+} LockStep;
+
+/* The lock this backend already holds on a resource, in either mode */
+static LocalLock *
+held_lock(const char *resource, ZkLockMode *mode)
 {
 	LocalLockKey key;
 	LocalLock  *lock;
+
+	make_key(&key, resource, ZKLOCK_EXCLUSIVE);
+	lock = hash_search(local_locks, &key, HASH_FIND, NULL);
+	if (lock == NULL)
+	{
+		make_key(&key, resource, ZKLOCK_SHARED);
+		lock = hash_search(local_locks, &key, HASH_FIND, NULL);
+	}
+	if (lock && mode)
+		*mode = lock->key.mode;
+	return lock;
+}
+
+/* Record one hold of a lock in a scope */
+static void
+add_hold(LocalLock *lock, bool session, bool implicit)
+{
+	if (session)
+	{
+		if (implicit)
+			lock->session_implicit++;
+		else
+			lock->session_count++;
+		return;
+	}
+	if (lock->nxact >= lock->maxxact)
+	{
+		int			newmax = Max(4, lock->maxxact * 2);
+
+		lock->xact_subids = lock->xact_subids ?
+			repalloc(lock->xact_subids, newmax * sizeof(SubTransactionId)) :
+			MemoryContextAlloc(TopMemoryContext,
+							   newmax * sizeof(SubTransactionId));
+		lock->maxxact = newmax;
+	}
+	lock->xact_subids[lock->nxact++] = GetCurrentSubTransactionId();
+}
+
+static void forget(LocalLock *lock);
+
+/* Undo one hold (the last one of its kind); the lock goes at zero */
+static void
+drop_hold(LocalLock *lock, bool session, bool implicit)
+{
+	if (session)
+	{
+		if (implicit && lock->session_implicit > 0)
+			lock->session_implicit--;
+		else if (!implicit && lock->session_count > 0)
+			lock->session_count--;
+	}
+	else if (lock->nxact > 0)
+		lock->nxact--;
+	if (lock->session_count == 0 && lock->session_implicit == 0 &&
+		lock->nxact == 0)
+		forget(lock);
+}
+
+/*
+ * Take one step: stack onto a lock this backend holds, or ask the worker
+ * for a node and wait.  Returns the local lock, or NULL when a try-lock
+ * was not granted.
+ */
+static LocalLock *
+take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
+		  int timeout_total)
+{
+	LocalLockKey key;
+	LocalLock  *lock;
+	ZkLockMode	held_mode;
 	bool		found;
 	int			idx;
+	uint32		gen;
 	ZkLockEntry *e;
 	ZkEntryState state;
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	int			timeout_ms = -1;
+	char	   *what;
+
+	lock = held_lock(step->resource, &held_mode);
+	if (lock)
+	{
+		/* a parent's SHARED lock is covered by an EXCLUSIVE one we hold */
+		if (held_mode != step->mode &&
+			!(step->implicit && held_mode == ZKLOCK_EXCLUSIVE))
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("zklock resource \"%s\" is already held in %s mode by this session",
+							step->resource, zklock_mode_name(held_mode)),
+					 errdetail("Taking it in %s mode too would wait for this session itself.",
+							   zklock_mode_name(step->mode)),
+					 errhint("Release the %s lock first.", zklock_mode_name(held_mode))));
+		/*
+		 * A session-level release takes the parents' holds along when the
+		 * lock was taken with them: its session holds must agree on that.
+		 */
+		if (session && !step->implicit)
+		{
+			if (lock->session_count > 0 && lock->parents != step->parents)
+				ereport(ERROR,
+						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+						 errmsg("zklock resource \"%s\" is already held %s its parents' locks by this session",
+								step->resource, lock->parents ? "with" : "without"),
+						 errhint("Take it the same way, or release it first.")));
+			lock->parents = step->parents;
+		}
+		add_hold(lock, session, step->implicit);
+		return lock;
+	}
+
+	if (step->mode == ZKLOCK_SHARED &&
+		zklock_naming_style(step->resource) == ZKLOCK_NAMING_CURATOR_MUTEX)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("zklock resource \"%s\" cannot be locked in shared mode",
+						step->resource),
+				 errdetail("zklock.node_naming names its nodes as Curator's InterProcessMutex does, which has no shared mode.")));
+
+	describe_holder(data, sizeof(data), session, step->implicit);
+
+	/* a waiting request with no time left is a try that raises */
+	if (wait && deadline != 0)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+
+		timeout_ms = now >= deadline ? 0 :
+			(int) Min(TimestampDifferenceMilliseconds(now, deadline), INT_MAX);
+	}
+
+	/* ask the worker */
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	if (zklock_shared->worker_pid == 0)
+	{
+		LWLockRelease(zklock_shared->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock worker is not running"),
+				 errhint("The server log says why; the worker is restarted after a second.")));
+	}
+	idx = zklock_entry_alloc();
+	if (idx < 0)
+	{
+		LWLockRelease(zklock_shared->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of zklock lock entries"),
+				 errhint("You might need to increase zklock.max_locks_per_backend.")));
+	}
+	e = &zklock_shared->entries[idx];
+	e->kind = (wait && timeout_ms != 0) ? ZKR_ACQUIRE : ZKR_TRY_ACQUIRE;
+	e->mode = step->mode;
+	e->owner_procno = ZKLOCK_MY_PROCNO;
+	e->owner_pid = MyProcPid;
+	strlcpy(e->resource, step->resource, sizeof(e->resource));
+	strlcpy(e->data, data, sizeof(e->data));
+	submit(idx);
+	gen = e->generation;
+	LWLockRelease(zklock_shared->lock);
+
+	what = step->child ?
+		psprintf("resource \"%s\" (a parent of \"%s\")", step->resource, step->child) :
+		psprintf("resource \"%s\"", step->resource);
+	/* a try answers at once; only a real wait gets the deadline */
+	state = wait_for_answer(what, timeout_ms == 0 ? -1 : timeout_ms,
+							timeout_total, wait && timeout_ms != 0);
+
+	if (state == ZKE_NOT_GRANTED)
+	{
+		withdraw(idx, gen);
+		if (wait)				/* no time was left to wait */
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("could not obtain zklock lock on %s within %d ms",
+							what, timeout_total)));
+		return NULL;
+	}
+	if (state == ZKE_FAILED)
+		raise_failure(idx, psprintf("acquire zklock lock on resource \"%s\"",
+									step->resource));
+
+	make_key(&key, step->resource, step->mode);
+	lock = hash_search(local_locks, &key, HASH_ENTER, &found);
+	Assert(!found);
+	lock->idx = idx;
+	lock->generation = gen;
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	lock->token = zklock_shared->entries[idx].token;
+	LWLockRelease(zklock_shared->lock);
+	lock->parents = !step->implicit && step->parents;
+	lock->session_count = 0;
+	lock->session_implicit = 0;
+	lock->nxact = 0;
+	lock->maxxact = 0;
+	lock->xact_subids = NULL;
+	add_hold(lock, session, step->implicit);
+	return lock;
+}
+
+/*
+ * Take the steps in order, all or none: if one is not granted (try) or
+ * raises (timeout, cancel, error), every hold taken so far by this call is
+ * undone.  Returns false for a try that was not granted.
+ */
+static bool
+take_steps(LockStep *steps, int nsteps, bool session, bool wait,
+		   int timeout_ms)
+{
+	TimestampTz deadline = 0;
+	volatile int ntaken = 0;
+	bool		granted = true;
+
+	if (timeout_ms >= 0)
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											   timeout_ms);
+	PG_TRY();
+	{
+		for (int i = 0; i < nsteps; i++)
+		{
+			steps[i].lock = take_step(&steps[i], session, wait, deadline,
+									  timeout_ms);
+			if (steps[i].lock == NULL)
+			{
+				granted = false;
+				break;
+			}
+			ntaken = i + 1;
+		}
+	}
+	PG_CATCH();
+	{
+		for (int i = ntaken - 1; i >= 0; i--)
+			drop_hold(steps[i].lock, session, steps[i].implicit);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (!granted)
+		for (int i = ntaken - 1; i >= 0; i--)
+			drop_hold(steps[i].lock, session, steps[i].implicit);
+	return granted;
+}
+
+/*
+ * Append the steps for one requested resource: its parents' SHARED locks
+ * first (top down), when asked, then the resource itself.
+ */
+static int
+add_steps(LockStep *steps, int n, const char *resource, ZkLockMode mode,
+		  bool parents, int input)
+{
+	if (parents)
+	{
+		for (const char *p = resource; (p = strchr(p, '/')) != NULL; p++)
+		{
+			memcpy(steps[n].resource, resource, p - resource);
+			steps[n].resource[p - resource] = '\0';
+			/* Curator's mutex cannot express a SHARED parent lock */
+			if (zklock_naming_style(steps[n].resource) ==
+				ZKLOCK_NAMING_CURATOR_MUTEX)
+				continue;
+			steps[n].mode = ZKLOCK_SHARED;
+			steps[n].implicit = true;
+			steps[n].parents = false;
+			steps[n].input = -1;
+			steps[n].child = resource;
+			n++;
+		}
+	}
+	strlcpy(steps[n].resource, resource, sizeof(steps[n].resource));
+	steps[n].mode = mode;
+	steps[n].implicit = false;
+	steps[n].parents = parents && strchr(resource, '/') != NULL;
+	steps[n].input = input;
+	steps[n].child = NULL;
+	return n + 1;
+}
+
+/* How many '/' a resource has: its number of parents */
+static int
+depth(const char *resource)
+{
+	int			n = 0;
+
+	for (const char *p = resource; *p; p++)
+		n += (*p == '/');
+	return n;
+}
+
+/*
+ * Take a lock, with its parents' SHARED locks when parents is true (Hive's
+ * semantics: "db/table/part" in any mode takes "db" and "db/table" SHARED).
+ * Returns the fencing token; *acquired is false only when wait is false and
+ * the lock is held elsewhere (try-lock).
+ */
+int64
+zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
+			int timeout_ms, bool parents, bool *acquired)
+{
+	LockStep   *steps;
+	int			nsteps;
 
 	zklock_backend_init();
 	zklock_check_resource(resource);
 	*acquired = false;
 	check_lost(ERROR);
 
-	if (mode == ZKLOCK_SHARED &&
-		zklock_naming_style(resource) == ZKLOCK_NAMING_CURATOR_MUTEX)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("zklock resource \"%s\" cannot be locked in shared mode", resource),
-				 errdetail("zklock.node_naming names its nodes as Curator's InterProcessMutex does, which has no shared mode.")));
-
-	/* held already: stack it, no round trip */
-	make_key(&key, resource, mode);
-	lock = hash_search(local_locks, &key, HASH_FIND, NULL);
-	if (lock == NULL)
-	{
-		LocalLockKey other;
-
-		make_key(&other, resource,
-				 mode == ZKLOCK_SHARED ? ZKLOCK_EXCLUSIVE : ZKLOCK_SHARED);
-		if (hash_search(local_locks, &other, HASH_FIND, NULL))
-			ereport(ERROR,
-					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("zklock resource \"%s\" is already held in %s mode by this session",
-							resource, zklock_mode_name(other.mode)),
-					 errdetail("Taking it in %s mode too would wait for this session itself.",
-							   zklock_mode_name(mode)),
-					 errhint("Release the %s lock first.", zklock_mode_name(other.mode))));
-
-		describe_holder(data, sizeof(data), session);
-
-		/* ask the worker */
-		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-		if (zklock_shared->worker_pid == 0)
-		{
-			LWLockRelease(zklock_shared->lock);
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("zklock worker is not running"),
-					 errhint("The server log says why; the worker is restarted after a second.")));
-		}
-		idx = zklock_entry_alloc();
-		if (idx < 0)
-		{
-			LWLockRelease(zklock_shared->lock);
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("out of zklock lock entries"),
-					 errhint("You might need to increase zklock.max_locks_per_backend.")));
-		}
-		e = &zklock_shared->entries[idx];
-		e->kind = wait ? ZKR_ACQUIRE : ZKR_TRY_ACQUIRE;
-		e->mode = mode;
-		e->owner_procno = ZKLOCK_MY_PROCNO;
-		e->owner_pid = MyProcPid;
-		strlcpy(e->resource, resource, sizeof(e->resource));
-		strlcpy(e->data, data, sizeof(e->data));
-		submit(idx);
-		LWLockRelease(zklock_shared->lock);
-
-		state = wait_for_answer(resource, wait ? timeout_ms : -1, wait);
-
-		if (state == ZKE_NOT_GRANTED)
-		{
-			withdraw(idx, pending_gen);
-			return 0;
-		}
-		if (state == ZKE_FAILED)
-			raise_failure(idx, psprintf("acquire zklock lock on resource \"%s\"", resource));
-
-		lock = hash_search(local_locks, &key, HASH_ENTER, &found);
-		Assert(!found);
-		lock->idx = idx;
-		LWLockAcquire(zklock_shared->lock, LW_SHARED);
-		lock->generation = zklock_shared->entries[idx].generation;
-		lock->token = zklock_shared->entries[idx].token;
-		LWLockRelease(zklock_shared->lock);
-		lock->session_count = 0;
-		lock->nxact = 0;
-		lock->maxxact = 0;
-		lock->xact_subids = NULL;
-	}
-
-	if (session)
-		lock->session_count++;
-	else
-	{
-		if (lock->nxact >= lock->maxxact)
-		{
-			int			newmax = Max(4, lock->maxxact * 2);
-
-			lock->xact_subids = lock->xact_subids ?
-				repalloc(lock->xact_subids, newmax * sizeof(SubTransactionId)) :
-				MemoryContextAlloc(TopMemoryContext,
-								   newmax * sizeof(SubTransactionId));
-			lock->maxxact = newmax;
-		}
-		lock->xact_subids[lock->nxact++] = GetCurrentSubTransactionId();
-	}
+	steps = palloc0(sizeof(LockStep) * (depth(resource) + 1));
+	nsteps = add_steps(steps, 0, resource, mode, parents, 0);
+	if (!take_steps(steps, nsteps, session, wait, timeout_ms))
+		return 0;
 	*acquired = true;
-	return lock->token;
+	return steps[nsteps - 1].lock->token;
+}
+
+static int
+step_cmp(const void *a, const void *b)
+{
+	const LockStep *x = a;
+	const LockStep *y = b;
+	int			c = strcmp(x->resource, y->resource);
+
+	if (c != 0)
+		return c;
+	/* of one resource, the explicit step first: it absorbs the others */
+	return (int) x->implicit - (int) y->implicit;
+}
+
+/*
+ * Take a set of locks, all or none, under one timeout.  The steps (with the
+ * parents' locks) are put in one canonical order, sorted by resource, so
+ * two sets can never deadlock each other; a resource asked for twice, or
+ * both directly and as a parent, is taken once in the strongest mode.
+ * tokens[i] gets the token of resources[i].  Returns false for a try that
+ * was not granted (and then nothing is held).
+ */
+bool
+zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
+				bool wait, int timeout_ms, int64 *tokens)
+{
+	LockStep   *steps;
+	int			nsteps = 0;
+	int			total = 0;
+	int			kept = 0;
+
+	zklock_backend_init();
+	check_lost(ERROR);
+	for (int i = 0; i < n; i++)
+	{
+		zklock_check_resource(resources[i]);
+		total += depth(resources[i]) + 1;
+	}
+	steps = palloc0(sizeof(LockStep) * Max(total, 1));
+	for (int i = 0; i < n; i++)
+		nsteps = add_steps(steps, nsteps, resources[i], modes[i], true, i);
+	qsort(steps, nsteps, sizeof(LockStep), step_cmp);
+
+	/* merge the steps of one resource into the first: the strongest mode */
+	for (int i = 0; i < nsteps; i++)
+	{
+		if (kept > 0 && strcmp(steps[kept - 1].resource, steps[i].resource) == 0)
+		{
+			LockStep   *into = &steps[kept - 1];
+
+			if (steps[i].mode == ZKLOCK_EXCLUSIVE)
+				into->mode = ZKLOCK_EXCLUSIVE;
+			if (!steps[i].implicit && into->implicit)
+			{
+				into->implicit = false;
+				into->parents = steps[i].parents;
+				into->input = steps[i].input;
+			}
+			continue;
+		}
+		steps[kept++] = steps[i];
+	}
+	nsteps = kept;
+
+	if (!take_steps(steps, nsteps, session, wait, timeout_ms))
+		return false;
+	for (int i = 0; i < nsteps; i++)
+		if (steps[i].input >= 0)
+			tokens[steps[i].input] = steps[i].lock->token;
+	/* a resource listed twice shares its token */
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < i; j++)
+			if (strcmp(resources[i], resources[j]) == 0)
+				tokens[i] = tokens[j];
+	return true;
 }
 
 /* Drop a local lock whose counts reached zero, and its node */
@@ -543,6 +839,31 @@ commit_fence(void)
 	}
 }
 
+/* Release one session hold of a lock, and its parents' implicit holds */
+static void
+release_session_hold(LocalLock *lock)
+{
+	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
+	bool		parents = lock->parents;
+
+	strlcpy(resource, lock->key.resource, sizeof(resource));
+	drop_hold(lock, true, false);	/* may free lock */
+	if (!parents)
+		return;
+	for (char *p = resource + strlen(resource); p > resource; p--)
+	{
+		if (*p == '/')
+		{
+			LocalLock  *parent;
+
+			*p = '\0';
+			parent = held_lock(resource, NULL);
+			if (parent)
+				drop_hold(parent, true, true);
+		}
+	}
+}
+
 /*
  * Release one session-level hold, like pg_advisory_unlock.
  */
@@ -564,9 +885,7 @@ zklock_unlock(const char *resource, ZkLockMode mode)
 						resource, zklock_mode_name(mode))));
 		return false;
 	}
-	lock->session_count--;
-	if (lock->session_count == 0 && lock->nxact == 0)
-		forget(lock);
+	release_session_hold(lock);
 	return true;
 }
 
@@ -586,10 +905,12 @@ zklock_unlock_all(void)
 	hash_seq_init(&seq, local_locks);
 	while ((lock = hash_seq_search(&seq)) != NULL)
 	{
-		if (lock->session_count == 0)
+		if (lock->session_count == 0 && lock->session_implicit == 0)
 			continue;
-		n++;
+		if (lock->session_count > 0)
+			n++;
 		lock->session_count = 0;
+		lock->session_implicit = 0;
 		if (lock->nxact == 0)
 			forget(lock);
 	}
@@ -638,7 +959,7 @@ xact_callback(XactEvent event, void *arg)
 			while ((lock = hash_seq_search(&seq)) != NULL)
 			{
 				lock->nxact = 0;
-				if (lock->session_count == 0)
+				if (lock->session_count == 0 && lock->session_implicit == 0)
 					forget(lock);
 			}
 			break;
@@ -677,7 +998,8 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 				lock->xact_subids[kept++] = parentSubid;
 		}
 		lock->nxact = kept;
-		if (lock->nxact == 0 && lock->session_count == 0)
+		if (lock->nxact == 0 && lock->session_count == 0 &&
+			lock->session_implicit == 0)
 			forget(lock);
 	}
 }
@@ -708,7 +1030,7 @@ backend_exit(int code, Datum arg)
  * the size the worker asked for.
  */
 char *
-zklock_list_nodes(Size *len)
+zklock_list_nodes(const char *subtree, Size *len)
 {
 	Size		size = 64 * 1024;
 
@@ -743,14 +1065,14 @@ zklock_list_nodes(Size *len)
 		e->kind = ZKR_LIST;
 		e->owner_procno = ZKLOCK_MY_PROCNO;
 		e->owner_pid = MyProcPid;
-		e->resource[0] = '\0';
+		strlcpy(e->resource, subtree ? subtree : "", sizeof(e->resource));
 		e->data[0] = '\0';
 		e->list_handle = dsm_segment_handle(seg);
 		e->list_size = size;
 		submit(idx);
 		LWLockRelease(zklock_shared->lock);
 
-		state = wait_for_answer("(listing)", -1, false);
+		state = wait_for_answer("the listing", -1, -1, false);
 		if (state == ZKE_FAILED)
 		{
 			dsm_detach(seg);

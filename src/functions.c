@@ -13,6 +13,8 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -22,6 +24,10 @@ PG_FUNCTION_INFO_V1(zklock_acquire);
 PG_FUNCTION_INFO_V1(zklock_try_acquire);
 PG_FUNCTION_INFO_V1(zklock_acquire_session);
 PG_FUNCTION_INFO_V1(zklock_try_acquire_session);
+PG_FUNCTION_INFO_V1(zklock_acquire_all);
+PG_FUNCTION_INFO_V1(zklock_try_acquire_all);
+PG_FUNCTION_INFO_V1(zklock_acquire_all_session);
+PG_FUNCTION_INFO_V1(zklock_try_acquire_all_session);
 PG_FUNCTION_INFO_V1(zklock_release);
 PG_FUNCTION_INFO_V1(zklock_release_all);
 PG_FUNCTION_INFO_V1(zklock_nodes);
@@ -77,16 +83,25 @@ timeout_arg(FunctionCallInfo fcinfo)
 	return (int) ms;
 }
 
+/*
+ * The acquire functions: (resource, mode, timeout, parents) for the waiting
+ * ones, (resource, mode, parents) for the try ones.
+ */
 static Datum
 lock_common(FunctionCallInfo fcinfo, bool session, bool wait)
 {
 	char	   *resource = resource_arg(fcinfo);
 	ZkLockMode	mode = mode_arg(fcinfo);
 	int			timeout_ms = wait ? timeout_arg(fcinfo) : -1;
+	int			parents_arg = wait ? 3 : 2;
+	bool		parents = true;
 	bool		acquired;
 	int64		token;
 
-	token = zklock_lock(resource, mode, session, wait, timeout_ms, &acquired);
+	if (PG_NARGS() > parents_arg && !PG_ARGISNULL(parents_arg))
+		parents = PG_GETARG_BOOL(parents_arg);
+	token = zklock_lock(resource, mode, session, wait, timeout_ms, parents,
+						&acquired);
 	if (!acquired)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(token);
@@ -114,6 +129,96 @@ Datum
 zklock_try_acquire_session(PG_FUNCTION_ARGS)
 {
 	return lock_common(fcinfo, true, false);
+}
+
+/*
+ * The set functions: (resources text[], modes text[], timeout) for the
+ * waiting ones, (resources, modes) for the try ones.  Returns the tokens in
+ * the order of resources, or NULL for a try that was not granted.
+ */
+static Datum
+lock_set_common(FunctionCallInfo fcinfo, bool session, bool wait)
+{
+	Datum	   *rdatums;
+	bool	   *rnulls;
+	int			n;
+	Datum	   *mdatums = NULL;
+	bool	   *mnulls = NULL;
+	int			nmodes = 0;
+	char	  **resources;
+	ZkLockMode *modes;
+	int64	   *tokens;
+	Datum	   *out;
+	int			timeout_ms = wait ? timeout_arg(fcinfo) : -1;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("zklock resource list must not be null")));
+	deconstruct_array(PG_GETARG_ARRAYTYPE_P(0), TEXTOID, -1, false,
+					  TYPALIGN_INT, &rdatums, &rnulls, &n);
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock resource list must not be empty")));
+	if (PG_NARGS() > 1 && !PG_ARGISNULL(1))
+	{
+		deconstruct_array(PG_GETARG_ARRAYTYPE_P(1), TEXTOID, -1, false,
+						  TYPALIGN_INT, &mdatums, &mnulls, &nmodes);
+		if (nmodes != n)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("zklock mode list has %d elements, the resource list %d",
+							nmodes, n),
+					 errhint("Give one mode per resource, or NULL for all exclusive.")));
+	}
+
+	resources = palloc(sizeof(char *) * n);
+	modes = palloc(sizeof(ZkLockMode) * n);
+	tokens = palloc0(sizeof(int64) * n);
+	for (int i = 0; i < n; i++)
+	{
+		if (rnulls[i] || (mdatums && mnulls[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("zklock resource and mode lists must not contain nulls")));
+		resources[i] = TextDatumGetCString(rdatums[i]);
+		modes[i] = mdatums ?
+			zklock_parse_mode(TextDatumGetCString(mdatums[i])) : ZKLOCK_EXCLUSIVE;
+	}
+
+	if (!zklock_lock_set(n, resources, modes, session, wait, timeout_ms, tokens))
+		PG_RETURN_NULL();
+
+	out = palloc(sizeof(Datum) * n);
+	for (int i = 0; i < n; i++)
+		out[i] = Int64GetDatum(tokens[i]);
+	PG_RETURN_ARRAYTYPE_P(construct_array(out, n, INT8OID, 8, FLOAT8PASSBYVAL,
+										  TYPALIGN_DOUBLE));
+}
+
+Datum
+zklock_acquire_all(PG_FUNCTION_ARGS)
+{
+	return lock_set_common(fcinfo, false, true);
+}
+
+Datum
+zklock_try_acquire_all(PG_FUNCTION_ARGS)
+{
+	return lock_set_common(fcinfo, false, false);
+}
+
+Datum
+zklock_acquire_all_session(PG_FUNCTION_ARGS)
+{
+	return lock_set_common(fcinfo, true, true);
+}
+
+Datum
+zklock_try_acquire_all_session(PG_FUNCTION_ARGS)
+{
+	return lock_set_common(fcinfo, true, false);
 }
 
 Datum
@@ -205,7 +310,7 @@ parse_epoch(const char *v, TimestampTz *result)
  * zk_lock_nodes(): one row per lock node under zklock.root, in the whole
  * ensemble.  The zk_locks view adds who is granted.
  */
-#define NODES_COLS 15
+#define NODES_COLS 16
 
 Datum
 zklock_nodes(PG_FUNCTION_ARGS)
@@ -216,10 +321,16 @@ zklock_nodes(PG_FUNCTION_ARGS)
 	char	   *line;
 	char	   *next;
 	size_t		rootlen = strlen(zklock_root);
+	char	   *subtree = NULL;
 
 	zklock_backend_init();
+	if (PG_NARGS() > 0 && !PG_ARGISNULL(0))
+	{
+		subtree = text_to_cstring(PG_GETARG_TEXT_PP(0));
+		zklock_check_resource(subtree);
+	}
 	InitMaterializedSRF(fcinfo, 0);
-	rows = zklock_list_nodes(&len);
+	rows = zklock_list_nodes(subtree, &len);
 
 	for (line = rows; line && *line; line = next)
 	{
@@ -286,6 +397,10 @@ zklock_nodes(PG_FUNCTION_ARGS)
 			nulls[13] = true;
 		FIELD(14, "query");
 #undef FIELD
+		if ((v = data_field(fields[3], "implicit")) != NULL)
+			values[15] = BoolGetDatum(strcmp(v, "true") == 0);
+		else
+			nulls[15] = true;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -877,7 +877,10 @@ list_start(int idx)
 	w->phase = PH_LISTING;
 	w->list_pending = 1;
 	w->list_buf = NULL;
-	if (!zkc_get_children(zklock_root, TAG(w->generation, OP_LIST_CHILDREN, idx)))
+	/* w->parent is the root, or the subtree asked for, "<root>/<subtree>" */
+	if (strcmp(w->parent + strlen(w->parent) - 1, "/") == 0)
+		w->parent[strlen(w->parent) - 1] = '\0';
+	if (!zkc_get_children(w->parent, TAG(w->generation, OP_LIST_CHILDREN, idx)))
 		list_finish(idx, false, "not connected to ZooKeeper");
 }
 

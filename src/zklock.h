@@ -206,9 +206,12 @@ extern PGDLLEXPORT void zklock_worker_main(Datum main_arg);
 extern void zklock_backend_init(void);
 extern int64 zklock_lock(const char *resource, ZkLockMode mode,
 						 bool session, bool wait, int timeout_ms,
-						 bool *acquired);
+						 bool parents, bool *acquired);
+extern bool zklock_lock_set(int n, char **resources, ZkLockMode *modes,
+							bool session, bool wait, int timeout_ms,
+							int64 *tokens);
 extern bool zklock_unlock(const char *resource, ZkLockMode mode);
 extern int	zklock_unlock_all(void);
-extern char *zklock_list_nodes(Size *len);
+extern char *zklock_list_nodes(const char *subtree, Size *len);
 
 #endif							/* ZKLOCK_H */
