@@ -132,6 +132,75 @@ $$;
 
 CREATE VIEW zk_locks AS SELECT * FROM zk_locks();
 
+-- Administration across instances: superuser-only by default.
+CREATE FUNCTION zk_lock_admin_node(resource text, node text, action text, data text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zklock_admin'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Remove other holders' nodes of a resource (every granted node, or the one
+-- named).  Their instances see the node go: a transaction holding it can
+-- no longer commit.  Returns how many nodes were removed.
+CREATE FUNCTION zk_lock_force_release(resource text, node text DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  r record;
+  n integer := 0;
+BEGIN
+  FOR r IN SELECT l.node, l.instance, l.pid, l.mode
+           FROM @extschema@.zk_locks(zk_lock_force_release.resource) AS l
+           WHERE l.resource = zk_lock_force_release.resource AND l.granted
+             AND (zk_lock_force_release.node IS NULL OR l.node = zk_lock_force_release.node)
+  LOOP
+    IF @extschema@.zk_lock_admin_node(resource, r.node, 'delete', NULL) THEN
+      n := n + 1;
+      RAISE LOG 'zklock: % force-released % lock node %/% held by pid % on %',
+        current_user, r.mode, resource, r.node, r.pid, r.instance;
+    END IF;
+  END LOOP;
+  RETURN n;
+END $$;
+
+-- Ask the holders of a resource to give it up (Curator's revocation, done
+-- for the holder): their instance's worker cancels the holder's statement
+-- ('cancel') or ends its session ('terminate').  zklock holders only; other
+-- clients' nodes are left alone.  Returns how many holders were asked.
+CREATE FUNCTION zk_lock_revoke(resource text, action text DEFAULT 'cancel')
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  r record;
+  n integer := 0;
+BEGIN
+  IF action IS NULL OR action NOT IN ('cancel', 'terminate') THEN
+    RAISE EXCEPTION 'invalid zklock revocation action "%"', action
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'The action is ''cancel'' or ''terminate''.';
+  END IF;
+  FOR r IN SELECT l.* FROM @extschema@.zk_locks(zk_lock_revoke.resource) AS l
+           WHERE l.resource = zk_lock_revoke.resource AND l.granted AND l.pid IS NOT NULL
+  LOOP
+    IF @extschema@.zk_lock_admin_node(resource, r.node, 'revoke',
+         format(E'instance=%s\npid=%s\ndatabase=%s\nuser=%s\napplication=%s\nscope=%s\nimplicit=%s\nrevoke=%s\nrevoked_by=%s\nquery=%s',
+                r.instance, r.pid, r.database, r.username, r.application_name, r.scope,
+                r.implicit, action, current_user, left(r.query, 200))) THEN
+      n := n + 1;
+      RAISE LOG 'zklock: % revoked (%) % lock node %/% held by pid % on %',
+        current_user, action, r.mode, resource, r.node, r.pid, r.instance;
+    END IF;
+  END LOOP;
+  RETURN n;
+END $$;
+
+REVOKE ALL ON FUNCTION zk_lock_admin_node(text, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_lock_force_release(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_lock_revoke(text, text) FROM PUBLIC;
+
 CREATE FUNCTION zk_lock_status(
     OUT worker_pid integer, OUT state text, OUT session_id text,
     OUT hosts text, OUT root text, OUT session_timeout integer,

@@ -1101,3 +1101,62 @@ zklock_list_nodes(const char *subtree, Size *len)
 			 errmsg("could not list zklock lock nodes: the set kept growing")));
 	return NULL;
 }
+
+/*
+ * An administrator's action on another holder's node: delete it
+ * (ZKR_FORCE_DELETE) or write data asking the holder to give it up
+ * (ZKR_REVOKE).  Returns false when the node no longer exists.
+ */
+bool
+zklock_admin_node(const char *resource, const char *node, ZkEntryKind kind,
+				  const char *data)
+{
+	int			idx;
+	ZkLockEntry *e;
+	ZkEntryState state;
+	bool		found;
+
+	zklock_backend_init();
+	zklock_check_resource(resource);
+	if (!zklock_parse_node_name(node, NULL, NULL) || strchr(node, '/') ||
+		strlen(node) > ZKLOCK_MAX_NODE_NAME_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" is not a lock node name", node)));
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	if (zklock_shared->worker_pid == 0)
+	{
+		LWLockRelease(zklock_shared->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock worker is not running")));
+	}
+	idx = zklock_entry_alloc();
+	if (idx < 0)
+	{
+		LWLockRelease(zklock_shared->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of zklock lock entries"),
+				 errhint("You might need to increase zklock.max_locks_per_backend.")));
+	}
+	e = &zklock_shared->entries[idx];
+	e->kind = kind;
+	e->owner_procno = ZKLOCK_MY_PROCNO;
+	e->owner_pid = MyProcPid;
+	strlcpy(e->resource, resource, sizeof(e->resource));
+	strlcpy(e->node, node, sizeof(e->node));
+	strlcpy(e->data, data ? data : "", sizeof(e->data));
+	submit(idx);
+	LWLockRelease(zklock_shared->lock);
+
+	state = wait_for_answer("the lock node", -1, -1, false);
+	if (state == ZKE_FAILED)
+		raise_failure(idx, "change zklock lock node");
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	found = zklock_shared->entries[idx].token != 0;
+	zklock_entry_free(idx);
+	LWLockRelease(zklock_shared->lock);
+	return found;
+}

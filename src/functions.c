@@ -29,6 +29,7 @@ PG_FUNCTION_INFO_V1(zklock_try_acquire_all);
 PG_FUNCTION_INFO_V1(zklock_acquire_all_session);
 PG_FUNCTION_INFO_V1(zklock_try_acquire_all_session);
 PG_FUNCTION_INFO_V1(zklock_release);
+PG_FUNCTION_INFO_V1(zklock_admin);
 PG_FUNCTION_INFO_V1(zklock_release_all);
 PG_FUNCTION_INFO_V1(zklock_nodes);
 PG_FUNCTION_INFO_V1(zklock_status);
@@ -534,4 +535,39 @@ zklock_local(PG_FUNCTION_ARGS)
 	}
 	LWLockRelease(s->lock);
 	return (Datum) 0;
+}
+
+/*
+ * zk_lock_admin_node(resource, node, action, data): the worker deletes
+ * ('delete') or writes data into ('revoke') another holder's node.  Only
+ * for zk_lock_force_release and zk_lock_revoke; not granted to PUBLIC.
+ */
+Datum
+zklock_admin(PG_FUNCTION_ARGS)
+{
+	char	   *resource;
+	char	   *node;
+	char	   *action;
+	char	   *data = NULL;
+	ZkEntryKind kind;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("resource, node and action must not be null")));
+	resource = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	node = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	action = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	if (!PG_ARGISNULL(3))
+		data = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	if (strcmp(action, "delete") == 0)
+		kind = ZKR_FORCE_DELETE;
+	else if (strcmp(action, "revoke") == 0)
+		kind = ZKR_REVOKE;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid zklock node action \"%s\"", action),
+				 errhint("The action is 'delete' or 'revoke'.")));
+	PG_RETURN_BOOL(zklock_admin_node(resource, node, kind, data));
 }

@@ -49,6 +49,8 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/dsm.h"
@@ -73,7 +75,9 @@ typedef enum ZkOp
 	OP_GUARD,					/* exists+watch on our own granted node */
 	OP_DELETE,					/* delete our node */
 	OP_LIST_CHILDREN,			/* zk_locks: list a subtree */
-	OP_LIST_DATA				/* zk_locks: read a lock node */
+	OP_LIST_DATA,				/* zk_locks: read a lock node */
+	OP_ADMIN,					/* force-release or revoke another's node */
+	OP_GUARD_DATA				/* read our granted node after it changed */
 } ZkOp;
 
 #define TAG(gen, op, idx) \
@@ -93,7 +97,8 @@ typedef enum Phase
 	PH_HELD,					/* granted */
 	PH_DELETING,				/* delete in flight */
 	PH_RECOVERING,				/* reply lost: redo when connected */
-	PH_LISTING					/* zk_locks walk in progress */
+	PH_LISTING,					/* zk_locks walk in progress */
+	PH_ADMIN					/* force-release or revoke in flight */
 } Phase;
 
 typedef struct WorkEntry
@@ -142,6 +147,8 @@ static void finish_release(int idx);
 static void list_start(int idx);
 static void list_event(int idx, ZkEvent *ev);
 static void list_finish(int idx, bool ok, const char *why);
+static void admin_start(int idx);
+static void start_request(int idx);
 
 /* a reply was lost or a send failed: retry once connected */
 static inline void
@@ -232,12 +239,7 @@ zklock_protocol_request(int idx)
 	}
 
 	if (state == ZKE_REQUESTED && w->phase == PH_IDLE)
-	{
-		if (w->kind == ZKR_LIST)
-			list_start(idx);
-		else
-			send_create(idx, false);
-	}
+		start_request(idx);
 	else if (state == ZKE_RELEASING && !w->release)
 	{
 		w->release = true;
@@ -256,9 +258,30 @@ zklock_protocol_request(int idx)
 			case PH_RECOVERING:
 			case PH_DELETING:
 			case PH_LISTING:
+			case PH_ADMIN:
 				/* the reply in flight (or the reconnection) sees w->release */
 				break;
 		}
+	}
+}
+
+/* Start what a backend asked for */
+static void
+start_request(int idx)
+{
+	switch (work[idx].kind)
+	{
+		case ZKR_LIST:
+			list_start(idx);
+			break;
+		case ZKR_FORCE_DELETE:
+		case ZKR_REVOKE:
+			admin_start(idx);
+			break;
+		case ZKR_ACQUIRE:
+		case ZKR_TRY_ACQUIRE:
+			send_create(idx, false);
+			break;
 	}
 }
 
@@ -358,6 +381,67 @@ recover(int idx)
 }
 
 /*
+ * Revocation (Curator's, done for the holder): another instance wrote
+ * "revoke=cancel" or "revoke=terminate" into our granted node.  Cancel the
+ * holder's statement or end its session, as the revoker chose; its
+ * transaction then ends and releases the lock.
+ */
+static void
+revoked(int idx, const char *data)
+{
+	WorkEntry  *w = &work[idx];
+	const char *r = strstr(data, "revoke=");
+	bool		terminate;
+	int			pid = 0;
+
+	if (r == NULL || (r != data && r[-1] != '\n'))
+		return;
+	terminate = strncmp(r + 7, "terminate", 9) == 0;
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	if (entry(idx)->state == ZKE_GRANTED)
+		pid = entry(idx)->owner_pid;
+	LWLockRelease(zklock_shared->lock);
+	if (pid == 0)
+		return;
+	ereport(LOG,
+			(errmsg("zklock: lock node \"%s/%s\" was revoked; %s backend %d",
+					w->parent, w->node,
+					terminate ? "terminating" : "canceling the statement of", pid)));
+	if (kill(pid, terminate ? SIGTERM : SIGINT) != 0)
+		ereport(LOG,
+				(errmsg("zklock: could not signal backend %d: %m", pid)));
+}
+
+/*
+ * An administrator's request: delete another holder's node, or write a
+ * revocation into it.
+ */
+static void
+admin_start(int idx)
+{
+	WorkEntry  *w = &work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1];
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	bool		ok;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	strlcpy(node, entry(idx)->node, sizeof(node));
+	strlcpy(data, entry(idx)->data, sizeof(data));
+	LWLockRelease(zklock_shared->lock);
+
+	node_path(path, w, node);
+	w->phase = PH_ADMIN;
+	if (w->kind == ZKR_FORCE_DELETE)
+		ok = zkc_delete(path, TAG(w->generation, OP_ADMIN, idx));
+	else
+		ok = zkc_set_data(path, data, strlen(data),
+						  TAG(w->generation, OP_ADMIN, idx));
+	if (!ok)
+		fail(idx, ERRCODE_CONNECTION_FAILURE, "not connected to ZooKeeper");
+}
+
+/*
  * A reply or a watch for a request entry.
  */
 void
@@ -376,6 +460,30 @@ zklock_protocol_event(ZkEvent *ev)
 	if (op == OP_LIST_CHILDREN || op == OP_LIST_DATA)
 	{
 		list_event(idx, ev);
+		return;
+	}
+	if (op == OP_ADMIN)
+	{
+		if (w->phase != PH_ADMIN)
+			return;
+		if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE)
+		{
+			LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+			if (entry(idx)->state == ZKE_REQUESTED)
+			{
+				entry(idx)->state = ZKE_DONE;
+				entry(idx)->token = (ev->rc == ZKC_OK);	/* found it */
+				zklock_wake_owner(entry(idx));
+			}
+			else if (entry(idx)->state == ZKE_RELEASING)
+				zklock_entry_free(idx);
+			LWLockRelease(zklock_shared->lock);
+			w->phase = PH_IDLE;
+		}
+		else
+			fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+				 "could not change lock node \"%s\": %s", ev->path,
+				 zkc_result_text(ev->zoo_rc));
 		return;
 	}
 
@@ -471,8 +579,17 @@ zklock_protocol_event(ZkEvent *ev)
 			break;
 
 		case OP_GUARD:
-			if (w->phase == PH_HELD &&
-				(ev->kind == ZKEV_WATCH || ev->rc == ZKC_NONODE))
+			if (w->phase != PH_HELD)
+				break;
+			if (ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_CHANGED)
+			{
+				/* someone changed our node's data: a revocation? */
+				(void) zkc_get_data(ev->path, TAG(w->generation, OP_GUARD_DATA, idx));
+				(void) zkc_exists(ev->path, true, TAG(w->generation, OP_GUARD, idx));
+				break;
+			}
+			if ((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
+				(ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE))
 			{
 				/* our granted node is gone and we did not delete it */
 				LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
@@ -489,6 +606,11 @@ zklock_protocol_event(ZkEvent *ev)
 				/* keep the entry until the backend lets it go */
 				w->created = false;
 			}
+			break;
+
+		case OP_GUARD_DATA:
+			if (w->phase == PH_HELD && ev->rc == ZKC_OK)
+				revoked(idx, ev->data);
 			break;
 
 		case OP_DELETE:
@@ -721,10 +843,7 @@ resume(int i)
 	if (w->phase == PH_DEFERRED)
 	{
 		w->phase = PH_IDLE;
-		if (w->kind == ZKR_LIST)
-			list_start(i);
-		else
-			send_create(i, false);
+		start_request(i);
 	}
 	else if (w->phase == PH_RECOVERING)
 	{

@@ -248,6 +248,7 @@ node_watcher(zhandle_t *handle, int type, int state, const char *path,
 			 void *ctx)
 {
 	OpContext  *op = ctx;
+	ZkEvent    *ev;
 
 	/* session events reach every watcher; session_watcher handles them */
 	if (type == ZOO_SESSION_EVENT)
@@ -257,8 +258,11 @@ node_watcher(zhandle_t *handle, int type, int state, const char *path,
 			free(op);
 		return;
 	}
-	deliver(make_event(ZKEV_WATCH, op->tag, ZOK, op->path, NULL, NULL,
-					   NULL, 0));
+	ev = make_event(ZKEV_WATCH, op->tag, ZOK, op->path, NULL, NULL, NULL, 0);
+	if (ev)
+		ev->watch_type = (type == ZOO_DELETED_EVENT) ? ZKC_WATCH_DELETED :
+			(type == ZOO_CHANGED_EVENT) ? ZKC_WATCH_CHANGED : ZKC_WATCH_OTHER;
+	deliver(ev);
 	free(op);
 }
 
@@ -305,6 +309,16 @@ data_completion(int rc, const char *value, int value_len,
 	deliver(make_event(ZKEV_DATA, op->tag, rc, op->path,
 					   rc == ZOK ? stat : NULL, NULL,
 					   rc == ZOK ? value : NULL, value_len));
+	free(op);
+}
+
+static void
+set_completion(int rc, const struct Stat *stat, const void *data)
+{
+	OpContext  *op = (OpContext *) data;
+
+	deliver(make_event(ZKEV_STAT, op->tag, rc, op->path,
+					   rc == ZOK ? stat : NULL, NULL, NULL, 0));
 	free(op);
 }
 
@@ -552,4 +566,14 @@ zkc_delete(const char *path, uint64 tag)
 	if (zh == NULL || (op = new_op(ZKEV_DELETED, path, tag)) == NULL)
 		return false;
 	return sent(zoo_adelete(zh, path, -1, void_completion, op), op);
+}
+
+bool
+zkc_set_data(const char *path, const char *data, int datalen, uint64 tag)
+{
+	OpContext  *op;
+
+	if (zh == NULL || (op = new_op(ZKEV_STAT, path, tag)) == NULL)
+		return false;
+	return sent(zoo_aset(zh, path, data, datalen, -1, set_completion, op), op);
 }

@@ -49,6 +49,11 @@ typedef enum ZkClientState
 	ZKC_STATE_AUTH_FAILED
 } ZkClientState;
 
+/* What a watch saw */
+#define ZKC_WATCH_OTHER		0
+#define ZKC_WATCH_DELETED	1
+#define ZKC_WATCH_CHANGED	2
+
 /* Node creation flags */
 #define ZKC_EPHEMERAL_SEQUENTIAL	1
 #define ZKC_CONTAINER				2
@@ -61,6 +66,7 @@ typedef struct ZkEvent
 	int			rc;				/* ZkResult */
 	int			zoo_rc;			/* ZooKeeper's own code, for messages */
 	ZkClientState state;		/* for ZKEV_SESSION */
+	int			watch_type;		/* for ZKEV_WATCH: ZKC_WATCH_* */
 	char	   *path;			/* path of the operation, or created path */
 	int64		czxid;			/* stat of the node, when one came back */
 	int64		ephemeral_owner;
@@ -96,5 +102,7 @@ extern bool zkc_get_children(const char *path, uint64 tag);
 extern bool zkc_exists(const char *path, bool watch, uint64 tag);
 extern bool zkc_get_data(const char *path, uint64 tag);
 extern bool zkc_delete(const char *path, uint64 tag);
+extern bool zkc_set_data(const char *path, const char *data, int datalen,
+						 uint64 tag);
 
 #endif							/* ZKLOCK_ZK_CLIENT_H */

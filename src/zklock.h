@@ -77,7 +77,9 @@ typedef enum ZkEntryKind
 {
 	ZKR_ACQUIRE,				/* wait until granted */
 	ZKR_TRY_ACQUIRE,			/* grant now or remove the node */
-	ZKR_LIST					/* list every lock node under the root */
+	ZKR_LIST,					/* list every lock node under the root */
+	ZKR_FORCE_DELETE,			/* delete another holder's node */
+	ZKR_REVOKE					/* ask another holder to give a lock up */
 } ZkEntryKind;
 
 typedef enum ZkEntryState
@@ -123,7 +125,9 @@ typedef struct ZkLockEntry
 	TimestampTz granted_at;		/* worker */
 	Size		list_needed;	/* worker: LIST result size */
 	int			sqlstate;		/* worker: for FAILED */
-	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1]; /* worker: node name */
+	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1]; /* worker: node name;
+													 * backend for an
+													 * admin request */
 	char		error[ZKLOCK_MAX_ERROR_LEN + 1];	/* worker: for FAILED */
 } ZkLockEntry;
 
@@ -213,5 +217,7 @@ extern bool zklock_lock_set(int n, char **resources, ZkLockMode *modes,
 extern bool zklock_unlock(const char *resource, ZkLockMode mode);
 extern int	zklock_unlock_all(void);
 extern char *zklock_list_nodes(const char *subtree, Size *len);
+extern bool zklock_admin_node(const char *resource, const char *node,
+							  ZkEntryKind kind, const char *data);
 
 #endif							/* ZKLOCK_H */
