@@ -74,7 +74,7 @@ CREATE FUNCTION zk_lock_nodes(subtree text DEFAULT NULL,
     OUT token bigint, OUT session_id bigint, OUT instance text, OUT pid integer,
     OUT database text, OUT username text, OUT application_name text,
     OUT vxid text, OUT scope text, OUT since timestamptz, OUT query text,
-    OUT implicit boolean)
+    OUT implicit boolean, OUT expires timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'zklock_nodes'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -89,7 +89,8 @@ CREATE FUNCTION zk_locks(subtree text DEFAULT NULL,
     OUT blocked_by text, OUT blocked_by_pid integer, OUT blocked_by_instance text,
     OUT instance text, OUT pid integer, OUT database text, OUT username text,
     OUT application_name text, OUT scope text, OUT implicit boolean,
-    OUT since timestamptz, OUT token bigint, OUT session_id text, OUT query text)
+    OUT since timestamptz, OUT expires timestamptz, OUT token bigint,
+    OUT session_id text, OUT query text)
 RETURNS SETOF record
 LANGUAGE sql
 SECURITY DEFINER
@@ -123,7 +124,8 @@ AS $$
          CASE WHEN d.visible THEN d.database END,
          CASE WHEN d.visible THEN d.username END,
          CASE WHEN d.visible THEN d.application_name END,
-         d.scope, d.implicit, d.since, d.token, to_hex(d.session_id),
+         d.scope, d.implicit, d.since, d.expires, d.token,
+         CASE WHEN d.session_id <> 0 THEN to_hex(d.session_id) END,
          CASE WHEN d.visible THEN d.query END
   FROM decided d
   LEFT JOIN decided b ON b.resource = d.resource AND b.seq = d.behind_seq
@@ -131,6 +133,16 @@ AS $$
 $$;
 
 CREATE VIEW zk_locks AS SELECT * FROM zk_locks();
+
+-- Explicit locks (Hive's LOCK TABLE): persistent nodes that survive the
+-- session and a restart, with a required time to live; every instance's
+-- worker removes expired ones.  No parent locks.
+CREATE FUNCTION zk_lock_acquire_explicit(resource text, mode text DEFAULT 'exclusive',
+                                         ttl interval DEFAULT NULL,
+                                         timeout interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zklock_acquire_explicit'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- Administration across instances: superuser-only by default.
 CREATE FUNCTION zk_lock_admin_node(resource text, node text, action text, data text)
@@ -194,6 +206,42 @@ BEGIN
         current_user, action, r.mode, resource, r.node, r.pid, r.instance;
     END IF;
   END LOOP;
+  RETURN n;
+END $$;
+
+-- UNLOCK: remove the explicit locks of a resource in a mode that the caller
+-- took (a superuser: anyone's).  Returns how many were removed.
+CREATE FUNCTION zk_lock_release_explicit(resource text, mode text DEFAULT 'exclusive')
+RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  r record;
+  n integer := 0;
+  su boolean := (SELECT rolsuper FROM pg_roles WHERE rolname = session_user);
+BEGIN
+  IF lower(mode) NOT IN ('exclusive', 'shared') THEN
+    RAISE EXCEPTION 'invalid zklock lock mode "%"', mode
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'The mode is ''exclusive'' or ''shared''.';
+  END IF;
+  FOR r IN SELECT n.node, n.username
+           FROM @extschema@.zk_lock_nodes(zk_lock_release_explicit.resource) AS n
+           WHERE n.resource = zk_lock_release_explicit.resource
+             AND n.scope = 'explicit' AND n.mode = lower(zk_lock_release_explicit.mode)
+  LOOP
+    IF su OR r.username = session_user THEN
+      IF @extschema@.zk_lock_admin_node(resource, r.node, 'delete', NULL) THEN
+        n := n + 1;
+      END IF;
+    END IF;
+  END LOOP;
+  IF n = 0 THEN
+    RAISE WARNING 'you don''t own an explicit zklock lock on resource "%" in % mode',
+      resource, lower(mode);
+  END IF;
   RETURN n;
 END $$;
 

@@ -259,7 +259,8 @@ raise_failure(int idx, const char *what)
 
 /* Who holds the node: key=value lines, read back by zk_locks */
 static void
-describe_holder(char *buf, size_t buflen, bool session, bool implicit)
+describe_holder(char *buf, size_t buflen, const char *scope, bool implicit,
+				int64 expires)
 {
 	StringInfoData s;
 	const char *query = debug_query_string ? debug_query_string : "";
@@ -271,15 +272,18 @@ describe_holder(char *buf, size_t buflen, bool session, bool implicit)
 	/* since: Unix epoch seconds, readable whatever anyone's DateStyle */
 	since = GetCurrentTimestamp() +
 		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
-	appendStringInfo(&s, "instance=%s\npid=%d\ndatabase=%s\nuser=%s\napplication=%s\nvxid=%d/%u\nscope=%s\nimplicit=%s\nsince=" INT64_FORMAT ".%06d\nquery=",
+	appendStringInfo(&s, "instance=%s\npid=%d\ndatabase=%s\nuser=%s\napplication=%s\nvxid=%d/%u\nscope=%s\nimplicit=%s\nsince=" INT64_FORMAT ".%06d\n",
 					 zklock_instance_name(), MyProcPid,
 					 dbname ? dbname : "",
 					 GetUserNameFromId(GetUserId(), false),
 					 application_name ? application_name : "",
 					 MyProc->backendId, MyProc->lxid,
-					 session ? "session" : "transaction",
+					 scope,
 					 implicit ? "true" : "false",
 					 since / USECS_PER_SEC, (int) (since % USECS_PER_SEC));
+	if (expires > 0)
+		appendStringInfo(&s, "expires=" INT64_FORMAT "\n", expires);
+	appendStringInfoString(&s, "query=");
 	room = (int) buflen - 1 - s.len;
 	for (const char *q = query; *q && room > 0; q++, room--)
 		appendStringInfoChar(&s, (*q == '\n' || *q == '\r') ? ' ' : *q);
@@ -438,7 +442,8 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 						step->resource),
 				 errdetail("zklock.node_naming names its nodes as Curator's InterProcessMutex does, which has no shared mode.")));
 
-	describe_holder(data, sizeof(data), session, step->implicit);
+	describe_holder(data, sizeof(data), session ? "session" : "transaction",
+					step->implicit, 0);
 
 	/* a waiting request with no time left is a try that raises */
 	if (wait && deadline != 0)
@@ -471,6 +476,7 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 	e = &zklock_shared->entries[idx];
 	e->kind = (wait && timeout_ms != 0) ? ZKR_ACQUIRE : ZKR_TRY_ACQUIRE;
 	e->mode = step->mode;
+	e->persistent = false;
 	e->owner_procno = ZKLOCK_MY_PROCNO;
 	e->owner_pid = MyProcPid;
 	strlcpy(e->resource, step->resource, sizeof(e->resource));
@@ -1159,4 +1165,86 @@ zklock_admin_node(const char *resource, const char *node, ZkEntryKind kind,
 	zklock_entry_free(idx);
 	LWLockRelease(zklock_shared->lock);
 	return found;
+}
+
+/*
+ * An explicit lock (Hive's LOCK TABLE): a persistent node that outlives
+ * this session and a restart, and expires after ttl_ms; every instance's
+ * worker removes expired ones.  It takes no parent locks and is not
+ * tracked by this backend: zk_lock_release_explicit removes it.  Waits up
+ * to timeout_ms (-1: no limit).  Returns the token.
+ */
+int64
+zklock_lock_explicit(const char *resource, ZkLockMode mode, int ttl_ms,
+					 int timeout_ms)
+{
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	int64		expires;
+	int			idx;
+	uint32		gen;
+	ZkLockEntry *e;
+	ZkEntryState state;
+	int64		token;
+	char	   *what;
+
+	zklock_backend_init();
+	zklock_check_resource(resource);
+	if (ttl_ms <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an explicit zklock lock needs a positive time to live")));
+
+	expires = (GetCurrentTimestamp() + (int64) ttl_ms * 1000) / USECS_PER_SEC +
+		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY + 1;
+	describe_holder(data, sizeof(data), "explicit", false, expires);
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	if (zklock_shared->worker_pid == 0)
+	{
+		LWLockRelease(zklock_shared->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock worker is not running")));
+	}
+	idx = zklock_entry_alloc();
+	if (idx < 0)
+	{
+		LWLockRelease(zklock_shared->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of zklock lock entries"),
+				 errhint("You might need to increase zklock.max_locks_per_backend.")));
+	}
+	e = &zklock_shared->entries[idx];
+	e->kind = timeout_ms == 0 ? ZKR_TRY_ACQUIRE : ZKR_ACQUIRE;
+	e->mode = mode;
+	e->persistent = true;
+	e->owner_procno = ZKLOCK_MY_PROCNO;
+	e->owner_pid = MyProcPid;
+	strlcpy(e->resource, resource, sizeof(e->resource));
+	strlcpy(e->data, data, sizeof(e->data));
+	submit(idx);
+	gen = e->generation;
+	LWLockRelease(zklock_shared->lock);
+
+	what = psprintf("resource \"%s\"", resource);
+	state = wait_for_answer(what, timeout_ms == 0 ? -1 : timeout_ms,
+							timeout_ms, timeout_ms != 0);
+	if (state == ZKE_FAILED)
+		raise_failure(idx, psprintf("acquire explicit zklock lock on resource \"%s\"",
+									resource));
+	if (state == ZKE_NOT_GRANTED)
+	{
+		withdraw(idx, gen);
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("could not obtain zklock lock on %s within 0 ms", what)));
+	}
+
+	/* granted: the node is on its own; the entry is done */
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	token = zklock_shared->entries[idx].token;
+	zklock_entry_free(idx);
+	LWLockRelease(zklock_shared->lock);
+	return token;
 }

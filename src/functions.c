@@ -30,6 +30,7 @@ PG_FUNCTION_INFO_V1(zklock_acquire_all_session);
 PG_FUNCTION_INFO_V1(zklock_try_acquire_all_session);
 PG_FUNCTION_INFO_V1(zklock_release);
 PG_FUNCTION_INFO_V1(zklock_admin);
+PG_FUNCTION_INFO_V1(zklock_acquire_explicit);
 PG_FUNCTION_INFO_V1(zklock_release_all);
 PG_FUNCTION_INFO_V1(zklock_nodes);
 PG_FUNCTION_INFO_V1(zklock_status);
@@ -311,7 +312,7 @@ parse_epoch(const char *v, TimestampTz *result)
  * zk_lock_nodes(): one row per lock node under zklock.root, in the whole
  * ensemble.  The zk_locks view adds who is granted.
  */
-#define NODES_COLS 16
+#define NODES_COLS 17
 
 Datum
 zklock_nodes(PG_FUNCTION_ARGS)
@@ -402,6 +403,11 @@ zklock_nodes(PG_FUNCTION_ARGS)
 			values[15] = BoolGetDatum(strcmp(v, "true") == 0);
 		else
 			nulls[15] = true;
+		if ((v = data_field(fields[3], "expires")) != NULL &&
+			parse_epoch(v, &since))
+			values[16] = TimestampTzGetDatum(since);
+		else
+			nulls[16] = true;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
@@ -570,4 +576,46 @@ zklock_admin(PG_FUNCTION_ARGS)
 				 errmsg("invalid zklock node action \"%s\"", action),
 				 errhint("The action is 'delete' or 'revoke'.")));
 	PG_RETURN_BOOL(zklock_admin_node(resource, node, kind, data));
+}
+
+/*
+ * zk_lock_acquire_explicit(resource, mode, ttl, timeout)
+ */
+Datum
+zklock_acquire_explicit(PG_FUNCTION_ARGS)
+{
+	char	   *resource = resource_arg(fcinfo);
+	ZkLockMode	mode = mode_arg(fcinfo);
+	Interval   *ttl;
+	double		ttl_ms;
+	int			timeout_ms = -1;
+
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("an explicit zklock lock needs a time to live"),
+				 errhint("Nothing persistent without an end: give ttl, e.g. '2 hours'.")));
+	ttl = PG_GETARG_INTERVAL_P(2);
+	ttl_ms = (double) ttl->time / 1000.0 +
+		((double) ttl->day + (double) ttl->month * DAYS_PER_MONTH) *
+		SECS_PER_DAY * 1000.0;
+	if (ttl_ms <= 0 || ttl_ms > 366.0 * SECS_PER_DAY * 1000.0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock explicit lock time to live must be positive and at most a year")));
+	if (PG_NARGS() > 3 && !PG_ARGISNULL(3))
+	{
+		Interval   *t = PG_GETARG_INTERVAL_P(3);
+		double		ms = (double) t->time / 1000.0 +
+			((double) t->day + (double) t->month * DAYS_PER_MONTH) *
+			SECS_PER_DAY * 1000.0;
+
+		if (ms < 0 || ms > INT_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("zklock timeout must be between 0 and %d ms", INT_MAX)));
+		timeout_ms = (int) ms;
+	}
+	PG_RETURN_INT64(zklock_lock_explicit(resource, mode, (int) Min(ttl_ms, INT_MAX),
+										 timeout_ms));
 }

@@ -50,6 +50,7 @@
 #include "postgres.h"
 
 #include <signal.h>
+#include <time.h>
 
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
@@ -108,6 +109,7 @@ typedef struct WorkEntry
 	ZkEntryKind kind;
 	ZkLockMode	mode;
 	ZkNamingStyle naming;		/* how to name our node */
+	bool		persistent;		/* an explicit lock: outlives the session */
 	bool		release;		/* backend withdrew or released */
 	bool		created;		/* our node exists (we saw it) */
 	bool		create_unknown; /* create sent, reply lost */
@@ -126,6 +128,13 @@ typedef struct WorkEntry
 	int			list_pending;
 	StringInfo	list_buf;
 } WorkEntry;
+
+/* The sweeper of expired explicit locks has its own tag index */
+#define SWEEP_IDX			0xffffff
+
+static uint32 sweep_generation = 0;
+static int	sweep_pending = 0;
+static TimestampTz last_sweep = 0;
 
 static WorkEntry *work = NULL;
 static int	nwork = 0;
@@ -148,6 +157,7 @@ static void list_start(int idx);
 static void list_event(int idx, ZkEvent *ev);
 static void list_finish(int idx, bool ok, const char *why);
 static void admin_start(int idx);
+static void sweep_event(ZkEvent *ev);
 static void start_request(int idx);
 
 /* a reply was lost or a send failed: retry once connected */
@@ -216,6 +226,7 @@ zklock_protocol_request(int idx)
 		zklock_format_node_prefix(w->prefix, sizeof(w->prefix), incarnation,
 								  idx, gen);
 		w->naming = zklock_naming_style(e->resource);
+		w->persistent = e->persistent;
 		w->node[0] = '\0';
 		w->list_buf = NULL;
 		w->since = GetCurrentTimestamp();
@@ -329,7 +340,8 @@ send_create(int idx, bool with_parents)
 	w->create_rc = ZKC_OK;
 	w->tries++;
 	if (!ok ||
-		!zkc_create(path, data, strlen(data), ZKC_EPHEMERAL_SEQUENTIAL,
+		!zkc_create(path, data, strlen(data),
+					w->persistent ? ZKC_PERSISTENT_SEQUENTIAL : ZKC_EPHEMERAL_SEQUENTIAL,
 					TAG(w->generation, OP_CREATE, idx)))
 	{
 		set_recovering(w);
@@ -442,6 +454,64 @@ admin_start(int idx)
 }
 
 /*
+ * Explicit locks are persistent nodes whose data says when they expire
+ * ("expires=<epoch seconds>").  Every instance's worker walks the tree
+ * every zklock.sweep_interval and deletes the expired ones; persistent nodes
+ * without an expiry (other clients') are left alone.
+ */
+static void
+sweep_start(void)
+{
+	if (sweep_pending > 0)
+		return;					/* the last one is still going */
+	sweep_generation++;
+	sweep_pending = 1;
+	if (!zkc_get_children(zklock_root,
+						  TAG(sweep_generation, OP_LIST_CHILDREN, SWEEP_IDX)))
+		sweep_pending = 0;
+}
+
+static void
+sweep_event(ZkEvent *ev)
+{
+	if (TAG_GEN(ev->tag) != sweep_generation || sweep_pending <= 0)
+		return;
+	sweep_pending--;
+	if (ev->rc == ZKC_OK && ev->kind == ZKEV_CHILDREN)
+	{
+		for (int i = 0; i < ev->nchildren; i++)
+		{
+			char	   *child = psprintf("%s/%s", ev->path, ev->children[i]);
+			bool		is_lock = zklock_parse_node_name(ev->children[i], NULL, NULL);
+
+			if (is_lock ?
+				zkc_get_data(child, TAG(sweep_generation, OP_LIST_DATA, SWEEP_IDX)) :
+				zkc_get_children(child, TAG(sweep_generation, OP_LIST_CHILDREN, SWEEP_IDX)))
+				sweep_pending++;
+			pfree(child);
+		}
+	}
+	else if (ev->rc == ZKC_OK && ev->kind == ZKEV_DATA && ev->ephemeral_owner == 0)
+	{
+		const char *x = strstr(ev->data, "expires=");
+
+		if (x && (x == ev->data || x[-1] == '\n'))
+		{
+			long long	expires = strtoll(x + 8, NULL, 10);
+			long long	now = (long long) (time(NULL));
+
+			if (expires > 0 && expires <= now)
+			{
+				ereport(LOG,
+						(errmsg("zklock: removing expired explicit lock node \"%s\"",
+								ev->path)));
+				(void) zkc_delete(ev->path, TAG(sweep_generation, OP_DELETE, SWEEP_IDX));
+			}
+		}
+	}
+}
+
+/*
  * A reply or a watch for a request entry.
  */
 void
@@ -451,6 +521,11 @@ zklock_protocol_event(ZkEvent *ev)
 	int			op = TAG_OP(ev->tag);
 	WorkEntry  *w;
 
+	if (idx == SWEEP_IDX)
+	{
+		sweep_event(ev);
+		return;
+	}
 	if (idx >= nwork)
 		return;
 	w = &work[idx];
@@ -781,6 +856,12 @@ grant(int idx)
 		send_delete(idx);
 		return;
 	}
+	if (w->persistent)
+	{
+		/* an explicit lock: the node is on its own now, until it expires */
+		w->phase = PH_IDLE;
+		return;
+	}
 	w->phase = PH_HELD;
 	node_path(path, w, w->node);
 	/* not waited for: a failure to send only loses the early warning */
@@ -874,6 +955,7 @@ void
 zklock_protocol_disconnected(void)
 {
 	connected = false;
+	sweep_pending = 0;			/* its replies fail; sweep again later */
 }
 
 /*
@@ -886,6 +968,7 @@ zklock_protocol_session_lost(const char *why)
 {
 	connected = false;
 	session_id = 0;
+	sweep_pending = 0;
 	for (int i = 0; i < nwork; i++)
 	{
 		WorkEntry  *w = &work[i];
@@ -936,6 +1019,11 @@ zklock_protocol_tick(void)
 	long		next = -1;
 
 	now = GetCurrentTimestamp();
+	if (connected && TimestampDifferenceExceeds(last_sweep, now, zklock_sweep_interval))
+	{
+		last_sweep = now;
+		sweep_start();
+	}
 	if (connected)
 	{
 		/* lost replies while connected: retry, at most every 100 ms */

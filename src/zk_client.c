@@ -513,6 +513,8 @@ zkc_create(const char *path, const char *data, int datalen, int flags,
 		mode = ZOO_EPHEMERAL_SEQUENTIAL;
 	else if (flags & ZKC_CONTAINER)
 		mode = ZOO_CONTAINER;
+	else if (flags & ZKC_PERSISTENT_SEQUENTIAL)
+		mode = ZOO_PERSISTENT_SEQUENTIAL;
 	return sent(zoo_acreate2(zh, path, data, datalen, node_acl,
 							 mode, created_completion, op), op);
 }

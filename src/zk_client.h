@@ -57,6 +57,7 @@ typedef enum ZkClientState
 /* Node creation flags */
 #define ZKC_EPHEMERAL_SEQUENTIAL	1
 #define ZKC_CONTAINER				2
+#define ZKC_PERSISTENT_SEQUENTIAL	4
 
 typedef struct ZkEvent
 {

@@ -28,6 +28,7 @@ char	   *zklock_node_name = NULL;
 char	   *zklock_auth = NULL;
 char	   *zklock_node_naming = NULL;
 int			zklock_max_locks_per_backend = 32;
+int			zklock_sweep_interval = 10000;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -207,6 +208,15 @@ zklock_define_settings(void)
 							32, 1, 10000,
 							PGC_POSTMASTER,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.sweep_interval",
+							"How often the worker removes expired explicit locks.",
+							NULL,
+							&zklock_sweep_interval,
+							10000, 100, 3600000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("zklock");

@@ -113,6 +113,7 @@ typedef struct ZkLockEntry
 	/* request, written by the owning backend */
 	ZkEntryKind kind;			/* backend */
 	ZkLockMode	mode;			/* backend */
+	bool		persistent;		/* backend: an explicit lock's node */
 	int			owner_procno;	/* backend: pgprocno, for its latch */
 	int			owner_pid;		/* backend */
 	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];	/* backend */
@@ -173,6 +174,7 @@ extern char *zklock_node_name;
 extern char *zklock_auth;
 extern char *zklock_node_naming;
 extern int	zklock_max_locks_per_backend;
+extern int	zklock_sweep_interval;
 
 /* shared memory (shmem.c) */
 extern ZkLockShared *zklock_shared;
@@ -217,6 +219,8 @@ extern bool zklock_lock_set(int n, char **resources, ZkLockMode *modes,
 extern bool zklock_unlock(const char *resource, ZkLockMode mode);
 extern int	zklock_unlock_all(void);
 extern char *zklock_list_nodes(const char *subtree, Size *len);
+extern int64 zklock_lock_explicit(const char *resource, ZkLockMode mode,
+								  int ttl_ms, int timeout_ms);
 extern bool zklock_admin_node(const char *resource, const char *node,
 							  ZkEntryKind kind, const char *data);
 

@@ -75,6 +75,7 @@ zklock.root = '/zklock_regress'
 zklock.session_timeout = '4s'
 zklock.connect_timeout = '3s'
 zklock.node_name = 'regress'
+zklock.sweep_interval = '500ms'
 max_prepared_transactions = 2
 CONF
 
