@@ -156,6 +156,45 @@ withdraw(int idx, uint32 generation)
 }
 
 /*
+ * Start a request: take the lock, check that a worker runs, take a free
+ * entry and fill in its owner.  Returns with the lock held; the caller
+ * fills in the request and calls submit() before releasing it.
+ */
+static int
+begin_request(ZkEntryKind kind)
+{
+	int			idx;
+	ZkLockEntry *e;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	if (zklock_shared->worker_pid == 0)
+	{
+		LWLockRelease(zklock_shared->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock worker is not running"),
+				 errhint("The server log says why; the worker is restarted after a second.")));
+	}
+	idx = zklock_entry_alloc();
+	if (idx < 0)
+	{
+		LWLockRelease(zklock_shared->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of zklock lock entries"),
+				 errhint("You might need to increase zklock.max_locks_per_backend.")));
+	}
+	e = &zklock_shared->entries[idx];
+	e->kind = kind;
+	e->persistent = false;
+	e->owner_procno = ZKLOCK_MY_PROCNO;
+	e->owner_pid = MyProcPid;
+	e->resource[0] = '\0';
+	e->data[0] = '\0';
+	return idx;
+}
+
+/*
  * Hand a filled entry to the worker.  The caller has allocated it under the
  * lock and still holds the lock.
  */
@@ -455,30 +494,9 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 	}
 
 	/* ask the worker */
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	if (zklock_shared->worker_pid == 0)
-	{
-		LWLockRelease(zklock_shared->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("zklock worker is not running"),
-				 errhint("The server log says why; the worker is restarted after a second.")));
-	}
-	idx = zklock_entry_alloc();
-	if (idx < 0)
-	{
-		LWLockRelease(zklock_shared->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of zklock lock entries"),
-				 errhint("You might need to increase zklock.max_locks_per_backend.")));
-	}
+	idx = begin_request((wait && timeout_ms != 0) ? ZKR_ACQUIRE : ZKR_TRY_ACQUIRE);
 	e = &zklock_shared->entries[idx];
-	e->kind = (wait && timeout_ms != 0) ? ZKR_ACQUIRE : ZKR_TRY_ACQUIRE;
 	e->mode = step->mode;
-	e->persistent = false;
-	e->owner_procno = ZKLOCK_MY_PROCNO;
-	e->owner_pid = MyProcPid;
 	strlcpy(e->resource, step->resource, sizeof(e->resource));
 	strlcpy(e->data, data, sizeof(e->data));
 	submit(idx);
@@ -1050,29 +1068,9 @@ zklock_list_nodes(const char *subtree, Size *len)
 		Size		needed;
 		char	   *result = NULL;
 
-		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-		if (zklock_shared->worker_pid == 0)
-		{
-			LWLockRelease(zklock_shared->lock);
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("zklock worker is not running")));
-		}
-		idx = zklock_entry_alloc();
-		if (idx < 0)
-		{
-			LWLockRelease(zklock_shared->lock);
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("out of zklock lock entries"),
-					 errhint("You might need to increase zklock.max_locks_per_backend.")));
-		}
+		idx = begin_request(ZKR_LIST);
 		e = &zklock_shared->entries[idx];
-		e->kind = ZKR_LIST;
-		e->owner_procno = ZKLOCK_MY_PROCNO;
-		e->owner_pid = MyProcPid;
 		strlcpy(e->resource, subtree ? subtree : "", sizeof(e->resource));
-		e->data[0] = '\0';
 		e->list_handle = dsm_segment_handle(seg);
 		e->list_size = size;
 		submit(idx);
@@ -1130,27 +1128,8 @@ zklock_admin_node(const char *resource, const char *node, ZkEntryKind kind,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"%s\" is not a lock node name", node)));
 
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	if (zklock_shared->worker_pid == 0)
-	{
-		LWLockRelease(zklock_shared->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("zklock worker is not running")));
-	}
-	idx = zklock_entry_alloc();
-	if (idx < 0)
-	{
-		LWLockRelease(zklock_shared->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of zklock lock entries"),
-				 errhint("You might need to increase zklock.max_locks_per_backend.")));
-	}
+	idx = begin_request(kind);
 	e = &zklock_shared->entries[idx];
-	e->kind = kind;
-	e->owner_procno = ZKLOCK_MY_PROCNO;
-	e->owner_pid = MyProcPid;
 	strlcpy(e->resource, resource, sizeof(e->resource));
 	strlcpy(e->node, node, sizeof(e->node));
 	strlcpy(e->data, data ? data : "", sizeof(e->data));
@@ -1198,29 +1177,10 @@ zklock_lock_explicit(const char *resource, ZkLockMode mode, int ttl_ms,
 		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY + 1;
 	describe_holder(data, sizeof(data), "explicit", false, expires);
 
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	if (zklock_shared->worker_pid == 0)
-	{
-		LWLockRelease(zklock_shared->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("zklock worker is not running")));
-	}
-	idx = zklock_entry_alloc();
-	if (idx < 0)
-	{
-		LWLockRelease(zklock_shared->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of zklock lock entries"),
-				 errhint("You might need to increase zklock.max_locks_per_backend.")));
-	}
+	idx = begin_request(timeout_ms == 0 ? ZKR_TRY_ACQUIRE : ZKR_ACQUIRE);
 	e = &zklock_shared->entries[idx];
-	e->kind = timeout_ms == 0 ? ZKR_TRY_ACQUIRE : ZKR_ACQUIRE;
 	e->mode = mode;
 	e->persistent = true;
-	e->owner_procno = ZKLOCK_MY_PROCNO;
-	e->owner_pid = MyProcPid;
 	strlcpy(e->resource, resource, sizeof(e->resource));
 	strlcpy(e->data, data, sizeof(e->data));
 	submit(idx);

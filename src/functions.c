@@ -60,19 +60,24 @@ mode_arg(FunctionCallInfo fcinfo)
 	return zklock_parse_mode(text_to_cstring(PG_GETARG_TEXT_PP(1)));
 }
 
-/* the timeout argument in milliseconds; -1 for none (NULL) */
-static int
-timeout_arg(FunctionCallInfo fcinfo)
+/* an interval in milliseconds (a month is 30 days, as elsewhere) */
+static double
+interval_ms(Interval *span)
 {
-	Interval   *span;
-	double		ms;
-
-	if (PG_NARGS() < 3 || PG_ARGISNULL(2))
-		return -1;
-	span = PG_GETARG_INTERVAL_P(2);
-	ms = (double) span->time / 1000.0 +
+	return (double) span->time / 1000.0 +
 		((double) span->day + (double) span->month * DAYS_PER_MONTH) *
 		SECS_PER_DAY * 1000.0;
+}
+
+/* the timeout argument (argument argno) in milliseconds; -1 for none */
+static int
+timeout_arg_n(FunctionCallInfo fcinfo, int argno)
+{
+	double		ms;
+
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return -1;
+	ms = interval_ms(PG_GETARG_INTERVAL_P(argno));
 	if (ms < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -83,6 +88,12 @@ timeout_arg(FunctionCallInfo fcinfo)
 				 errmsg("zklock timeout is too large"),
 				 errhint("Use NULL to wait without a limit.")));
 	return (int) ms;
+}
+
+static int
+timeout_arg(FunctionCallInfo fcinfo)
+{
+	return timeout_arg_n(fcinfo, 2);
 }
 
 /*
@@ -586,36 +597,18 @@ zklock_acquire_explicit(PG_FUNCTION_ARGS)
 {
 	char	   *resource = resource_arg(fcinfo);
 	ZkLockMode	mode = mode_arg(fcinfo);
-	Interval   *ttl;
 	double		ttl_ms;
-	int			timeout_ms = -1;
 
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("an explicit zklock lock needs a time to live"),
 				 errhint("Nothing persistent without an end: give ttl, e.g. '2 hours'.")));
-	ttl = PG_GETARG_INTERVAL_P(2);
-	ttl_ms = (double) ttl->time / 1000.0 +
-		((double) ttl->day + (double) ttl->month * DAYS_PER_MONTH) *
-		SECS_PER_DAY * 1000.0;
+	ttl_ms = interval_ms(PG_GETARG_INTERVAL_P(2));
 	if (ttl_ms <= 0 || ttl_ms > 366.0 * SECS_PER_DAY * 1000.0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("zklock explicit lock time to live must be positive and at most a year")));
-	if (PG_NARGS() > 3 && !PG_ARGISNULL(3))
-	{
-		Interval   *t = PG_GETARG_INTERVAL_P(3);
-		double		ms = (double) t->time / 1000.0 +
-			((double) t->day + (double) t->month * DAYS_PER_MONTH) *
-			SECS_PER_DAY * 1000.0;
-
-		if (ms < 0 || ms > INT_MAX)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("zklock timeout must be between 0 and %d ms", INT_MAX)));
-		timeout_ms = (int) ms;
-	}
 	PG_RETURN_INT64(zklock_lock_explicit(resource, mode, (int) Min(ttl_ms, INT_MAX),
-										 timeout_ms));
+										 timeout_arg_n(fcinfo, 3)));
 }
