@@ -53,6 +53,7 @@
 #include <time.h>
 
 #include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
 #include "miscadmin.h"
 #include "storage/dsm.h"
 #include "utils/memutils.h"
@@ -132,6 +133,23 @@ typedef struct WorkEntry
 /* The sweeper of expired explicit locks has its own tag index */
 #define SWEEP_IDX			0xffffff
 
+/*
+ * Persistent nodes of explicit requests that were still waiting when the
+ * session was lost do not vanish with it: the worker deletes them (found by
+ * their request's prefix) once it is connected again.  Their own tag index.
+ */
+#define ORPHAN_IDX			0xfffffe
+
+typedef struct Orphan
+{
+	char		parent[ZKLOCK_MAX_PATH + 1];
+	char		prefix[32];
+} Orphan;
+
+static List *orphans = NIL;
+static uint32 orphan_generation = 0;
+static bool orphan_busy = false;
+
 static uint32 sweep_generation = 0;
 static int	sweep_pending = 0;
 static TimestampTz last_sweep = 0;
@@ -158,6 +176,7 @@ static void list_event(int idx, ZkEvent *ev);
 static void list_finish(int idx, bool ok, const char *why);
 static void admin_start(int idx);
 static void sweep_event(ZkEvent *ev);
+static void orphan_event(ZkEvent *ev);
 static void start_request(int idx);
 
 /* a reply was lost or a send failed: retry once connected */
@@ -511,6 +530,50 @@ sweep_event(ZkEvent *ev)
 	}
 }
 
+/* Delete the next orphaned persistent node, if any; when connected */
+static void
+orphan_next(void)
+{
+	Orphan	   *o;
+
+	if (orphans == NIL || orphan_busy)
+		return;
+	o = linitial(orphans);
+	orphan_generation++;
+	orphan_busy = zkc_get_children(o->parent,
+								   TAG(orphan_generation, OP_CHILDREN, ORPHAN_IDX));
+}
+
+static void
+orphan_event(ZkEvent *ev)
+{
+	Orphan	   *o;
+
+	if (ev->kind != ZKEV_CHILDREN || TAG_GEN(ev->tag) != orphan_generation ||
+		orphans == NIL)
+		return;
+	orphan_busy = false;
+	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+		return;					/* try again later */
+	o = linitial(orphans);
+	for (int i = 0; i < ev->nchildren; i++)
+	{
+		if (strncmp(ev->children[i], o->prefix, strlen(o->prefix)) == 0)
+		{
+			char	   *path = psprintf("%s/%s", o->parent, ev->children[i]);
+
+			ereport(LOG,
+					(errmsg("zklock: removing the node of an explicit lock request lost with the session: \"%s\"",
+							path)));
+			(void) zkc_delete(path, TAG(orphan_generation, OP_DELETE, ORPHAN_IDX));
+			pfree(path);
+		}
+	}
+	orphans = list_delete_first(orphans);
+	pfree(o);
+	orphan_next();
+}
+
 /*
  * A reply or a watch for a request entry.
  */
@@ -524,6 +587,11 @@ zklock_protocol_event(ZkEvent *ev)
 	if (idx == SWEEP_IDX)
 	{
 		sweep_event(ev);
+		return;
+	}
+	if (idx == ORPHAN_IDX)
+	{
+		orphan_event(ev);
 		return;
 	}
 	if (idx >= nwork)
@@ -623,7 +691,8 @@ zklock_protocol_event(ZkEvent *ev)
 
 		case OP_ADOPT:
 			/* a node found by our prefix: ours only if this session's */
-			if (ev->rc == ZKC_OK && ev->ephemeral_owner == session_id)
+			if (ev->rc == ZKC_OK &&
+				ev->ephemeral_owner == (w->persistent ? 0 : session_id))
 			{
 				w->created = true;
 				w->czxid = ev->czxid;
@@ -947,6 +1016,7 @@ zklock_protocol_connected(int64 new_session_id)
 	connected = true;
 	session_id = new_session_id;
 	recovery_needed = false;
+	orphan_next();
 	for (int i = 0; i < nwork; i++)
 		resume(i);
 }
@@ -956,6 +1026,7 @@ zklock_protocol_disconnected(void)
 {
 	connected = false;
 	sweep_pending = 0;			/* its replies fail; sweep again later */
+	orphan_busy = false;
 }
 
 /*
@@ -969,6 +1040,7 @@ zklock_protocol_session_lost(const char *why)
 	connected = false;
 	session_id = 0;
 	sweep_pending = 0;
+	orphan_busy = false;
 	for (int i = 0; i < nwork; i++)
 	{
 		WorkEntry  *w = &work[i];
@@ -995,6 +1067,17 @@ zklock_protocol_session_lost(const char *why)
 				list_finish(i, false, why);
 				break;
 			default:
+				if (w->persistent && (w->created || w->create_unknown))
+				{
+					/* a waiting explicit request's node outlives the session */
+					MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+					Orphan	   *o = palloc(sizeof(Orphan));
+
+					strlcpy(o->parent, w->parent, sizeof(o->parent));
+					strlcpy(o->prefix, w->prefix, sizeof(o->prefix));
+					orphans = lappend(orphans, o);
+					MemoryContextSwitchTo(old);
+				}
 				if (w->release)
 					finish_release(i);
 				else
