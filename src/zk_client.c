@@ -405,6 +405,14 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 		return false;
 	}
 
+	/*
+	 * By default the client resolves the host names again on every pass of
+	 * its I/O loop (a netlink round trip each time, about half of an
+	 * uncontended acquire on loopback); once every ten seconds is plenty,
+	 * and a lost connection still resolves them at once.
+	 */
+	(void) zoo_set_servers_resolution_delay(zh, 10000);
+
 	/* credentials are sent now and again after every reconnection */
 	node_acl = &ZOO_OPEN_ACL_UNSAFE;
 	if (digest && digest[0])
