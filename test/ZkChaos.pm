@@ -1,0 +1,1372 @@
+
+# ZkChaos.pm -- the chaos suite's shared code (test/t/1xx_chaos_*.pl):
+# client loops that take a zklock lock over and over while faults are
+# injected, the history they leave, and the checker that judges it.
+#
+#   use FindBin;
+#   use lib "$FindBin::RealBin/..";
+#   use ZkLockTest;
+#   use ZkChaos;
+#   use Test::More;
+#
+#   zk_start(servers => 3);
+#   my @nodes = map { zk_node($_, extra_conf => ZkChaos::node_conf()) } qw(node1 node2);
+#   my $chaos = ZkChaos->new(nodes => \@nodes);     # creates the history table
+#   my $run = $chaos->start('my_scenario', duration => 15);
+#   $run->sleep_until(5);                            # 5 s into the run
+#   $run->fault_begin('what is done');  ...inject...  $run->fault_end;
+#   $run->check;     # stops the load (8 s after the last fault ended, and
+#                    # not before `duration`), then the checker and asserts
+#
+# Helpers for injecting faults: zk_ctl / zk_ctl_parallel (zk_server.sh),
+# zk_leader, zk_wait_serving, wait_node_ready, wait_node_disconnected,
+# worker_pid, session_id, find_holder, signal_waiter, pg_restart_fast,
+# probe_start / probe_finish (an acquire must fail with 08006 in time while
+# ZooKeeper is unreachable), wait_session_gone, wait_for_log; and a holder
+# under our control across a fault: $run->pin, pin_commit_send,
+# pin_commit_wait, pin_killed.
+#
+# The clients.  Each client is a separate process (perl -MZkChaos -e
+# 'ZkChaos::client_main(...)'), so that the test process can block while it
+# injects a fault without stalling the load.  A client keeps one psql
+# connection to its instance and loops until told to stop (a stop file; a
+# hard deadline too):
+#
+#   BEGIN;
+#   SELECT chaos_section(scenario, resource, instance, client, seq, timeout);
+#   COMMIT;
+#
+# chaos_section() takes the EXCLUSIVE transaction-level lock (with a timeout,
+# so nothing waits forever), notes clock_timestamp() as the start, sleeps
+# 5 ms, and inserts (token, instance, client, seq, start, end) into the table
+# chaos_history *in the same transaction*: a row exists if and only if the
+# transaction committed, which is exactly what the commit fence decides.
+# The instances run with track_commit_timestamp = on, and the checker takes
+# a section to last from its start to its commit timestamp (taken when the
+# commit record is written: after the commit fence, before the release), so
+# a transaction that commits after its lock went to someone else overlaps
+# that someone.  Errors (lock timeout, 08006, the lock lost at COMMIT, the
+# connection killed) are tolerated: the client logs them and goes on,
+# reconnecting when its connection is gone.  Every statement is bounded (a
+# statement that runs longer than the bound is logged as a hang, and psql is
+# killed).
+#
+# Each client writes one line per transaction to its own file: the outcome
+# as the client saw it.  The checker (judge) then reads the rows of
+# chaos_history of every instance (one machine, so clock_timestamp() is one
+# clock) and counts as violations:
+#   - two committed sections that overlap in time,
+#   - a fencing token that is not strictly above the one of the section
+#     before (sections ordered by start),
+#   - a row the client was told did not commit (e.g. COMMIT raised 55P03),
+#     a COMMIT that succeeded without its row, or a row with another token
+#     than the one returned,
+#   - a statement that hung, a COMMIT that waited longer than
+#     zklock.session_timeout + zklock.connect_timeout, or an acquire longer
+#     than its timeout or zklock.connect_timeout (plus a margin).
+# It asserts no violation, a minimum of committed sections, sections on
+# every instance after the last fault ended (the load really continued), and
+# that no lock node and no local entry is left once the clients are gone.
+# The clients' logs and the histories are kept in tmp_check/chaos_XXXX when
+# a test fails (or ZKCHAOS_KEEP=1).
+#
+# This module loads no PostgreSQL::Test module at compile time (the client
+# processes must not: PostgreSQL::Test::Utils redirects output at INIT);
+# the test side calls ZkLockTest, PostgreSQL::Test and Test::More functions,
+# which the test file has loaded, by their full names.
+
+package ZkChaos;
+
+use strict;
+use warnings;
+
+use Carp;
+use Cwd qw(abs_path);
+use File::Basename qw(dirname);
+use File::Path ();
+use File::Temp ();
+use IO::Handle;
+use IO::Select;
+use IPC::Open3 ();
+use IPC::Run ();
+use POSIX ();
+use Symbol qw(gensym);
+use Time::HiRes qw(time sleep);
+
+my $HERE = dirname(abs_path(__FILE__));
+
+# Timing of the chaos instances (seconds).
+our $SESSION_TIMEOUT = 4;
+our $CONNECT_TIMEOUT = 3;
+
+# The clients' acquire timeout (seconds).
+our $ACQUIRE_TIMEOUT = 3;
+
+# A statement running longer than this is a hang (a bug): every wait in the
+# extension is bounded well below it.
+our $STATEMENT_BOUND = 40;
+
+# Slack allowed over the documented bounds (a loaded 2-core machine).
+our $MARGIN = 4;
+
+# postgresql.conf lines for a chaos instance (zk_node's extra_conf; zk_node
+# sets zklock.session_timeout to 4s itself).
+sub node_conf
+{
+	return "zklock.connect_timeout = '${CONNECT_TIMEOUT}s'\n"
+	  . "track_commit_timestamp = on\n"
+	  . "restart_after_crash = on\n"
+	  . "log_min_messages = log\n";
+}
+
+# ===========================================================================
+# client side (runs in its own process; plain Perl only)
+
+sub _psql_start
+{
+	my ($psql, $connstr, $app) = @_;
+	local $ENV{PGAPPNAME} = $app;
+	local $ENV{PGCONNECT_TIMEOUT} = '5';
+	my ($in, $out);
+	my $err = gensym;
+	my $pid = eval {
+		IPC::Open3::open3($in, $out, $err, $psql, '-XAtq',
+			'-v', 'ON_ERROR_STOP=0', '-d', $connstr, '-f', '-');
+	};
+	return undef unless $pid;
+	$in->autoflush(1);
+	return {
+		pid   => $pid,
+		in    => $in,
+		out   => $out,
+		err   => $err,
+		obuf  => '',
+		ebuf  => '',
+		oeof  => 0,
+		eeof  => 0,
+		n     => 0,
+		alive => 1,
+	};
+}
+
+sub _psql_reap
+{
+	my ($p, $block) = @_;
+	return unless $p->{alive};
+	my $r = waitpid($p->{pid}, $block ? 0 : POSIX::WNOHANG());
+	if ($r == $p->{pid} || $r == -1)
+	{
+		$p->{alive} = 0;
+		close($p->{in});
+		close($p->{out});
+		close($p->{err});
+	}
+	return;
+}
+
+sub _psql_kill
+{
+	my ($p) = @_;
+	return unless $p->{alive};
+	kill('KILL', $p->{pid});
+	_psql_reap($p, 1);
+	return;
+}
+
+# Leave psql (bounded); kill it if it does not go.
+sub _psql_quit
+{
+	my ($p) = @_;
+	return unless $p->{alive};
+	syswrite($p->{in}, "\\q\n");
+	close($p->{in});
+	my $deadline = time() + 10;
+	while (time() < $deadline)
+	{
+		_psql_reap($p, 0);
+		return unless $p->{alive};
+		sleep(0.02);
+	}
+	_psql_kill($p);
+	return;
+}
+
+# Queue a statement; returns its marker number, or 0 if psql is gone.
+sub _psql_send
+{
+	my ($p, $sql) = @_;
+	return 0 unless $p->{alive};
+	my $n = ++$p->{n};
+	my $text = "$sql;\n\\echo '__ZKC_$n' :SQLSTATE\n\\warn '__ZKC_$n'\n";
+	my $w = syswrite($p->{in}, $text);
+	return 0 unless defined $w && $w == length($text);
+	return $n;
+}
+
+# Wait (until $deadline) for statement $n to finish.  Returns
+#   { state => SQLSTATE, out => ..., err => ... }   finished
+#   { exited => 1, err => ... }                     psql exited first
+#   { hang => 1 }                                    deadline passed
+sub _psql_collect
+{
+	my ($p, $n, $deadline) = @_;
+	while (1)
+	{
+		if (   $p->{obuf} =~ /^__ZKC_$n ([^\n]*)\n/m
+			&& $p->{ebuf} =~ /^__ZKC_$n\n/m)
+		{
+			my %r;
+			$p->{obuf} =~ s/\A(.*?)^__ZKC_$n ([^\n]*)\n//ms;
+			($r{out}, $r{state}) = ($1, $2);
+			$p->{ebuf} =~ s/\A(.*?)^__ZKC_$n\n//ms;
+			$r{err} = $1;
+			$r{out} =~ s/\s+\z//;
+			return \%r;
+		}
+		if ($p->{oeof} && $p->{eeof})
+		{
+			_psql_reap($p, 1);
+			my $e = $p->{ebuf};
+			$p->{obuf} = $p->{ebuf} = '';
+			return { exited => 1, err => $e };
+		}
+		my $left = $deadline - time();
+		return { hang => 1 } if $left <= 0;
+		my $sel = IO::Select->new;
+		$sel->add($p->{out}) unless $p->{oeof};
+		$sel->add($p->{err}) unless $p->{eeof};
+		foreach my $fh ($sel->can_read($left < 1 ? $left : 1))
+		{
+			my $buf;
+			my $r = sysread($fh, $buf, 65536);
+			my $eof = !defined $r || $r == 0;
+			if ($fh == $p->{out})
+			{
+				if ($eof) { $p->{oeof} = 1; } else { $p->{obuf} .= $buf; }
+			}
+			else
+			{
+				if ($eof) { $p->{eeof} = 1; } else { $p->{ebuf} .= $buf; }
+			}
+		}
+	}
+}
+
+sub _first_error
+{
+	my ($err) = @_;
+	return '' unless defined $err;
+	my ($line) = $err =~ /((?:ERROR|FATAL|PANIC|psql: error)[^\n]*)/;
+	$line //= (split /\n/, $err)[0] // '';
+	$line =~ s/\t/ /g;
+	return $line;
+}
+
+sub _q
+{
+	my ($s) = @_;
+	$s =~ s/'/''/g;
+	return "'$s'";
+}
+
+# perl -MZkChaos -e 'ZkChaos::client_main(@ARGV)' -- key=value ...
+sub client_main
+{
+	my %a = map { /^([^=]+)=(.*)\z/s ? ($1, $2) : () } @_;
+	foreach my $k (qw(psql connstr scenario resource instance client until
+		acquire_timeout out))
+	{
+		die "client_main: missing $k\n" unless defined $a{$k};
+	}
+	$SIG{PIPE} = 'IGNORE';
+	my $bound = $a{statement_bound} // $STATEMENT_BOUND;
+	open(my $log, '>>', $a{out}) or die "$a{out}: $!";
+	$log->autoflush(1);
+	my $app = "chaos_$a{client}";
+
+	my $p;
+	my $seq = 0;
+	my %count;
+	my $stopfile = $a{stopfile};
+	my $parent = $a{parent};
+	while (time() < $a{until} && !(defined $stopfile && -e $stopfile))
+	{
+		# the test is gone (killed, died): stop too
+		last if defined $parent && !kill(0, $parent);
+		$p = _psql_start($a{psql}, $a{connstr}, $app)
+		  if !$p || !$p->{alive};
+		if (!$p)
+		{
+			print $log join("\t", 0, sprintf('%.6f', time()), 'spawn_failed',
+				'', '', '', '', $!), "\n";
+			sleep(0.5);
+			next;
+		}
+		$seq++;
+		my $t0 = time();
+		my $section = sprintf('SELECT chaos_section(%s, %s, %s, %s, %d, %s)',
+			_q($a{scenario}), _q($a{resource}), _q($a{instance}),
+			_q($a{client}), $seq, _q("$a{acquire_timeout} s"));
+		my @n = map { _psql_send($p, $_) } ('BEGIN', $section, 'COMMIT');
+
+		my ($outcome, $token, $msg) = ('', '', '');
+		my ($t_sec, $t_com) = ('', '');
+		my @stage = qw(begin section commit);
+		my $t_prev = $t0;
+		for my $i (0 .. 2)
+		{
+			my $r =
+			  $n[$i]
+			  ? _psql_collect($p, $n[$i], time() + $bound)
+			  : { exited => 1, err => 'could not send' };
+			my $now = time();
+			$t_sec = sprintf('%.3f', $now - $t_prev) if $i == 1;
+			$t_com = sprintf('%.3f', $now - $t_prev) if $i == 2;
+			$t_prev = $now;
+			if ($r->{hang})
+			{
+				$outcome = "hang:$stage[$i]";
+				$msg = "no answer after ${bound}s";
+				_psql_kill($p);
+				last;
+			}
+			if ($r->{exited})
+			{
+				# psql exits when its connection is gone (non-interactive)
+				$outcome =
+				  $i == 0 && $p->{n} <= 3
+				  ? 'connect_failed'
+				  : "conn_lost:$stage[$i]";
+				$msg = _first_error($r->{err});
+				last;
+			}
+			if ($i == 1)
+			{
+				if ($r->{state} eq '00000' && $r->{out} =~ /^(\d+)$/)
+				{
+					$token = $1;
+				}
+				else
+				{
+					$outcome = "acquire_error:$r->{state}";
+					$msg = _first_error($r->{err});
+				}
+			}
+			elsif ($i == 2 && $outcome eq '')
+			{
+				if ($r->{state} eq '00000')
+				{
+					$outcome = 'commit';
+				}
+				elsif ($r->{state} eq '55P03')
+				{
+					$outcome = 'fenced';
+					$msg = _first_error($r->{err});
+				}
+				else
+				{
+					$outcome = "commit_error:$r->{state}";
+					$msg = _first_error($r->{err});
+				}
+			}
+			elsif ($i == 0 && $r->{state} ne '00000')
+			{
+				$outcome = "begin_error:$r->{state}";
+				$msg = _first_error($r->{err});
+				# the rest runs outside a transaction block: skip it
+				for my $j (1, 2) { _psql_collect($p, $n[$j], time() + $bound); }
+				last;
+			}
+		}
+		$count{$outcome}++;
+		print $log join("\t", $seq, sprintf('%.6f', $t0), $outcome, $token,
+			$t_sec, $t_com, $msg), "\n";
+		# no hot loop while the instance is down
+		sleep(0.2) if $outcome eq 'connect_failed' || $outcome =~ /^conn_lost/;
+	}
+	_psql_quit($p) if $p;
+	print $log "END\t"
+	  . join(',', map { "$_=$count{$_}" } sort keys %count) . "\n";
+	close($log);
+	return 0;
+}
+
+# ===========================================================================
+# test side
+
+my $SETUP_SQL = <<'EOS';
+CREATE TABLE IF NOT EXISTS chaos_history (
+    scenario text NOT NULL,
+    token    bigint NOT NULL,
+    instance text NOT NULL,
+    client   text NOT NULL,
+    seq      integer NOT NULL,
+    t_start  timestamptz NOT NULL,
+    t_end    timestamptz NOT NULL
+);
+CREATE OR REPLACE FUNCTION chaos_section(scn text, res text, inst text,
+                                         cl text, sq integer, tmo interval)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  tok bigint;
+  ts  timestamptz;
+BEGIN
+  tok := zk_lock_acquire(res, 'exclusive', tmo);
+  ts := clock_timestamp();
+  PERFORM pg_sleep(0.005);
+  INSERT INTO chaos_history VALUES (scn, tok, inst, cl, sq, ts, clock_timestamp());
+  RETURN tok;
+END $$;
+EOS
+
+# The folder for the clients' logs and the histories: tmp_check/chaos_XXXX,
+# removed at exit if every test passed (and ZKCHAOS_KEEP is not set).
+my @chaos_dirs;
+
+sub _chaos_dir
+{
+	no warnings 'once';
+	my $dir = File::Temp::tempdir('chaos_XXXX',
+		DIR => $PostgreSQL::Test::Utils::tmp_check, CLEANUP => 0);
+	push @chaos_dirs, $dir;
+	return $dir;
+}
+
+my @client_pids;
+
+END
+{
+	my $exit_code = $?;
+	# clients still running (the test died mid-scenario): kill them before
+	# the instances go
+	foreach my $pid (@client_pids)
+	{
+		next if waitpid($pid, POSIX::WNOHANG()) != 0;
+		kill('KILL', $pid);
+		waitpid($pid, 0);
+	}
+	my $passing = eval { Test::More->builder->is_passing } // 0;
+	if ($passing && $exit_code == 0 && !$ENV{ZKCHAOS_KEEP})
+	{
+		File::Path::rmtree($_) for @chaos_dirs;
+	}
+	elsif (@chaos_dirs)
+	{
+		print STDERR "# chaos logs and histories kept in @chaos_dirs\n";
+	}
+	$? = $exit_code;
+}
+
+# ZkChaos->new(nodes => [...], clients_per_node => 3)
+sub new
+{
+	my ($class, %p) = @_;
+	croak "nodes needed" unless $p{nodes} && @{ $p{nodes} };
+	my $self = bless {
+		nodes            => $p{nodes},
+		clients_per_node => $p{clients_per_node} // 3,
+		acquire_timeout  => $p{acquire_timeout} // $ACQUIRE_TIMEOUT,
+		dir              => _chaos_dir(),
+	}, $class;
+	$_->safe_psql('postgres', $SETUP_SQL) for @{ $self->{nodes} };
+	return $self;
+}
+
+sub nodes { return @{ $_[0]->{nodes} }; }
+
+# fork + exec @$cmd with stdin from /dev/null and stdout+stderr appended to
+# $outfile (raw descriptors: the test's STDOUT is a tied handle).
+sub _spawn
+{
+	my ($cmd, $outfile) = @_;
+	open(my $null, '<', '/dev/null') or die "/dev/null: $!";
+	open(my $out, '>>', $outfile) or die "$outfile: $!";
+	my $pid = fork();
+	die "fork: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		POSIX::dup2(fileno($null), 0);
+		POSIX::dup2(fileno($out), 1);
+		POSIX::dup2(fileno($out), 2);
+		{ no warnings 'exec'; exec { $cmd->[0] } @$cmd; }
+		POSIX::_exit(127);
+	}
+	close($null);
+	close($out);
+	return $pid;
+}
+
+# Start the clients of a scenario; returns a ZkChaos::Run.
+#   duration => seconds the clients loop at least (default 20)
+#   settle   => seconds they go on after the last fault ended (default 8)
+#   resource => the lock (default chaos/<scenario>)
+sub start
+{
+	my ($self, $scenario, %p) = @_;
+	my $duration = $p{duration} // 20;
+	my $resource = $p{resource} // "chaos/$scenario";
+	my $t0 = time();
+	my $run = bless {
+		chaos    => $self,
+		scenario => $scenario,
+		resource => $resource,
+		t0       => $t0,
+		duration => $duration,
+		settle   => $p{settle} // 8,
+		# the clients stop when told (the stop file), at the latest then
+		until    => $t0 + $duration + ($p{max_extra} // 60),
+		stopfile => "$self->{dir}/$scenario.stop",
+		faults   => [],
+		clients  => [],
+	}, 'ZkChaos::Run';
+
+	foreach my $node ($self->nodes)
+	{
+		for my $k (1 .. $self->{clients_per_node})
+		{
+			my $name = $node->name . "_c$k";
+			my $file = "$self->{dir}/$scenario.$name.log";
+			unlink $file;
+			unlink $run->{stopfile};
+			my @cmd = (
+				$^X, "-I$HERE", '-MZkChaos', '-e',
+				'exit ZkChaos::client_main(@ARGV)', '--',
+				'psql=' . $node->installed_command('psql'),
+				'connstr=' . $node->connstr('postgres'),
+				"scenario=$scenario",
+				"resource=$resource",
+				'instance=' . $node->name,
+				"client=$name",
+				"until=$run->{until}",
+				"stopfile=$run->{stopfile}",
+				"parent=$$",
+				"acquire_timeout=$self->{acquire_timeout}",
+				"out=$file");
+			my $pid = _spawn(\@cmd, "$self->{dir}/$scenario.$name.stdout");
+			push @client_pids, $pid;
+			push @{ $run->{clients} },
+			  { name => $name, node => $node, file => $file, pid => $pid };
+		}
+	}
+	Test::More::note("scenario $scenario: "
+		  . scalar(@{ $run->{clients} })
+		  . " clients on $resource for ${duration}s");
+	return $run;
+}
+
+# ---------------------------------------------------------------------------
+# fault helpers (test side)
+
+# Run zk_server.sh through ZkLockTest, dying if it fails.
+sub zk_ctl
+{
+	my (@args) = @_;
+	my ($rc, $out, $err) = ZkLockTest::zk_server(@args);
+	croak "zk_server.sh @args failed (rc $rc): $err" if $rc != 0;
+	return $out;
+}
+
+# The number (1..3) of the current leader; bounded wait for one.
+sub zk_leader
+{
+	my ($timeout) = @_;
+	my $leader;
+	ZkLockTest::wait_until(
+		sub {
+			my ($rc, $out) = ZkLockTest::zk_server('leader');
+			$leader = $out if $rc == 0 && $out =~ /^\d+$/;
+			return defined $leader;
+		},
+		timeout => $timeout // 30,
+		interval => 0.2);
+	croak "no ZooKeeper leader" unless defined $leader;
+	return $leader;
+}
+
+# Wait (bounded) until every server serves again.
+sub zk_wait_serving
+{
+	my ($timeout) = @_;
+	my $last = '';
+	my $ok = ZkLockTest::wait_until(
+		sub {
+			my ($rc, $out) = ZkLockTest::zk_server('status');
+			$last = $out;
+			return $rc == 0;
+		},
+		timeout => $timeout // 30,
+		interval => 0.2);
+	Test::More::diag("ZooKeeper not serving: $last") unless $ok;
+	return $ok;
+}
+
+# One value from a query, or undef on failure (the instance may be down).
+sub try_psql
+{
+	my ($node, $sql, $timeout) = @_;
+	my ($rc, $out, $err) = $node->psql('postgres', $sql, timeout => $timeout // 10);
+	return $rc == 0 ? $out : undef;
+}
+
+# Wait (bounded) until the instance accepts connections and its zklock
+# worker is connected.  Returns 1/0.
+sub wait_node_ready
+{
+	my ($node, $timeout) = @_;
+	$timeout //= 60;
+	my $last = '';
+	my $ok = ZkLockTest::wait_until(
+		sub {
+			my $s = try_psql($node, 'SELECT state FROM zk_lock_status', 5);
+			$last = $s // '(no connection)';
+			return defined $s && $s eq 'connected';
+		},
+		timeout => $timeout,
+		interval => 0.1);
+	Test::More::diag($node->name . " not ready after ${timeout}s: $last") unless $ok;
+	return $ok;
+}
+
+sub worker_pid
+{
+	my ($node) = @_;
+	return try_psql($node, 'SELECT worker_pid FROM zk_lock_status');
+}
+
+sub session_id
+{
+	my ($node) = @_;
+	return try_psql($node, 'SELECT session_id FROM zk_lock_status');
+}
+
+# Wait (bounded, default 10 s) until the server log of $node, from byte
+# $offset on, matches $re.  Returns the match ($1 if the regex captures),
+# or undef.
+sub wait_for_log
+{
+	my ($node, $re, $offset, $timeout) = @_;
+	my $found;
+	ZkLockTest::wait_until(
+		sub {
+			my $log = PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset);
+			if ($log =~ $re)
+			{
+				$found = defined $1 ? $1 : $&;
+				return 1;
+			}
+			return 0;
+		},
+		timeout => $timeout // 10,
+		interval => 0.1);
+	return $found;
+}
+
+# Wait (bounded) until no lock node under the root belongs to ZooKeeper
+# session $sid (zk_lock_status.session_id).  Returns 1/0.
+sub wait_session_gone
+{
+	my ($sid, $timeout) = @_;
+	return 1 unless defined $sid && $sid ne '';
+	my $want = lc($sid);
+	$want =~ s/^0x//;
+	$want =~ s/^0+//;
+	my $left = -1;
+	my $ok = ZkLockTest::wait_until(
+		sub {
+			$left = 0;
+			foreach my $i (ZkLockTest::zk_lock_info(ZkLockTest::zk_root()))
+			{
+				my $o = lc($i->[2] // '');
+				$o =~ s/^0+//;
+				$left++ if $o eq $want;
+			}
+			return $left == 0;
+		},
+		timeout => $timeout // 5,
+		interval => 0.2);
+	Test::More::diag("$left lock node(s) of session $sid still there") unless $ok;
+	return $ok;
+}
+
+# Find a chaos client backend that holds the scenario's lock (granted in
+# zk_lock_local) on one of @nodes; bounded number of tries.  Returns
+# ($node, $pid) or ().
+sub find_holder
+{
+	my ($run, @nodes) = @_;
+	my $res = $run->{resource};
+	for my $try (1 .. 200)
+	{
+		foreach my $node (@nodes)
+		{
+			my $pid = try_psql($node,
+				    "SELECT l.pid FROM zk_lock_local l JOIN pg_stat_activity a USING (pid)"
+				  . " WHERE l.resource = '$res' AND l.state = 'granted'"
+				  . " AND a.application_name LIKE 'chaos\\_%' LIMIT 1", 5);
+			return ($node, $pid) if defined $pid && $pid =~ /^\d+$/;
+		}
+		sleep(0.02);
+	}
+	return ();
+}
+
+# Signal one chaos client backend that waits for the scenario's lock,
+# picked at random, in one statement (so that it still waits when
+# signalled): $how is 'cancel' or 'terminate'.  $s is a ZkLockTest session
+# on the instance (faster than a new psql each time).  Returns the pid
+# signalled, or undef if none was waiting.
+sub signal_waiter
+{
+	my ($run, $s, $how) = @_;
+	my $res = $run->{resource};
+	my $r = $s->query(
+		    "SELECT pid FROM (SELECT l.pid FROM zk_lock_local l"
+		  . " JOIN pg_stat_activity a USING (pid)"
+		  . " WHERE l.resource = '$res' AND l.state = 'waiting'"
+		  . " AND a.wait_event_type = 'Extension'"
+		  . " AND a.application_name LIKE 'chaos\\_%'"
+		  . " ORDER BY random() LIMIT 1) w WHERE pg_${how}_backend(pid)", 20);
+	return ($r->{sqlstate} eq '00000' && $r->{out} =~ /^(\d+)$/) ? $1 : undef;
+}
+
+# Wait (bounded) until the instance's worker is not 'connected' (it has
+# noticed that ZooKeeper is gone).  Returns 1/0.
+sub wait_node_disconnected
+{
+	my ($node, $timeout) = @_;
+	return ZkLockTest::wait_until(
+		sub {
+			my $s = try_psql($node, 'SELECT state FROM zk_lock_status', 5);
+			return defined $s && $s ne 'connected';
+		},
+		timeout => $timeout // 20,
+		interval => 0.1);
+}
+
+# Probes: while ZooKeeper is unreachable, a lock request on $node (with a
+# long timeout of its own) must fail with 08006 within
+# zklock.connect_timeout plus a margin.  probe_start sends it (try => 1: a
+# try-lock) on a fresh session; probe_finish waits (bounded) and asserts.
+# Start the probes of several instances, then finish them: they run at the
+# same time.
+sub probe_start
+{
+	my ($node, $resource, %p) = @_;
+	my $fn = $p{try} ? "zk_lock_try_acquire('$resource')"
+	  : "zk_lock_acquire('$resource', 'exclusive', '60 s')";
+	my $s = ZkLockTest::zk_session($node, 'chaos_probe');
+	$s->query_ok('BEGIN');
+	$s->send("SELECT $fn");
+	return { s => $s, fn => $fn, node => $node, t0 => time() };
+}
+
+sub probe_finish
+{
+	my ($p, $what) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $bound = $CONNECT_TIMEOUT + $MARGIN;
+	my $r = $p->{s}->wait($bound + 30);
+	my $secs = time() - $p->{t0};
+	my $on = "$p->{fn} on " . $p->{node}->name;
+	my $state = defined $r ? ($r->{exited} ? 'exited' : $r->{sqlstate}) : 'no answer';
+	my ($line) = defined $r ? $r->{err} =~ /(ERROR:[^\n]*)/ : ();
+	Test::More::note(sprintf("%s: %s: %s after %.2fs: %s", $what, $on, $state, $secs,
+			$line // ''));
+	Test::More::is($state, '08006', "$what: $on fails with 08006");
+	# (the worker may declare its session lost while the request waits)
+	Test::More::like($line // '', qr/could not connect to ZooKeeper|ZooKeeper session lost/,
+		"$what: ... saying it could not connect to ZooKeeper");
+	Test::More::cmp_ok($secs, '<=', $bound,
+		sprintf("$what: ... within connect_timeout + margin (%.2fs <= %ds)", $secs, $bound));
+	if (defined $r && !$r->{exited})
+	{
+		$p->{s}->query('ROLLBACK', 30);
+		$p->{s}->quit;
+	}
+	else
+	{
+		$p->{s}->kill_client('KILL');
+	}
+	return $secs;
+}
+
+# Run several zk_server.sh commands at the same time, e.g.
+# zk_ctl_parallel(['kill', 1], ['kill', 2]); dies if one fails.
+sub zk_ctl_parallel
+{
+	my (@cmds) = @_;
+	my $dir = ZkLockTest::zk_dir();
+	my @runs;
+	foreach my $c (@cmds)
+	{
+		my %r = (cmd => join(' ', @$c), out => '', err => '');
+		my ($cmd, @args) = @$c;
+		$r{h} = IPC::Run::start([ "$HERE/zk_server.sh", $cmd, $dir, @args ],
+			'<', \undef, '>', \$r{out}, '2>', \$r{err}, IPC::Run::timeout(90));
+		push @runs, \%r;
+	}
+	my @failed;
+	foreach my $r (@runs)
+	{
+		my $ok = eval { $r->{h}->finish; 1; };
+		my $rc = $ok ? $r->{h}->result(0) : -1;
+		Test::More::note("zk_server.sh $r->{cmd}: rc=$rc\n$r->{out}$r->{err}");
+		push @failed, "$r->{cmd} (rc $rc): $r->{err}" if $rc != 0;
+	}
+	croak "zk_server.sh failed: @failed" if @failed;
+	return;
+}
+
+# pg_ctl restart -m fast, then wait for the worker to be connected.
+sub pg_restart_fast
+{
+	my ($node) = @_;
+	local %ENV = $node->_get_env(PGAPPNAME => undef);
+	my ($out, $err) = ('', '');
+	my $ok = eval {
+		IPC::Run::run(
+			[
+				'pg_ctl', '-w', '-D', $node->data_dir, '-l', $node->logfile,
+				'-m', 'fast', 'restart'
+			],
+			'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(90));
+		1;
+	};
+	my $rc = $ok ? $? >> 8 : -1;
+	Test::More::note("pg_ctl restart -m fast " . $node->name . ": rc=$rc $out$err");
+	$node->_update_pid(1) if $rc == 0;
+	return $rc == 0;
+}
+
+# ---------------------------------------------------------------------------
+# reading what the clients and instances recorded
+
+sub _read_client_log
+{
+	my ($c) = @_;
+	my @txns;
+	my $end;
+	if (open(my $fh, '<', $c->{file}))
+	{
+		while (my $line = <$fh>)
+		{
+			chomp $line;
+			if ($line =~ /^END\t(.*)$/) { $end = $1; next; }
+			my ($seq, $t0, $outcome, $token, $t_sec, $t_com, $msg) =
+			  split /\t/, $line, 7;
+			next unless defined $outcome;
+			push @txns,
+			  {
+				client  => $c->{name},
+				seq     => $seq,
+				t0      => $t0,
+				outcome => $outcome,
+				token   => $token,
+				t_sec   => $t_sec,
+				t_com   => $t_com,
+				msg     => $msg // ''
+			  };
+		}
+		close($fh);
+	}
+	return (\@txns, $end);
+}
+
+# The checker's judgement, a pure function (t/100_chaos_checker.pl feeds it
+# made-up histories).
+#   rows   => committed sections: { token, instance, client, seq, start, end }
+#             (start/end in microseconds; end = commit timestamp)
+#   txns   => what the clients saw: { client, seq, outcome, token, t_sec,
+#             t_com, msg }
+#   killed => { client name => 1 } for clients whose log may be cut short
+#   acquire_timeout => the clients' (seconds)
+# Returns (\@violations, $hangs, $longest_acquire, $longest_commit).
+sub judge
+{
+	my (%p) = @_;
+	my @rows = sort { $a->{start} <=> $b->{start} || $a->{end} <=> $b->{end} }
+	  @{ $p{rows} };
+	my @txns = @{ $p{txns} };
+	my $killed = $p{killed} // {};
+
+	my @v;    # violations, as text
+	# 1. no two committed sections overlap
+	my ($maxend, $maxrow);
+	foreach my $r (@rows)
+	{
+		if (defined $maxend && $r->{start} < $maxend)
+		{
+			push @v,
+			  sprintf(
+				"overlap: %s/%s seq %d token %s [%d..%d] overlaps %s/%s seq %d token %s [%d..%d] by %d us",
+				$maxrow->{instance}, $maxrow->{client}, $maxrow->{seq},
+				$maxrow->{token},    $maxrow->{start},  $maxrow->{end},
+				$r->{instance},      $r->{client},      $r->{seq},
+				$r->{token},         $r->{start},       $r->{end},
+				$maxend - $r->{start});
+		}
+		if (!defined $maxend || $r->{end} > $maxend)
+		{
+			$maxend = $r->{end};
+			$maxrow = $r;
+		}
+	}
+	# 2. tokens strictly increase in the order of the sections
+	for my $i (1 .. $#rows)
+	{
+		my ($x, $y) = @rows[ $i - 1, $i ];
+		push @v,
+		  "token went backwards: $x->{client} seq $x->{seq} token $x->{token}"
+		  . " then $y->{client} seq $y->{seq} token $y->{token}"
+		  if $y->{token} <= $x->{token};
+	}
+	# 3. the history agrees with what the clients were told
+	my %row = map { ("$_->{client}/$_->{seq}" => $_) } @rows;
+	my %txn = map { ("$_->{client}/$_->{seq}" => $_) } @txns;
+	foreach my $t (@txns)
+	{
+		my $r = $row{"$t->{client}/$t->{seq}"};
+		if ($t->{outcome} eq 'commit')
+		{
+			if (!$r)
+			{
+				push @v, "$t->{client} seq $t->{seq}: COMMIT succeeded but no row";
+			}
+			elsif ($r->{token} ne $t->{token})
+			{
+				push @v,
+				  "$t->{client} seq $t->{seq}: token $t->{token} returned, $r->{token} recorded";
+			}
+		}
+		elsif ($r && $t->{outcome} !~ /^(conn_lost|hang):commit$/)
+		{
+			push @v,
+			  "$t->{client} seq $t->{seq}: committed although the client saw $t->{outcome}: $t->{msg}";
+		}
+	}
+	foreach my $r (@rows)
+	{
+		push @v, "row $r->{client} seq $r->{seq} token $r->{token}: no such transaction in the client log"
+		  unless $txn{"$r->{client}/$r->{seq}"} || $killed->{ $r->{client} };
+	}
+	# 4. bounded waits
+	my $commit_bound = $ZkChaos::SESSION_TIMEOUT + $ZkChaos::CONNECT_TIMEOUT + $ZkChaos::MARGIN;
+	# an acquire ends by its timeout, or by 08006 after connect_timeout
+	my $acquire_timeout = $p{acquire_timeout} // $ZkChaos::ACQUIRE_TIMEOUT;
+	my $acquire_bound = ($acquire_timeout > $ZkChaos::CONNECT_TIMEOUT
+		? $acquire_timeout : $ZkChaos::CONNECT_TIMEOUT) + $ZkChaos::MARGIN;
+	my ($hangs, $max_sec, $max_com) = (0, 0, 0);
+	foreach my $t (@txns)
+	{
+		$max_sec = $t->{t_sec} if ($t->{t_sec} || 0) > $max_sec;
+		$max_com = $t->{t_com} if ($t->{t_com} || 0) > $max_com;
+		if ($t->{outcome} =~ /^hang/)
+		{
+			$hangs++;
+			push @v, "$t->{client} seq $t->{seq}: $t->{outcome} ($t->{msg})";
+		}
+		elsif (($t->{t_com} || 0) > $commit_bound)
+		{
+			push @v, "$t->{client} seq $t->{seq}: COMMIT took $t->{t_com}s (> ${commit_bound}s)";
+		}
+		elsif (($t->{t_sec} || 0) > $acquire_bound)
+		{
+			push @v, "$t->{client} seq $t->{seq}: the acquire took $t->{t_sec}s (> ${acquire_bound}s)";
+		}
+	}
+
+	return (\@v, $hangs, $max_sec, $max_com);
+}
+
+package ZkChaos::Run;
+
+use strict;
+use warnings;
+use Carp;
+use POSIX ();
+use Time::HiRes qw(time sleep);
+
+sub scenario { return $_[0]->{scenario}; }
+sub resource { return $_[0]->{resource}; }
+sub nodes    { return $_[0]->{chaos}->nodes; }
+
+# Seconds since the run started.
+sub elapsed { return time() - $_[0]->{t0}; }
+
+
+# Sleep until $secs into the run (no-op if already past).
+sub sleep_until
+{
+	my ($self, $secs) = @_;
+	my $d = $self->{t0} + $secs - time();
+	sleep($d) if $d > 0;
+	return;
+}
+
+# Mark the start of a fault (time-stamped, counted).
+sub fault_begin
+{
+	my ($self, $desc) = @_;
+	my $f = { desc => $desc, begin => time() };
+	push @{ $self->{faults} }, $f;
+	Test::More::note(sprintf("scenario %s: fault at +%.2fs: %s",
+			$self->{scenario}, $self->elapsed, $desc));
+	return $f;
+}
+
+# Mark the end of the last fault (the system is whole again: servers back,
+# instance accepting connections).
+sub fault_end
+{
+	my ($self) = @_;
+	my $f = $self->{faults}[-1] or croak "no fault begun";
+	$f->{end} = time();
+	Test::More::note(sprintf("scenario %s: fault over at +%.2fs (%.2fs): %s",
+			$self->{scenario}, $self->elapsed, $f->{end} - $f->{begin},
+			$f->{desc}));
+	return;
+}
+
+sub fault_count { return scalar @{ $_[0]->{faults} }; }
+
+# A holder across a fault: pin($node) opens a session on $node that takes
+# the lock through chaos_section (as client pinned_<node>, so its row is in
+# the history like any other) and keeps its transaction open.  Then
+# pin_commit_send sends its COMMIT and pin_commit_wait collects the outcome
+# (bounded), which the checker then holds against the history.  Returns the
+# pin, or undef (and fails a test) if the lock could not be taken.
+sub pin
+{
+	my ($self, $node) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $name = 'pinned_' . $node->name;
+	my $seq = ++$self->{pin_seq};
+	my $s = ZkLockTest::zk_session($node, "chaos_$name");
+	$s->query_ok('BEGIN');
+	my $t0 = time();
+	my $r = $s->query(
+		sprintf("SELECT chaos_section('%s', '%s', '%s', '%s', %d, '30 s')",
+			$self->{scenario}, $self->{resource}, $node->name, $name, $seq),
+		45);
+	my $ok = !$r->{exited} && $r->{sqlstate} eq '00000' && $r->{out} =~ /^\d+$/;
+	Test::More::ok($ok, "$self->{scenario}: $name holds the lock")
+	  or Test::More::diag(Test::More::explain($r));
+	if (!$ok)
+	{
+		$s->kill_client('KILL');
+		push @{ $self->{extra_txns} },
+		  { client => $name, seq => $seq, t0 => $t0, outcome => 'acquire_error',
+			token => '', t_sec => '', t_com => '', msg => $r->{err} };
+		return undef;
+	}
+	Test::More::note(sprintf("scenario %s: %s holds the lock (token %s) at +%.2fs",
+			$self->{scenario}, $name, $r->{out}, $self->elapsed));
+	return { s => $s, client => $name, seq => $seq, t0 => $t0, token => $r->{out} };
+}
+
+sub pin_commit_send
+{
+	my ($self, $pin) = @_;
+	return unless $pin;
+	$pin->{commit_sent} = time();
+	$pin->{s}->send('COMMIT');
+	Test::More::note(sprintf("scenario %s: %s sends COMMIT at +%.2fs",
+			$self->{scenario}, $pin->{client}, $self->elapsed));
+	return;
+}
+
+# The pinned holder's backend was killed (kill -9, pg_terminate_backend,
+# shutdown): it never sent COMMIT, so it must have no row.
+sub pin_killed
+{
+	my ($self, $pin, $how) = @_;
+	return unless $pin;
+	push @{ $self->{extra_txns} },
+	  {
+		client  => $pin->{client},
+		seq     => $pin->{seq},
+		t0      => $pin->{t0},
+		outcome => 'killed',
+		token   => $pin->{token},
+		t_sec   => '',
+		t_com   => '',
+		msg     => $how // ''
+	  };
+	$pin->{s}->kill_client('KILL');
+	$pin->{outcome} = 'killed';
+	return;
+}
+
+# Returns the outcome: commit, fenced (55P03), commit_error:<state>,
+# conn_lost:commit, hang:commit.
+sub pin_commit_wait
+{
+	my ($self, $pin) = @_;
+	return '' unless $pin;
+	my $bound = $ZkChaos::SESSION_TIMEOUT + $ZkChaos::CONNECT_TIMEOUT + $ZkChaos::MARGIN;
+	my $r = $pin->{s}->wait($bound + 20);
+	my $secs = time() - $pin->{commit_sent};
+	my $outcome;
+	if (!defined $r) { $outcome = 'hang:commit'; }
+	elsif ($r->{exited}) { $outcome = 'conn_lost:commit'; }
+	elsif ($r->{sqlstate} eq '00000') { $outcome = 'commit'; }
+	elsif ($r->{sqlstate} eq '55P03') { $outcome = 'fenced'; }
+	else { $outcome = "commit_error:$r->{sqlstate}"; }
+	my ($msg) = defined $r ? $r->{err} =~ /(ERROR:[^\n]*)/ : ();
+	$msg //= '';
+	push @{ $self->{extra_txns} },
+	  {
+		client  => $pin->{client},
+		seq     => $pin->{seq},
+		t0      => $pin->{t0},
+		outcome => $outcome,
+		token   => $pin->{token},
+		t_sec   => '',
+		t_com   => sprintf('%.3f', $secs),
+		msg     => $msg
+	  };
+	Test::More::note(sprintf("scenario %s: %s: COMMIT -> %s after %.2fs %s",
+			$self->{scenario}, $pin->{client}, $outcome, $secs, $msg));
+	if (defined $r) { $pin->{s}->quit; } else { $pin->{s}->kill_client('KILL'); }
+	$pin->{outcome} = $outcome;
+	$pin->{commit_secs} = $secs;
+	return $outcome;
+}
+
+
+# Stop the load: once the scenario's duration is over and the last fault
+# has been over for `settle` seconds (so that the load surely went on after
+# it), tell the clients to stop; then wait (bounded) for every client
+# process to end, killing those that overrun.
+sub finish
+{
+	my ($self) = @_;
+	return if $self->{finished};
+	my $stop_at = $self->{t0} + $self->{duration};
+	foreach my $f (@{ $self->{faults} })
+	{
+		my $e = ($f->{end} // $f->{begin}) + $self->{settle};
+		$stop_at = $e if $e > $stop_at;
+	}
+	$stop_at = $self->{until} if $stop_at > $self->{until};
+	my $d = $stop_at - time();
+	sleep($d) if $d > 0;
+	if (open(my $fh, '>', $self->{stopfile})) { close($fh); }
+	$self->{stopped} = time();
+	Test::More::note(sprintf("scenario %s: clients told to stop at +%.2fs",
+			$self->{scenario}, $self->elapsed));
+	my $deadline = time() + $ZkChaos::STATEMENT_BOUND * 3 + 30;
+	foreach my $c (@{ $self->{clients} })
+	{
+		while (1)
+		{
+			my $r = waitpid($c->{pid}, POSIX::WNOHANG());
+			if ($r == $c->{pid} || $r == -1)
+			{
+				$c->{status} = $?;
+				last;
+			}
+			if (time() >= $deadline)
+			{
+				Test::More::diag("client $c->{name} still running; killing it");
+				kill('KILL', $c->{pid});
+				waitpid($c->{pid}, 0);
+				$c->{killed} = 1;
+				last;
+			}
+			sleep(0.1);
+		}
+	}
+	$self->{finished} = time();
+	return;
+}
+
+# Read the history of the scenario from every instance: rows sorted by start.
+sub history
+{
+	my ($self) = @_;
+	my @rows;
+	my $scn = $self->{scenario};
+	foreach my $node ($self->nodes)
+	{
+		my $out = $node->safe_psql('postgres',
+			    "SELECT token, instance, client, seq,"
+			  . " (extract(epoch FROM t_start) * 1000000)::bigint,"
+			  . " (extract(epoch FROM t_end) * 1000000)::bigint,"
+			  . " (extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::bigint"
+			  . " FROM chaos_history WHERE scenario = '$scn'",
+			timeout => 60);
+		foreach my $line (split /\n/, $out)
+		{
+			my ($token, $inst, $client, $seq, $s, $e, $c) = split /\|/, $line;
+			# The section is held from the grant (start) until the commit
+			# record is written (the commit timestamp, taken after the
+			# commit fence and before the release): that whole span must
+			# be exclusive.
+			push @rows,
+			  {
+				token    => $token,
+				instance => $inst,
+				client   => $client,
+				seq      => $seq,
+				start    => $s,
+				t_end    => $e,
+				end      => (defined $c && $c ne '') ? $c : $e,
+			  };
+		}
+	}
+	return sort { $a->{start} <=> $b->{start} || $a->{end} <=> $b->{end} } @rows;
+}
+
+# The checker.  Returns a hash of figures; makes the TAP assertions:
+#   min_sections  => committed sections needed in all (default 40)
+#   min_after     => committed sections needed on each instance after the
+#                    last fault ended (default 5)
+sub check
+{
+	my ($self, %p) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $scn = $self->{scenario};
+	my $min_sections = $p{min_sections} // 40;
+	my $min_after = $p{min_after} // 5;
+	my @nodes = $self->nodes;
+
+	$self->finish;
+
+	# every instance up and connected before we read
+	foreach my $node (@nodes)
+	{
+		Test::More::ok(ZkChaos::wait_node_ready($node, 60),
+			"$scn: " . $node->name . ' is up and connected at the end');
+	}
+
+	my @rows = $self->history;
+	my (@txns, %ends);
+	foreach my $c (@{ $self->{clients} })
+	{
+		my ($t, $end) = ZkChaos::_read_client_log($c);
+		push @txns, @$t;
+		$ends{ $c->{name} } = $end;
+		Test::More::diag("$scn: client $c->{name} did not finish its loop")
+		  unless defined $end;
+	}
+	push @txns, @{ $self->{extra_txns} // [] };
+
+	my %killed = map { ($_->{name} => 1) } grep { $_->{killed} } @{ $self->{clients} };
+	my ($vref, $hangs, $max_sec, $max_com) =
+	  ZkChaos::judge(rows => \@rows, txns => \@txns, killed => \%killed,
+		acquire_timeout => $self->{chaos}{acquire_timeout});
+	my @v = @$vref;
+
+	# figures
+	my %outcomes;
+	$outcomes{ $_->{outcome} =~ s/:.*//r }++ for @txns;
+	my %detail;
+	$detail{ $_->{outcome} }++ for @txns;
+	my $errors = grep { $_->{outcome} ne 'commit' } @txns;
+	my $sections = scalar @rows;
+	my $last_end = 0;
+	foreach my $f (@{ $self->{faults} })
+	{
+		my $e = $f->{end} // $f->{begin};
+		$last_end = $e if $e > $last_end;
+	}
+	my %after;
+	$after{ $_->{instance} }++
+	  for grep { $_->{start} / 1e6 > $last_end } @rows;
+	my $n_after = 0;
+	$n_after += $_ for values %after;
+	my %per_inst;
+	$per_inst{ $_->{instance} }++ for @rows;
+
+	# the longest gap without a committed section (the outage as the load saw it)
+	my ($gap, $gap_at, $gap_i) = (0, 0, 0);
+	for my $i (1 .. $#rows)
+	{
+		my $g = ($rows[$i]{start} - $rows[ $i - 1 ]{end}) / 1e6;
+		($gap, $gap_at, $gap_i) = ($g, $rows[ $i - 1 ]{end} / 1e6 - $self->{t0}, $i)
+		  if $g > $gap;
+	}
+	my $gap_who = $gap_i
+	  ? "$rows[$gap_i - 1]{client}#$rows[$gap_i - 1]{seq} .. $rows[$gap_i]{client}#$rows[$gap_i]{seq}"
+	  : '';
+
+	# keep the history for a post-mortem
+	if (open(my $fh, '>', "$self->{chaos}{dir}/$scn.history"))
+	{
+		print $fh join("\t", qw(start_us commit_us end_us token instance client seq)), "\n";
+		print $fh join("\t", @$_{qw(start end t_end token instance client seq)}), "\n"
+		  for @rows;
+		close($fh);
+	}
+
+	my $violations = scalar @v;
+	Test::More::diag(sprintf(
+			"scenario %s: sections=%d errors=%d faults=%d violations=%d",
+			$scn, $sections, $errors, $self->fault_count, $violations));
+	Test::More::note(sprintf(
+			"scenario %s: per instance %s; after the last fault %s; outcomes %s;"
+			  . " longest gap %.2fs at +%.2fs (%s); longest acquire %.2fs, commit %.2fs",
+			$scn,
+			join(',', map { "$_=$per_inst{$_}" } sort keys %per_inst),
+			join(',', map { "$_=$after{$_}" } sort keys %after),
+			join(',', map { "$_=$detail{$_}" } sort keys %detail),
+			$gap, $gap_at, $gap_who, $max_sec, $max_com));
+	foreach my $f (@{ $self->{faults} })
+	{
+		Test::More::note(sprintf("scenario %s: fault +%.2fs..+%.2fs %s",
+				$scn, $f->{begin} - $self->{t0},
+				($f->{end} // $f->{begin}) - $self->{t0}, $f->{desc}));
+	}
+	my $shown = 0;
+	foreach my $m (@v)
+	{
+		Test::More::diag("scenario $scn: VIOLATION $m");
+		last if ++$shown >= 20;
+	}
+
+	Test::More::is($violations, 0, "$scn: no violation (overlap, token order, lost commit, hang)");
+	Test::More::is($hangs, 0, "$scn: no statement hung");
+	Test::More::cmp_ok($sections, '>=', $min_sections,
+		"$scn: at least $min_sections sections committed");
+	Test::More::ok($self->fault_count > 0, "$scn: faults were injected");
+	foreach my $node (@nodes)
+	{
+		my $n = $after{ $node->name } // 0;
+		Test::More::cmp_ok($n, '>=', $min_after,
+			"$scn: " . $node->name . " committed at least $min_after sections after the last fault");
+	}
+
+	# nothing left behind
+	# (a lock on a/b also takes a SHARED node on a: look under the root)
+	Test::More::ok(ZkLockTest::zk_wait_no_locks(ZkLockTest::zk_root(), 20),
+		"$scn: no lock node left under the root");
+	foreach my $node (@nodes)
+	{
+		my $last = '';
+		my $ok = ZkLockTest::wait_until(
+			sub {
+				my $out = ZkChaos::try_psql($node,
+					'SELECT count(*) FROM zk_lock_local');
+				$last = $out // '?';
+				return defined $out && $out eq '0';
+			},
+			timeout => 20, interval => 0.2);
+		Test::More::ok($ok, "$scn: no local entry left on " . $node->name)
+		  or Test::More::diag(ZkChaos::try_psql($node, 'SELECT * FROM zk_lock_local') // '');
+	}
+
+	return {
+		sections   => $sections,
+		errors     => $errors,
+		faults     => $self->fault_count,
+		violations => $violations,
+		after      => \%after,
+		outcomes   => \%detail,
+		rows       => \@rows,
+		txns       => \@txns,
+		gap        => $gap,
+	};
+}
+
+1;
