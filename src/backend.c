@@ -165,15 +165,25 @@ begin_request(ZkEntryKind kind)
 {
 	int			idx;
 	ZkLockEntry *e;
+	TimestampTz start = GetCurrentTimestamp();
 
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	if (zklock_shared->worker_pid == 0)
+	/* a worker that is (re)starting gets zklock.connect_timeout to appear */
+	for (;;)
 	{
+		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+		if (zklock_shared->worker_pid != 0)
+			break;
 		LWLockRelease(zklock_shared->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("zklock worker is not running"),
-				 errhint("The server log says why; the worker is restarted after a second.")));
+		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
+									   zklock_connect_timeout))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("zklock worker is not running"),
+					 errhint("The server log says why; the worker is restarted after a second.")));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 50, ZKLOCK_WAIT_EVENT);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
 	}
 	idx = zklock_entry_alloc();
 	if (idx < 0)
@@ -521,8 +531,7 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 		return NULL;
 	}
 	if (state == ZKE_FAILED)
-		raise_failure(idx, psprintf("acquire zklock lock on resource \"%s\"",
-									step->resource));
+		raise_failure(idx, psprintf("acquire zklock lock on %s", what));
 
 	make_key(&key, step->resource, step->mode);
 	lock = hash_search(local_locks, &key, HASH_ENTER, &found);
@@ -784,7 +793,9 @@ check_lost(int elevel)
 	{
 		if (is_lost(lock))
 		{
-			if (first == NULL)
+			/* name the most specific one: a child, not its parent */
+			if (first == NULL ||
+				strlen(lock->key.resource) > strlen(first->key.resource))
 				first = lock;
 			n++;
 		}
@@ -832,15 +843,14 @@ commit_fence(void)
 		state = zklock_shared->session_state;
 		LWLockRelease(zklock_shared->lock);
 
+		/* name the most specific lost lock: a child, not its parent */
 		hash_seq_init(&seq, local_locks);
 		while ((lock = hash_seq_search(&seq)) != NULL)
 		{
-			if (lock->nxact > 0 && is_lost(lock))
-			{
+			if (lock->nxact > 0 && is_lost(lock) &&
+				(lost == NULL ||
+				 strlen(lock->key.resource) > strlen(lost->key.resource)))
 				lost = lock;
-				hash_seq_term(&seq);
-				break;
-			}
 		}
 		if (lost)
 			ereport(ERROR,
