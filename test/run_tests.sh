@@ -12,7 +12,9 @@
 #
 # The suite: pg_regress (sql/, expected/) against a temporary instance and a
 # ZooKeeper started here on loopback; then the TAP tests (test/t/*.pl), which
-# start their own ZooKeeper servers and PostgreSQL instances.
+# start their own ZooKeeper servers and PostgreSQL instances; then, as root,
+# the seconds-long benchmark smoke test (bench/smoke.sh), which fails when a
+# lock cycle is several times slower than ZooKeeper's own create+delete.
 #
 # Set PROVE_TESTS="test/t/001_x.pl ..." to run only some TAP tests.
 #
@@ -40,8 +42,19 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 				[ -f "$f" ] && { echo "---- $f (tail)"; tail -n 40 "$f"; }
 			done
 		fi
+		read -r passed failed < "$work/src/counts" || { passed=0; failed=1; }
 		rm -rf "$work"
-		exit $rc
+
+		# the performance smoke test: a cycle several times slower fails
+		brc=0
+		if [ -z "${PROVE_TESTS:-}" ]; then
+			bash "$src/bench/smoke.sh" || brc=$?
+			if [ $brc -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+		fi
+		echo
+		echo "zklock: $passed passed, $failed failed"
+		[ $rc -eq 0 ] && [ $brc -eq 0 ]
+		exit $?
 	fi
 fi
 
@@ -118,5 +131,6 @@ fi
 echo
 echo "pg_regress: $regress_passed passed, $regress_failed failed"
 echo "TAP: $tap_passed passed, $tap_failed failed"
-echo "zklock: $((regress_passed + tap_passed)) passed, $((regress_failed + tap_failed)) failed"
+echo "suite: $((regress_passed + tap_passed)) passed, $((regress_failed + tap_failed)) failed"
+echo "$((regress_passed + tap_passed)) $((regress_failed + tap_failed))" > counts
 [ "$regress_rc" -eq 0 ] && [ "$tap_rc" -eq 0 ]

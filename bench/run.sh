@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+#
+# run.sh -- zklock side by side with Apache Curator 5.4, Kazoo 2.8,
+# ZooKeeper's own floor (C client) and PostgreSQL's advisory locks, in one
+# run on one standalone ZooKeeper.
+#
+#   bash bench/run.sh [--quick] [--csv FILE] [--png FILE] [--keep] [--secs S]
+#                      [--only s1,s32,excl8,shared8,handoff,scale,many]
+#
+#   --quick     about 2 s per measurement, scale scenarios skipped (CI)
+#   --csv FILE  also write every figure as CSV
+#   --png FILE  also draw a chart (gnuplot, from Debian's gnuplot-nox)
+#   --keep      keep the temporary work folder (servers' logs, pgbench logs)
+#   --secs S    seconds per measurement (default 5, quick 2)
+#   --only LIST run only these scenarios
+#
+# Installs what is missing from Debian's archive (libcurator-recipes-java,
+# zookeeper, a JDK, python3-kazoo, libzookeeper-mt-dev, gnuplot-nox for
+# --png), builds and installs zklock if it is not installed, then runs
+# bench/bench.py with Debian's /usr/bin/python3.  Everything it starts
+# (ZooKeeper, two PostgreSQL instances run as `postgres` when we are root,
+# the clients) lives in a temporary folder and is stopped at the end.
+# The table goes to stdout, progress to stderr.  Exit status: 0 when every
+# measurement ran, 1 otherwise.
+#
+set -euo pipefail
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
+
+png=0
+for arg in "$@"; do
+	case "$arg" in
+	-h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--png | --png=*) png=1 ;;
+	esac
+done
+
+pkgs=("${BENCH_BASE_PKGS[@]}"
+	"libcurator-recipes-java"
+	"default-jdk-headless|javac"
+	"python3-kazoo")
+[ "$png" -eq 1 ] && pkgs+=("gnuplot-nox|gnuplot")
+bench_need "${pkgs[@]}"
+bench_zklock
+
+exec /usr/bin/python3 "$BENCH_DIR/bench.py" "$@"
