@@ -83,7 +83,8 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- Hive's rule decides who is granted (an exclusive node with no lower node,
 -- a shared node with no lower exclusive node) and whom a waiter watches
 -- (an exclusive its predecessor, a shared the nearest lower exclusive).
--- Users who are not superusers see the details of their own locks only.
+-- Users who are not superusers see the details of their own locks only (the
+-- locks of roles whose privileges the session user has).
 CREATE FUNCTION zk_locks(subtree text DEFAULT NULL,
     OUT resource text, OUT mode text, OUT granted boolean, OUT node text,
     OUT blocked_by text, OUT blocked_by_pid integer, OUT blocked_by_instance text,
@@ -111,8 +112,13 @@ AS $$
     SELECT r.*,
            CASE WHEN r.mode = 'exclusive' THEN r.first ELSE r.no_lower_x END AS is_granted,
            CASE WHEN r.mode = 'exclusive' THEN r.pred_seq ELSE r.pred_x_seq END AS behind_seq,
-           (r.username IS NOT DISTINCT FROM current_user
-            OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)) AS visible
+           -- SECURITY DEFINER makes current_user the owner: judge by the
+           -- session user, who sees the locks of every role it has the
+           -- privileges of (matched by name, as pg_stat_activity does by oid)
+           ((SELECT rolsuper FROM pg_roles WHERE rolname = session_user)
+            OR EXISTS (SELECT 1 FROM pg_roles o
+                       WHERE o.rolname = r.username
+                         AND pg_has_role(session_user, o.oid, 'USAGE'))) AS visible
     FROM ranked r
   )
   SELECT d.resource, d.mode, d.is_granted, d.node,

@@ -37,6 +37,12 @@ SELECT * FROM dblink('dbname=' || current_database(),
 SELECT count(*) AS nodes FROM zk_locks WHERE resource = 'exp/busy';
 SELECT zk_lock_release('exp/busy');
 
+-- a long time to live is kept whole (not cut to 24.8 days of milliseconds)
+SELECT zk_lock_acquire_explicit('exp/long', 'shared', '300 days') > 0 AS ok;
+SELECT expires BETWEEN now() + interval '299 days' AND now() + interval '301 days' AS expires_in_300_days
+FROM zk_locks WHERE resource = 'exp/long';
+SELECT zk_lock_release_explicit('exp/long', 'shared');
+
 -- nothing persistent without an end
 SELECT err($$SELECT zk_lock_acquire_explicit('exp/x')$$);
 SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '-1 hour')$$);

@@ -25,6 +25,16 @@ ORDER BY resource, granted DESC;
 -- the waiter shows the wait event while it waits
 SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE application_name = 'waiter';
 
+-- a user who is not a superuser sees the details of its own locks only
+CREATE ROLE regress_zkl_alice LOGIN;
+SELECT dblink_connect('a', 'dbname=' || current_database() || ' user=regress_zkl_alice');
+SELECT * FROM dblink('a', $$SELECT zk_lock_acquire_session('list/alice', 'shared') > 0$$) AS t(ok boolean);
+SET SESSION AUTHORIZATION regress_zkl_alice;
+SELECT resource, granted, pid IS NOT NULL AS sees_pid, username, query IS NOT NULL AS sees_query
+FROM zk_locks WHERE resource IN ('list/r', 'list/w', 'list/alice') ORDER BY resource, granted DESC;
+RESET SESSION AUTHORIZATION;
+SELECT dblink_disconnect('a');
+DROP ROLE regress_zkl_alice;
 SELECT zk_lock_release('list/w');
 SELECT token > 0 AS waiter_granted FROM dblink_get_result('w') AS t(token bigint);
 SELECT dblink_disconnect('w');

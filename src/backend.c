@@ -817,7 +817,13 @@ check_lost(int elevel)
  * worker is disconnected, its session may still live (then every node is
  * still there) or may have expired (then the worker will say so when it
  * reconnects, or declare it after the session timeout): wait for the
- * answer, bounded, then fail if any transaction lock is lost.
+ * answer, bounded, then fail if any guarding lock is lost.
+ *
+ * The locks that guard a transaction are its transaction-level locks and,
+ * when it wrote anything (has an xid), the backend's session-level locks
+ * too: an ETL step run under a session lock does not commit its writes once
+ * that lock is lost.  A read-only transaction is not held up by a lost
+ * session lock (zk_lock_release says so instead).
  */
 static void
 commit_fence(void)
@@ -825,12 +831,16 @@ commit_fence(void)
 	HASH_SEQ_STATUS seq;
 	LocalLock  *lock;
 	bool		any = false;
+	bool		wrote = TransactionIdIsValid(GetTopTransactionIdIfAny());
 	TimestampTz start = GetCurrentTimestamp();
 	int			bound_ms = zklock_session_timeout + zklock_connect_timeout;
 
+#define GUARDS(l) ((l)->nxact > 0 || \
+				   (wrote && (l)->session_count + (l)->session_implicit > 0))
+
 	hash_seq_init(&seq, local_locks);
 	while ((lock = hash_seq_search(&seq)) != NULL)
-		any |= (lock->nxact > 0);
+		any |= GUARDS(lock);
 	if (!any)
 		return;
 
@@ -847,7 +857,7 @@ commit_fence(void)
 		hash_seq_init(&seq, local_locks);
 		while ((lock = hash_seq_search(&seq)) != NULL)
 		{
-			if (lock->nxact > 0 && is_lost(lock) &&
+			if (GUARDS(lock) && is_lost(lock) &&
 				(lost == NULL ||
 				 strlen(lock->key.resource) > strlen(lost->key.resource)))
 				lost = lock;
@@ -871,6 +881,7 @@ commit_fence(void)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+#undef GUARDS
 }
 
 /* Release one session hold of a lock, and its parents' implicit holds */
@@ -1164,7 +1175,7 @@ zklock_admin_node(const char *resource, const char *node, ZkEntryKind kind,
  * to timeout_ms (-1: no limit).  Returns the token.
  */
 int64
-zklock_lock_explicit(const char *resource, ZkLockMode mode, int ttl_ms,
+zklock_lock_explicit(const char *resource, ZkLockMode mode, int64 ttl_ms,
 					 int timeout_ms)
 {
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
@@ -1183,7 +1194,7 @@ zklock_lock_explicit(const char *resource, ZkLockMode mode, int ttl_ms,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("an explicit zklock lock needs a positive time to live")));
 
-	expires = (GetCurrentTimestamp() + (int64) ttl_ms * 1000) / USECS_PER_SEC +
+	expires = (GetCurrentTimestamp() + ttl_ms * 1000) / USECS_PER_SEC +
 		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY + 1;
 	describe_holder(data, sizeof(data), "explicit", false, expires);
 

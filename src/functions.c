@@ -333,10 +333,11 @@ zklock_nodes(PG_FUNCTION_ARGS)
 	char	   *rows;
 	char	   *line;
 	char	   *next;
-	size_t		rootlen = strlen(zklock_root);
+	size_t		rootlen;
 	char	   *subtree = NULL;
 
-	zklock_backend_init();
+	zklock_backend_init();		/* errors out unless preloaded */
+	rootlen = strlen(zklock_root);
 	if (PG_NARGS() > 0 && !PG_ARGISNULL(0))
 	{
 		subtree = text_to_cstring(PG_GETARG_TEXT_PP(0));
@@ -609,6 +610,6 @@ zklock_acquire_explicit(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("zklock explicit lock time to live must be positive and at most a year")));
-	PG_RETURN_INT64(zklock_lock_explicit(resource, mode, (int) Min(ttl_ms, INT_MAX),
+	PG_RETURN_INT64(zklock_lock_explicit(resource, mode, (int64) ttl_ms,
 										 timeout_arg_n(fcinfo, 3)));
 }

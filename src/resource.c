@@ -284,6 +284,18 @@ zklock_format_node_prefix(char *buf, size_t buflen, uint32 incarnation,
 	snprintf(buf, buflen, "zk%08x.%x.%x-", incarnation, idx, generation);
 }
 
+/*
+ * Is this child node one of ours, made by the request with this prefix?
+ * Curator's naming puts "_c_" before the prefix (its protected-mode mark).
+ */
+bool
+zklock_node_has_prefix(const char *name, const char *prefix)
+{
+	if (strncmp(name, "_c_", 3) == 0)
+		name += 3;
+	return strncmp(name, prefix, strlen(prefix)) == 0;
+}
+
 /* The name a create asks for: prefix and the style's mark for the mode */
 void
 zklock_format_node_request(char *buf, size_t buflen, const char *prefix,

@@ -198,6 +198,7 @@ extern bool zklock_parse_node_name(const char *name, ZkLockMode *mode,
 extern void zklock_format_node_prefix(char *buf, size_t buflen,
 									  uint32 incarnation, int idx,
 									  uint32 generation);
+extern bool zklock_node_has_prefix(const char *name, const char *prefix);
 extern void zklock_format_node_request(char *buf, size_t buflen,
 									   const char *prefix, ZkLockMode mode,
 									   ZkNamingStyle style);
@@ -220,7 +221,7 @@ extern bool zklock_unlock(const char *resource, ZkLockMode mode);
 extern int	zklock_unlock_all(void);
 extern char *zklock_list_nodes(const char *subtree, Size *len);
 extern int64 zklock_lock_explicit(const char *resource, ZkLockMode mode,
-								  int ttl_ms, int timeout_ms);
+								  int64 ttl_ms, int timeout_ms);
 extern bool zklock_admin_node(const char *resource, const char *node,
 							  ZkEntryKind kind, const char *data);
 

@@ -4,11 +4,15 @@
 #    and nothing it wrote becomes visible; meanwhile the other instance is
 #    granted the lock;
 #  - a session-level holder whose node was deleted is told on its next
-#    zklock call (ERROR on acquire, WARNING on release);
+#    zklock call (ERROR on acquire, WARNING on release), and a transaction
+#    that writes under that lost lock cannot commit;
 #  - zk_lock_local shows the lost lock;
 #  - kill -9 of the worker: the instance's nodes vanish as soon as the new
 #    worker is up (well before the session timeout, set long here), and a
-#    waiter on the other instance proceeds.
+#    waiter on the other instance proceeds;
+#  - kill -9 of the postmaster: once the instance is started again, its old
+#    nodes go and the waiter on the other instance proceeds, well before the
+#    30 s session timeout.
 use strict;
 use warnings;
 
@@ -73,6 +77,15 @@ ok( wait_until(
 		},
 		timeout => 10),
 	'the worker notices');
+# work done under the lost session lock does not commit; reading still works
+$h->query_ok('BEGIN');
+$h->query_ok('INSERT INTO guarded VALUES (2)');
+$r = $h->query('COMMIT');
+is($r->{sqlstate}, '55P03', 'a writing transaction under a lost session lock fails at COMMIT');
+like($r->{err}, qr/"fence\/s" was lost; the transaction cannot commit/, 'naming the lock');
+is(psql1($node1, 'SELECT count(*) FROM guarded'), '0', 'and its write is not visible');
+$r = $h->query('SELECT count(*) FROM guarded');
+is($r->{out}, '0', 'a read-only statement is not fenced');
 $r = $h->query(q{SELECT zk_lock_acquire_session('fence/other')});
 is($r->{sqlstate}, '55P03', 'the next acquire in that session raises 55P03');
 like($r->{err}, qr/"fence\/s" \(exclusive\) was lost/, 'naming the lost lock');
@@ -107,5 +120,35 @@ like(slurp_file($node1->logfile), qr/previous ZooKeeper session (closed|had alre
 	'the new worker closed the previous session');
 
 $_->quit for ($h, $w, $w2);
+
+# --- kill -9 of the postmaster ---------------------------------------------------
+my $h3 = zk_session($node1, 'holder3');
+$h3->query_ok(q{SELECT zk_lock_acquire_session('crash/pm')});
+ok(zk_wait_count(zk_path('crash/pm'), 1, 10), 'holder on node1 has its node');
+my $w3 = zk_session($node2, 'waiter3');
+$w3->send(q{SELECT zk_lock_acquire('crash/pm', timeout => '28 s') > 0});
+ok(wait_for_waiting($node2, $w3->pid), 'waiter on node2 queued');
+my $t_pm = time();
+my $pm_pid = $node1->{_pid};
+$node1->kill9;
+# the orphaned backends and the worker see the postmaster gone and exit;
+# once the old postmaster is gone, the instance can start again
+my $gone = 0;
+for (1 .. 300)
+{
+	if (!kill(0, $pm_pid)) { $gone = 1; last; }
+	sleep 0.1;
+}
+ok($gone, 'the killed postmaster is gone');
+my $started = $node1->start(fail_ok => 1);
+ok($started, 'node1 starts again after kill -9 of its postmaster');
+ok(ZkLockTest::zk_wait_connected($node1, 30), 'its new worker connects');
+$r = $w3->wait(28);
+ok($r && $r->{out} eq 't', 'the waiter on node2 gets the lock');
+my $pm_elapsed = time() - $t_pm;
+cmp_ok($pm_elapsed, '<', 25, sprintf('... in %.1f s, before the 30 s session timeout', $pm_elapsed));
+note sprintf('the waiter on node2 was granted the lock %.2f s after kill -9 of the postmaster', $pm_elapsed);
+$h3->_kill;
+$w3->quit;
 zk_done_check();
 done_testing();

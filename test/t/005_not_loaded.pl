@@ -1,0 +1,39 @@
+
+# Without zklock in shared_preload_libraries, CREATE EXTENSION works but
+# every zklock function fails at once with 55000 "zklock is not loaded" and a
+# hint -- the views too, and nothing crashes the server.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('plain');
+$node->init;
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION zklock');
+
+for my $sql (
+	q{SELECT zk_lock_acquire('a/b')},
+	q{SELECT zk_lock_try_acquire('a/b', 'shared')},
+	q{SELECT zk_lock_acquire_session('a/b', timeout => '1 s')},
+	q{SELECT zk_lock_acquire_all(ARRAY['a', 'b'])},
+	q{SELECT zk_lock_release('a/b')},
+	q{SELECT zk_lock_release_all()},
+	q{SELECT zk_lock_acquire_explicit('a/b', ttl => '1 hour')},
+	q{SELECT * FROM zk_locks},
+	q{SELECT * FROM zk_lock_status},
+	q{SELECT * FROM zk_lock_local})
+{
+	my ($ret, $out, $err) = $node->psql('postgres', $sql,
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	is($ret, 3, "$sql: fails");
+	like($err, qr/ERROR:  55000: zklock is not loaded/, "$sql: 55000, not loaded");
+	like($err, qr/HINT:  Add zklock to shared_preload_libraries/, "$sql: with the hint");
+}
+is($node->safe_psql('postgres', 'SELECT 1'), '1', 'the server is still up');
+unlike(slurp_file($node->logfile), qr/terminated by signal/, 'no backend crashed');
+
+$node->stop;
+done_testing();
