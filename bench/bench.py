@@ -1258,6 +1258,8 @@ def main():
                     help="memory over a run at full rate (default 600 s; --secs to change)")
     ap.add_argument("--profile", action="store_true",
                     help="CPU time and context switches per cycle, by process")
+    ap.add_argument("--clients", type=int, default=1,
+                    help="with --profile: clients, each on its own resource")
     ap.add_argument("--min-ratio", type=float, default=0.25, help=argparse.SUPPRESS)
     a = ap.parse_args()
     only = a.only.split(",") if a.only else [
@@ -1289,7 +1291,7 @@ def main():
             return soak(env)
         if a.profile:
             env.secs = a.secs or 6
-            return profile(env)
+            return profile(env, a.clients)
         build = setup(env, 2)
         compile_curator(env, build)
         res = Results()
@@ -1408,7 +1410,7 @@ def zk_server_pids():
     return out
 
 
-def profile(env):
+def profile(env, clients=1):
     """
     Where a lock cycle's time goes: CPU time and context switches per cycle
     of each process taking part, for zklock's 1-client session cycle
@@ -1421,8 +1423,8 @@ def profile(env):
         pm = int(f.readline())
     worker = int(pg.psql("SELECT worker_pid FROM zk_lock_status"))
     zk = zk_server_pids()
-    script = session_script("zklock", "'bench_profile'")
-    Pgbench(env, pg, script, 1, txns=500).wait()      # warm-up, not counted
+    script = session_script("zklock", "'bench_profile' || :client_id")
+    Pgbench(env, pg, script, clients, txns=500).wait()      # warm-up, not counted
     rows = []
 
     def measure(what, client, proc, count):
@@ -1448,11 +1450,13 @@ def profile(env):
     def zk_requests_half():
         return int(mntr(env.zk_port)["zk_packets_received"]) / 2.0
 
-    pb = Pgbench(env, pg, script, 1, secs=env.secs, log_latencies=False)
-    measure("zklock session cycle, 1 client", "pgbench (client)", pb.p, granted)
+    pb = Pgbench(env, pg, script, clients, secs=env.secs, log_latencies=False)
+    measure("zklock session cycle, %d client%s" % (clients, "s" if clients > 1 else ""),
+            "pgbench (client)", pb.p, granted)
     pb.wait()
-    p = spawn([env.zk_floor, env.hosts, "sync", str(env.secs), "1"])
-    measure("ZK floor: sync create+delete", "zk_floor (client)", p, zk_requests_half)
+    p = spawn([env.zk_floor, env.hosts, "sync", str(env.secs), str(clients)])
+    measure("ZK floor: sync create+delete, %d session%s" % (clients, "s" if clients > 1 else ""),
+            "zk_floor (client)", p, zk_requests_half)
     finish(p, env.secs + 90, "zk_floor sync")
     print("%-32s %-28s %13s %19s" % ("run", "process", "CPU us/cycle", "ctx switches/cycle"))
     for what, proc, us, cs in rows:

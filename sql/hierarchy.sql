@@ -72,6 +72,16 @@ SELECT array_length(zk_lock_acquire_all_session(ARRAY['set/b', 'set/a', 'set/b']
 SELECT resource, mode, implicit FROM zk_locks WHERE resource LIKE 'set%' ORDER BY resource;
 SELECT zk_lock_release_all();
 
+-- members share their parents' locks: releasing one member, or the parent
+-- itself, leaves the parent locked for the other members
+SELECT array_length(zk_lock_acquire_all_session(ARRAY['pset/x/1', 'pset/x/2', 'pset/x']), 1) AS tokens;
+SELECT zk_lock_release('pset/x/1');
+SELECT resource, mode FROM zk_locks WHERE resource LIKE 'pset%' ORDER BY resource;
+SELECT zk_lock_release('pset/x');
+SELECT resource, mode FROM zk_locks WHERE resource LIKE 'pset%' ORDER BY resource;
+SELECT zk_lock_release('pset/x/2');
+SELECT count(*) AS pset_left FROM zk_locks WHERE resource LIKE 'pset%';
+
 -- one member held elsewhere: a try set gets nothing and leaves nothing
 SELECT * FROM dblink('o', $$SELECT zk_lock_acquire_session('set/c') > 0$$) AS t(ok boolean);
 SELECT zk_lock_try_acquire_all(ARRAY['set/a', 'set/c', 'set/d']) IS NULL AS not_granted;

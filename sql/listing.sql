@@ -35,6 +35,17 @@ FROM zk_locks WHERE resource IN ('list/r', 'list/w', 'list/alice') ORDER BY reso
 RESET SESSION AUTHORIZATION;
 SELECT dblink_disconnect('a');
 DROP ROLE regress_zkl_alice;
+-- a line break in a role name cannot forge a field of the node data
+CREATE ROLE "regress_zkl
+scope=explicit";
+SET ROLE "regress_zkl
+scope=explicit";
+SELECT zk_lock_acquire_session('list/nl') > 0 AS ok;
+RESET ROLE;
+SELECT scope, implicit, username FROM zk_locks WHERE resource = 'list/nl';
+SELECT zk_lock_release('list/nl');
+DROP ROLE "regress_zkl
+scope=explicit";
 SELECT zk_lock_release('list/w');
 SELECT token > 0 AS waiter_granted FROM dblink_get_result('w') AS t(token bigint);
 SELECT dblink_disconnect('w');

@@ -306,6 +306,24 @@ raise_failure(int idx, const char *what)
 					 zklock_hosts) : 0));
 }
 
+/*
+ * A value in the node data: a role or database name may hold any character,
+ * but a line break would start a field of its own.
+ */
+static const char *
+one_line(const char *value)
+{
+	char	   *copy;
+
+	if (strpbrk(value, "\n\r") == NULL)
+		return value;
+	copy = pstrdup(value);
+	for (char *p = copy; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+	return copy;
+}
+
 /* Who holds the node: key=value lines, read back by zk_locks */
 static void
 describe_holder(char *buf, size_t buflen, const char *scope, bool implicit,
@@ -323,9 +341,9 @@ describe_holder(char *buf, size_t buflen, const char *scope, bool implicit,
 		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
 	appendStringInfo(&s, "instance=%s\npid=%d\ndatabase=%s\nuser=%s\napplication=%s\nvxid=%d/%u\nscope=%s\nimplicit=%s\nsince=" INT64_FORMAT ".%06d\n",
 					 zklock_instance_name(), MyProcPid,
-					 dbname ? dbname : "",
-					 GetUserNameFromId(GetUserId(), false),
-					 application_name ? application_name : "",
+					 one_line(dbname ? dbname : ""),
+					 one_line(GetUserNameFromId(GetUserId(), false)),
+					 one_line(application_name ? application_name : ""),
 					 MyProc->backendId, MyProc->lxid,
 					 scope,
 					 implicit ? "true" : "false",
@@ -709,21 +727,20 @@ zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
 		nsteps = add_steps(steps, nsteps, resources[i], modes[i], true, i);
 	qsort(steps, nsteps, sizeof(LockStep), step_cmp);
 
-	/* merge the steps of one resource into the first: the strongest mode */
+	/*
+	 * A resource asked for twice is taken once, in the strongest mode (the
+	 * explicit steps of a resource sort first and are merged).  A parent's
+	 * implicit steps stay: each stacks one implicit hold onto the lock taken
+	 * before it, so that releasing one member, or the parent itself, leaves
+	 * the other members' parent locks in place.
+	 */
 	for (int i = 0; i < nsteps; i++)
 	{
-		if (kept > 0 && strcmp(steps[kept - 1].resource, steps[i].resource) == 0)
+		if (kept > 0 && !steps[i].implicit && !steps[kept - 1].implicit &&
+			strcmp(steps[kept - 1].resource, steps[i].resource) == 0)
 		{
-			LockStep   *into = &steps[kept - 1];
-
 			if (steps[i].mode == ZKLOCK_EXCLUSIVE)
-				into->mode = ZKLOCK_EXCLUSIVE;
-			if (!steps[i].implicit && into->implicit)
-			{
-				into->implicit = false;
-				into->parents = steps[i].parents;
-				into->input = steps[i].input;
-			}
+				steps[kept - 1].mode = ZKLOCK_EXCLUSIVE;
 			continue;
 		}
 		steps[kept++] = steps[i];

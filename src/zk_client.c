@@ -41,6 +41,14 @@ static pthread_mutex_t event_mutex = PTHREAD_MUTEX_INITIALIZER;
 static ZkEvent *event_head = NULL;
 static ZkEvent *event_tail = NULL;
 
+/*
+ * A byte is in the wake pipe, or the main thread has not yet seen the queue
+ * empty since one was: no further write is needed to wake it.  Guarded by
+ * event_mutex.  Replies that arrive together (a create and the listing
+ * behind it) so cost the main thread one wake-up, not one each.
+ */
+static bool wake_pending = false;
+
 /* The client library's last error message; guarded by event_mutex */
 static char last_log[256];
 
@@ -78,7 +86,7 @@ static void
 push_event(ZkEvent *ev)
 {
 	char		b = 0;
-	ssize_t		rc;
+	bool		wake;
 
 	ev->next = NULL;
 	pthread_mutex_lock(&event_mutex);
@@ -87,11 +95,17 @@ push_event(ZkEvent *ev)
 	else
 		event_head = ev;
 	event_tail = ev;
+	wake = !wake_pending;
+	wake_pending = true;
 	pthread_mutex_unlock(&event_mutex);
 
-	/* a full pipe already means "wake up" */
-	rc = write(wake_pipe[1], &b, 1);
-	(void) rc;
+	if (wake)
+	{
+		/* a full pipe already means "wake up" */
+		ssize_t		rc = write(wake_pipe[1], &b, 1);
+
+		(void) rc;
+	}
 }
 
 ZkEvent *
@@ -107,6 +121,8 @@ zkc_next_event(void)
 		if (event_head == NULL)
 			event_tail = NULL;
 	}
+	else
+		wake_pending = false;	/* seen empty: the next event must wake us */
 	pthread_mutex_unlock(&event_mutex);
 	return ev;
 }

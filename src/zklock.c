@@ -125,6 +125,29 @@ check_auth(char **newval, void **extra, GucSource source)
 }
 
 static bool
+check_node_name(char **newval, void **extra, GucSource source)
+{
+	const char *n = *newval;
+
+	if (n == NULL)
+		return true;
+	if (strlen(n) > 63)
+	{
+		GUC_check_errdetail("zklock.node_name is at most 63 bytes long.");
+		return false;
+	}
+	for (const unsigned char *p = (const unsigned char *) n; *p; p++)
+	{
+		if (*p < 0x20 || *p == 0x7f)
+		{
+			GUC_check_errdetail("zklock.node_name may not contain control characters.");
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool
 check_node_naming(char **newval, void **extra, GucSource source)
 {
 	if (!zklock_check_node_naming(*newval))
@@ -181,7 +204,7 @@ zklock_define_settings(void)
 							   "",
 							   PGC_POSTMASTER,
 							   0,
-							   NULL, NULL, NULL);
+							   check_node_name, NULL, NULL);
 
 	DefineCustomStringVariable("zklock.auth",
 							   "ZooKeeper credentials, as digest:user:password.",
