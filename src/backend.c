@@ -76,6 +76,13 @@ static bool known_lost = false;
 static int	pending_idx = -1;
 static uint32 pending_gen = 0;
 
+/* the requests of a batch sent at once (take_at_once), likewise */
+#define ZKLOCK_MAX_BATCH 64
+static int	nbatch = 0;
+static bool batching = false;
+static int	batch_idx[ZKLOCK_MAX_BATCH];
+static uint32 batch_gen[ZKLOCK_MAX_BATCH];
+
 static void xact_callback(XactEvent event, void *arg);
 static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 							 SubTransactionId parentSubid, void *arg);
@@ -213,7 +220,8 @@ submit(int idx)
 {
 	zklock_shared->entries[idx].state = ZKE_REQUESTED;
 	zklock_enqueue(idx);
-	zklock_wake_worker();
+	if (!batching)
+		zklock_wake_worker();	/* a batch wakes it once, when all are in */
 	pending_idx = idx;
 	pending_gen = zklock_shared->entries[idx].generation;
 }
@@ -569,6 +577,180 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 	return lock;
 }
 
+/* the scope take_at_once describes its nodes with */
+static bool session_scope = false;
+
+/*
+ * Locks take_at_once made that no step took a hold of: give them back.
+ * (Looked up by key: a lock whose holds were dropped is gone already.)
+ */
+static void
+forget_unheld(LocalLockKey *made, int nmade)
+{
+	for (int i = 0; i < nmade; i++)
+	{
+		LocalLock  *lock = hash_search(local_locks, &made[i], HASH_FIND, NULL);
+
+		if (lock && lock->session_count == 0 && lock->session_implicit == 0 &&
+			lock->nxact == 0)
+			forget(lock);
+	}
+}
+
+/*
+ * The fast path for several steps (a resource with its parents, a lock
+ * set): ask for every node this backend does not hold yet at once, as
+ * try-locks, so that the worker pipelines them and an uncontended request
+ * costs one round trip, not one per step.  If all are granted, the local
+ * locks are entered with no holds yet (take_steps adds them) and made[]
+ * gets their keys; otherwise every node is given back and the caller takes the
+ * steps one by one, waiting in order -- queueing for several nodes at once
+ * could deadlock, trying them cannot.  Returns the number of locks made (0
+ * when the fast path does not apply), or -1 when some step could not be
+ * granted now.
+ */
+static int
+take_at_once(LockStep *steps, int nsteps, LocalLockKey *made)
+{
+	int			n = 0;
+	int			step_of[ZKLOCK_MAX_BATCH];
+	bool		all_granted = true;
+	int			failed = -1;
+	int			nmade = 0;
+
+	for (int i = 0; i < nsteps; i++)
+	{
+		bool		dup = false;
+
+		if (held_lock(steps[i].resource, NULL))
+			continue;
+		for (int j = 0; j < i && !dup; j++)
+			dup = strcmp(steps[j].resource, steps[i].resource) == 0;
+		if (dup)
+			continue;			/* stacks onto the earlier step's lock */
+		if (steps[i].mode == ZKLOCK_SHARED &&
+			zklock_naming_style(steps[i].resource) == ZKLOCK_NAMING_CURATOR_MUTEX)
+			return 0;			/* take_step says why */
+		if (n == ZKLOCK_MAX_BATCH)
+			return 0;
+		step_of[n++] = i;
+	}
+	if (n < 2)
+		return 0;				/* nothing to gain */
+
+	Assert(nbatch == 0);
+	PG_TRY();
+	{
+		batching = true;
+		for (int k = 0; k < n; k++)
+		{
+			LockStep   *step = &steps[step_of[k]];
+			char		data[ZKLOCK_MAX_DATA_LEN + 1];
+			ZkLockEntry *e;
+			int			idx;
+
+			describe_holder(data, sizeof(data),
+							session_scope ? "session" : "transaction",
+							step->implicit, 0);
+			idx = begin_request(ZKR_TRY_ACQUIRE);
+			e = &zklock_shared->entries[idx];
+			e->mode = step->mode;
+			strlcpy(e->resource, step->resource, sizeof(e->resource));
+			strlcpy(e->data, data, sizeof(e->data));
+			submit(idx);
+			batch_idx[nbatch] = idx;
+			batch_gen[nbatch] = e->generation;
+			nbatch++;
+			pending_idx = -1;
+			LWLockRelease(zklock_shared->lock);
+		}
+		batching = false;
+		LWLockAcquire(zklock_shared->lock, LW_SHARED);
+		zklock_wake_worker();
+		LWLockRelease(zklock_shared->lock);
+
+		/* every answer comes at once: no timeout of ours is needed */
+		for (;;)
+		{
+			bool		waiting = false;
+
+			LWLockAcquire(zklock_shared->lock, LW_SHARED);
+			for (int k = 0; k < n; k++)
+				if (zklock_shared->entries[batch_idx[k]].state == ZKE_REQUESTED)
+					waiting = true;
+			LWLockRelease(zklock_shared->lock);
+			if (!waiting)
+				break;
+			(void) WaitLatch(MyLatch,
+							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 1000, ZKLOCK_WAIT_EVENT);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_CATCH();
+	{
+		batching = false;
+		for (int k = 0; k < nbatch; k++)
+			withdraw(batch_idx[k], batch_gen[k]);
+		nbatch = 0;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	for (int k = 0; k < n; k++)
+	{
+		ZkEntryState state = zklock_shared->entries[batch_idx[k]].state;
+
+		if (state != ZKE_GRANTED)
+			all_granted = false;
+		if (state == ZKE_FAILED && failed < 0)
+			failed = k;
+	}
+	LWLockRelease(zklock_shared->lock);
+
+	if (!all_granted)
+	{
+		/* give every node back; a failure (no connection, ...) is raised */
+		for (int k = 0; k < n; k++)
+			if (k != failed)
+				withdraw(batch_idx[k], batch_gen[k]);
+		nbatch = 0;
+		if (failed >= 0)
+			raise_failure(batch_idx[failed],
+						  psprintf("acquire zklock lock on resource \"%s\"",
+								   steps[step_of[failed]].resource));
+		return -1;
+	}
+
+	for (int k = 0; k < n; k++)
+	{
+		LockStep   *step = &steps[step_of[k]];
+		LocalLockKey key;
+		LocalLock  *lock;
+		bool		found;
+
+		make_key(&key, step->resource, step->mode);
+		lock = hash_search(local_locks, &key, HASH_ENTER, &found);
+		Assert(!found);
+		lock->idx = batch_idx[k];
+		lock->generation = batch_gen[k];
+		LWLockAcquire(zklock_shared->lock, LW_SHARED);
+		lock->token = zklock_shared->entries[batch_idx[k]].token;
+		LWLockRelease(zklock_shared->lock);
+		lock->parents = !step->implicit && step->parents;
+		lock->session_count = 0;
+		lock->session_implicit = 0;
+		lock->nxact = 0;
+		lock->maxxact = 0;
+		lock->xact_subids = NULL;
+		made[nmade++] = key;
+	}
+	nbatch = 0;
+	return nmade;
+}
+
 /*
  * Take the steps in order, all or none: if one is not granted (try) or
  * raises (timeout, cancel, error), every hold taken so far by this call is
@@ -581,10 +763,21 @@ take_steps(LockStep *steps, int nsteps, bool session, bool wait,
 	TimestampTz deadline = 0;
 	volatile int ntaken = 0;
 	bool		granted = true;
+	LocalLockKey made[ZKLOCK_MAX_BATCH];
+	volatile int nmade;
 
 	if (timeout_ms >= 0)
 		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 											   timeout_ms);
+	session_scope = session;
+	nmade = take_at_once(steps, nsteps, made);
+	if (nmade < 0)
+	{
+		if (!wait)
+			return false;		/* a try: something is taken now */
+		nmade = 0;				/* wait for each in order */
+	}
+
 	PG_TRY();
 	{
 		for (int i = 0; i < nsteps; i++)
@@ -603,6 +796,7 @@ take_steps(LockStep *steps, int nsteps, bool session, bool wait,
 	{
 		for (int i = ntaken - 1; i >= 0; i--)
 			drop_hold(steps[i].lock, session, steps[i].implicit);
+		forget_unheld(made, nmade);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -610,6 +804,7 @@ take_steps(LockStep *steps, int nsteps, bool session, bool wait,
 	if (!granted)
 		for (int i = ntaken - 1; i >= 0; i--)
 			drop_hold(steps[i].lock, session, steps[i].implicit);
+	forget_unheld(made, nmade);
 	return granted;
 }
 
@@ -1079,6 +1274,9 @@ backend_exit(int code, Datum arg)
 	if (pending_idx >= 0)
 		withdraw(pending_idx, pending_gen);
 	pending_idx = -1;
+	for (int i = 0; i < nbatch; i++)
+		withdraw(batch_idx[i], batch_gen[i]);
+	nbatch = 0;
 	if (local_locks == NULL)
 		return;
 	hash_seq_init(&seq, local_locks);

@@ -24,6 +24,7 @@ ZKUTIL_CONNECT_TIMEOUT seconds (default 10).
 
 import logging
 import os
+import re
 import sys
 import time
 
@@ -35,7 +36,11 @@ except ImportError:  # pragma: no cover
                      "(Debian package python3-kazoo)\n")
     sys.exit(2)
 
-LOCK_MARK = "LOCK-"
+# A lock node, whoever made it: a name that ends in ZooKeeper's ten-digit
+# sequence suffix after a lock client's mark (Hive and zklock "LOCK-SHARED-",
+# "LOCK-EXCLUSIVE-"; Curator "__READ__", "__WRIT__", "lock-"; Kazoo
+# "__lock__", "__rlock__"; ZooKeeper's recipe "read-", "write-").
+LOCK_RE = re.compile(r"(LOCK-(SHARED|EXCLUSIVE)-|__READ__|__WRIT__|lock-|__lock__|__rlock__|read-|write-)\d{10}$")
 
 
 def usage():
@@ -61,7 +66,7 @@ def walk(zk, path):
 
 
 def is_lock(path):
-    return LOCK_MARK in path.rsplit("/", 1)[-1]
+    return LOCK_RE.search(path.rsplit("/", 1)[-1]) is not None
 
 
 def lock_nodes(zk, path):

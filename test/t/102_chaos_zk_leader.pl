@@ -5,7 +5,8 @@
 # checker).  A three-server ensemble on loopback.  A transaction holds the
 # lock across the first failover and commits after it: whether it may
 # (its session survived the election) or must not (the session was lost),
-# the checker holds its row against every other section.
+# the checker holds its row against every other section.  Then a follower
+# is killed and restarted under load (any single server may go).
 use strict;
 use warnings;
 
@@ -48,6 +49,23 @@ my $chaos = ZkChaos->new(nodes => \@nodes);
 		ok(ZkChaos::zk_wait_serving(30), "zk_leader_kill: round $round: all servers serve again");
 		$run->fault_end;
 	}
+	$run->check;
+}
+
+# Any single server: a follower is killed and restarted under load; the
+# workers connected to it move to another server with their sessions.
+{
+	my $run = $chaos->start('zk_follower_kill', duration => 12);
+	$run->sleep_until(4);
+	my $leader = ZkChaos::zk_leader();
+	my ($follower) = grep { $_ != $leader } (1, 2, 3);
+	$run->fault_begin("SIGKILL of follower $follower");
+	ZkChaos::zk_ctl('kill', $follower);
+	$run->sleep_until(7);
+	is(ZkChaos::zk_leader(30), $leader, 'zk_follower_kill: the leader stays');
+	ZkChaos::zk_ctl('restart-one', $follower);
+	ok(ZkChaos::zk_wait_serving(30), 'zk_follower_kill: all servers serve again');
+	$run->fault_end;
 	$run->check;
 }
 
