@@ -246,10 +246,10 @@ zklock_protocol_request(int idx)
 		w->mode = e->mode;
 		snprintf(w->parent, sizeof(w->parent), "%s/%s", zklock_root,
 				 e->resource);
-		zklock_format_node_prefix(w->prefix, sizeof(w->prefix), incarnation,
-								  idx, gen);
 		w->naming = zklock_naming_style(e->resource);
 		w->persistent = e->persistent;
+		zklock_format_node_prefix(w->prefix, sizeof(w->prefix), incarnation,
+								  idx, gen, w->persistent);
 		w->node[0] = '\0';
 		w->list_buf = NULL;
 		w->since = GetCurrentTimestamp();
@@ -479,38 +479,101 @@ admin_start(int idx)
 /*
  * Explicit locks are persistent nodes whose data says when they expire
  * ("expires=<epoch seconds>").  Every instance's worker walks the tree
- * every zklock.sweep_interval and deletes the expired ones; persistent nodes
- * without an expiry (other clients') are left alone.
+ * every zklock.sweep_interval and deletes the expired ones.  Only zklock's
+ * explicit nodes (their request prefix starts "zx") are read; persistent
+ * nodes without an expiry (other clients') are left alone.  The walk keeps
+ * at most SWEEP_IN_FLIGHT requests in flight, so that a tree of many
+ * thousand locks costs ZooKeeper a steady trickle, not a burst that stalls
+ * everyone's acquires.
  */
+#define SWEEP_IN_FLIGHT 16
+
+typedef struct SweepItem
+{
+	bool		data;			/* read the node's data, or list its children */
+	char		path[FLEXIBLE_ARRAY_MEMBER];
+} SweepItem;
+
+static List *sweep_queue = NIL;	/* in sweep_context */
+static MemoryContext sweep_context = NULL;
+
+static void
+sweep_push(const char *path, bool data)
+{
+	MemoryContext old = MemoryContextSwitchTo(sweep_context);
+	SweepItem  *item = palloc(offsetof(SweepItem, path) + strlen(path) + 1);
+
+	item->data = data;
+	strcpy(item->path, path);
+	sweep_queue = lappend(sweep_queue, item);
+	MemoryContextSwitchTo(old);
+}
+
+/* Send queued walk requests while fewer than SWEEP_IN_FLIGHT are out */
+static void
+sweep_issue(void)
+{
+	while (sweep_queue != NIL && sweep_pending < SWEEP_IN_FLIGHT)
+	{
+		SweepItem  *item = linitial(sweep_queue);
+		bool		sent;
+
+		sweep_queue = list_delete_first(sweep_queue);
+		sent = item->data ?
+			zkc_get_data(item->path, TAG(sweep_generation, OP_LIST_DATA, SWEEP_IDX)) :
+			zkc_get_children(item->path, TAG(sweep_generation, OP_LIST_CHILDREN, SWEEP_IDX));
+		if (sent)
+			sweep_pending++;
+		pfree(item);
+	}
+	if (sweep_pending == 0 && sweep_queue == NIL)
+		MemoryContextReset(sweep_context);
+}
+
 static void
 sweep_start(void)
 {
-	if (sweep_pending > 0)
+	if (sweep_pending > 0 || sweep_queue != NIL)
 		return;					/* the last one is still going */
+	if (sweep_context == NULL)
+		sweep_context = AllocSetContextCreate(TopMemoryContext,
+											  "zklock sweep",
+											  ALLOCSET_DEFAULT_SIZES);
 	sweep_generation++;
-	sweep_pending = 1;
-	if (!zkc_get_children(zklock_root,
-						  TAG(sweep_generation, OP_LIST_CHILDREN, SWEEP_IDX)))
-		sweep_pending = 0;
+	sweep_push(zklock_root, false);
+	sweep_issue();
+}
+
+/* Forget a walk in progress (its replies will not come) */
+static void
+sweep_abandon(void)
+{
+	sweep_pending = 0;
+	sweep_queue = NIL;
+	if (sweep_context)
+		MemoryContextReset(sweep_context);
 }
 
 static void
 sweep_event(ZkEvent *ev)
 {
-	if (TAG_GEN(ev->tag) != sweep_generation || sweep_pending <= 0)
-		return;
+	int			op = TAG_OP(ev->tag);
+
+	if (TAG_GEN(ev->tag) != sweep_generation || op == OP_DELETE ||
+		sweep_pending <= 0)
+		return;					/* a delete's reply was never counted */
 	sweep_pending--;
 	if (ev->rc == ZKC_OK && ev->kind == ZKEV_CHILDREN)
 	{
 		for (int i = 0; i < ev->nchildren; i++)
 		{
-			char	   *child = psprintf("%s/%s", ev->path, ev->children[i]);
-			bool		is_lock = zklock_parse_node_name(ev->children[i], NULL, NULL);
+			const char *c = ev->children[i];
+			char	   *child = psprintf("%s/%s", ev->path, c);
 
-			if (is_lock ?
-				zkc_get_data(child, TAG(sweep_generation, OP_LIST_DATA, SWEEP_IDX)) :
-				zkc_get_children(child, TAG(sweep_generation, OP_LIST_CHILDREN, SWEEP_IDX)))
-				sweep_pending++;
+			if (!zklock_parse_node_name(c, NULL, NULL))
+				sweep_push(child, false);	/* a resource: walk it */
+			else if (zklock_node_has_prefix(c, "zx"))
+				sweep_push(child, true);	/* an explicit lock: read it */
 			pfree(child);
 		}
 	}
@@ -532,6 +595,7 @@ sweep_event(ZkEvent *ev)
 			}
 		}
 	}
+	sweep_issue();
 }
 
 /* Delete the next orphaned persistent node, if any; when connected */
@@ -1041,7 +1105,7 @@ void
 zklock_protocol_disconnected(void)
 {
 	connected = false;
-	sweep_pending = 0;			/* its replies fail; sweep again later */
+	sweep_abandon();			/* its replies fail; sweep again later */
 	orphan_busy = false;
 }
 
@@ -1055,7 +1119,7 @@ zklock_protocol_session_lost(const char *why)
 {
 	connected = false;
 	session_id = 0;
-	sweep_pending = 0;
+	sweep_abandon();
 	orphan_busy = false;
 	for (int i = 0; i < nwork; i++)
 	{

@@ -279,9 +279,11 @@ zklock_naming_style(const char *resource)
  */
 void
 zklock_format_node_prefix(char *buf, size_t buflen, uint32 incarnation,
-						  int idx, uint32 generation)
+						  int idx, uint32 generation, bool persistent)
 {
-	snprintf(buf, buflen, "zk%08x.%x.%x-", incarnation, idx, generation);
+	/* "zx": an explicit lock, the only nodes the expiry sweep reads */
+	snprintf(buf, buflen, "%s%08x.%x.%x-", persistent ? "zx" : "zk",
+			 incarnation, idx, generation);
 }
 
 /*

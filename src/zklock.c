@@ -28,7 +28,7 @@ char	   *zklock_node_name = NULL;
 char	   *zklock_auth = NULL;
 char	   *zklock_node_naming = NULL;
 int			zklock_max_locks_per_backend = 32;
-int			zklock_sweep_interval = 10000;
+int			zklock_sweep_interval = 60000;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -235,9 +235,9 @@ zklock_define_settings(void)
 
 	DefineCustomIntVariable("zklock.sweep_interval",
 							"How often the worker removes expired explicit locks.",
-							NULL,
+							"Each sweep lists every resource node under zklock.root.",
 							&zklock_sweep_interval,
-							10000, 100, 3600000,
+							60000, 100, 3600000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

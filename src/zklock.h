@@ -197,7 +197,7 @@ extern bool zklock_parse_node_name(const char *name, ZkLockMode *mode,
 								   int64 *seq);
 extern void zklock_format_node_prefix(char *buf, size_t buflen,
 									  uint32 incarnation, int idx,
-									  uint32 generation);
+									  uint32 generation, bool persistent);
 extern bool zklock_node_has_prefix(const char *name, const char *prefix);
 extern void zklock_format_node_request(char *buf, size_t buflen,
 									   const char *prefix, ZkLockMode mode,
