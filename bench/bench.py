@@ -1461,9 +1461,9 @@ def profile(env, clients=1):
     measure("ZK floor: sync create+delete, %d session%s" % (clients, "s" if clients > 1 else ""),
             "zk_floor (client)", p, zk_requests_half)
     finish(p, env.secs + 90, "zk_floor sync")
-    print("%-32s %-28s %13s %19s" % ("run", "process", "CPU us/cycle", "ctx switches/cycle"))
+    print("%-42s %-28s %13s %19s" % ("run", "process", "CPU us/cycle", "ctx switches/cycle"))
     for what, proc, us, cs in rows:
-        print("%-32s %-28s %13.1f %19s" % (what, proc, us, "" if cs is None else "%.2f" % cs))
+        print("%-42s %-28s %13.1f %19s" % (what, proc, us, "" if cs is None else "%.2f" % cs))
     return 0
 
 

@@ -457,6 +457,31 @@ drop_hold(LocalLock *lock, bool session, bool implicit)
 		forget(lock);
 }
 
+/* Enter a lock just granted into the local table, with no holds yet */
+static LocalLock *
+enter_lock(LockStep *step, int idx, uint32 generation)
+{
+	LocalLockKey key;
+	LocalLock  *lock;
+	bool		found;
+
+	make_key(&key, step->resource, step->mode);
+	lock = hash_search(local_locks, &key, HASH_ENTER, &found);
+	Assert(!found);
+	lock->idx = idx;
+	lock->generation = generation;
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	lock->token = zklock_shared->entries[idx].token;
+	LWLockRelease(zklock_shared->lock);
+	lock->parents = !step->implicit && step->parents;
+	lock->session_count = 0;
+	lock->session_implicit = 0;
+	lock->nxact = 0;
+	lock->maxxact = 0;
+	lock->xact_subids = NULL;
+	return lock;
+}
+
 /*
  * Take one step: stack onto a lock this backend holds, or ask the worker
  * for a node and wait.  Returns the local lock, or NULL when a try-lock
@@ -466,10 +491,8 @@ static LocalLock *
 take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 		  int timeout_total)
 {
-	LocalLockKey key;
 	LocalLock  *lock;
 	ZkLockMode	held_mode;
-	bool		found;
 	int			idx;
 	uint32		gen;
 	ZkLockEntry *e;
@@ -559,20 +582,7 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 	if (state == ZKE_FAILED)
 		raise_failure(idx, psprintf("acquire zklock lock on %s", what));
 
-	make_key(&key, step->resource, step->mode);
-	lock = hash_search(local_locks, &key, HASH_ENTER, &found);
-	Assert(!found);
-	lock->idx = idx;
-	lock->generation = gen;
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	lock->token = zklock_shared->entries[idx].token;
-	LWLockRelease(zklock_shared->lock);
-	lock->parents = !step->implicit && step->parents;
-	lock->session_count = 0;
-	lock->session_implicit = 0;
-	lock->nxact = 0;
-	lock->maxxact = 0;
-	lock->xact_subids = NULL;
+	lock = enter_lock(step, idx, gen);
 	add_hold(lock, session, step->implicit);
 	return lock;
 }
@@ -726,26 +736,8 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made)
 
 	for (int k = 0; k < n; k++)
 	{
-		LockStep   *step = &steps[step_of[k]];
-		LocalLockKey key;
-		LocalLock  *lock;
-		bool		found;
-
-		make_key(&key, step->resource, step->mode);
-		lock = hash_search(local_locks, &key, HASH_ENTER, &found);
-		Assert(!found);
-		lock->idx = batch_idx[k];
-		lock->generation = batch_gen[k];
-		LWLockAcquire(zklock_shared->lock, LW_SHARED);
-		lock->token = zklock_shared->entries[batch_idx[k]].token;
-		LWLockRelease(zklock_shared->lock);
-		lock->parents = !step->implicit && step->parents;
-		lock->session_count = 0;
-		lock->session_implicit = 0;
-		lock->nxact = 0;
-		lock->maxxact = 0;
-		lock->xact_subids = NULL;
-		made[nmade++] = key;
+		made[nmade++] = enter_lock(&steps[step_of[k]], batch_idx[k],
+								   batch_gen[k])->key;
 	}
 	nbatch = 0;
 	return nmade;
