@@ -227,6 +227,31 @@ submit(int idx)
 }
 
 /*
+ * A worker that is running but has not taken a request out of its queue
+ * within zklock.connect_timeout is stuck (stopped, or looping): end the
+ * wait with an error rather than wait for it without a bound.  Called with
+ * the entry still REQUESTED; the caller's error path withdraws it.
+ */
+static void
+check_worker_responds(int idx, TimestampTz since)
+{
+	bool		queued;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	queued = zklock_shared->entries[idx].queued;
+	LWLockRelease(zklock_shared->lock);
+	if (queued &&
+		TimestampDifferenceExceeds(since, GetCurrentTimestamp(),
+								   zklock_connect_timeout))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock worker is not responding"),
+				 errdetail("The worker has not taken the request within zklock.connect_timeout (%d ms).",
+						   zklock_connect_timeout),
+				 errhint("Check the zklock worker's process (zk_lock_status.worker_pid) and the server log.")));
+}
+
+/*
  * Wait until the worker has answered the pending request, or until
  * timeout_ms (-1: no limit) has passed: then withdraw it and raise 55P03
  * (saying shown_ms, the caller's whole timeout).
@@ -239,6 +264,7 @@ wait_for_answer(const char *what, int timeout_ms, int shown_ms,
 	int			idx = pending_idx;
 	uint32		gen = pending_gen;
 	TimestampTz deadline = 0;
+	TimestampTz since = GetCurrentTimestamp();
 	ZkEntryState state;
 
 	if (timeout_ms >= 0)
@@ -257,6 +283,7 @@ wait_for_answer(const char *what, int timeout_ms, int shown_ms,
 			LWLockRelease(zklock_shared->lock);
 			if (state != ZKE_REQUESTED)
 				break;
+			check_worker_responds(idx, since);
 
 			if (deadline != 0)
 			{
@@ -627,6 +654,7 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made)
 	bool		all_granted = true;
 	int			failed = -1;
 	int			nmade = 0;
+	TimestampTz since;
 
 	for (int i = 0; i < nsteps; i++)
 	{
@@ -680,17 +708,19 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made)
 		LWLockRelease(zklock_shared->lock);
 
 		/* every answer comes at once: no timeout of ours is needed */
+		since = GetCurrentTimestamp();
 		for (;;)
 		{
-			bool		waiting = false;
+			int			waiting = -1;
 
 			LWLockAcquire(zklock_shared->lock, LW_SHARED);
 			for (int k = 0; k < n; k++)
 				if (zklock_shared->entries[batch_idx[k]].state == ZKE_REQUESTED)
-					waiting = true;
+					waiting = k;
 			LWLockRelease(zklock_shared->lock);
-			if (!waiting)
+			if (waiting < 0)
 				break;
+			check_worker_responds(batch_idx[waiting], since);
 			(void) WaitLatch(MyLatch,
 							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 1000, ZKLOCK_WAIT_EVENT);

@@ -10,6 +10,8 @@
 #  - kill -9 of the worker: the instance's nodes vanish as soon as the new
 #    worker is up (well before the session timeout, set long here), and a
 #    waiter on the other instance proceeds;
+#  - a stopped (SIGSTOP) worker: a request fails with 55000 within
+#    connect_timeout instead of waiting without a bound;
 #  - kill -9 of the postmaster: once the instance is started again, its old
 #    nodes go and the waiter on the other instance proceeds, well before the
 #    30 s session timeout.
@@ -94,6 +96,24 @@ is($r->{out}, 't', 'releasing the lost lock succeeds');
 like($r->{err}, qr/WARNING:.*was lost/, 'with a WARNING that it had been lost');
 $h->query_ok(q{SELECT zk_lock_acquire_session('fence/other') > 0});
 $h->query_ok(q{SELECT zk_lock_release_all()});
+
+# --- a stuck worker: requests fail within connect_timeout ------------------------
+{
+	my $stuck_pid = psql1($node2, 'SELECT worker_pid FROM zk_lock_status');
+	my $s = zk_session($node2, 'stuck');
+	kill 'STOP', $stuck_pid;
+	my $t_stuck = time();
+	my $r1 = $s->query(q{SELECT zk_lock_try_acquire('stuck/r')}, 30);
+	my $took = time() - $t_stuck;
+	kill 'CONT', $stuck_pid;
+	is($r1->{sqlstate}, '55000', 'a try-lock sent to a stopped worker fails with 55000');
+	like($r1->{err}, qr/zklock worker is not responding/, '... saying the worker does not respond');
+	cmp_ok($took, '<', 15, sprintf('... within connect_timeout (%.1f s)', $took));
+	is($s->query_ok(q{SELECT zk_lock_try_acquire('stuck/r') > 0}), 't',
+		'once the worker runs again, the lock is granted');
+	$s->quit;
+	ok(zk_wait_count(zk_path('stuck/r'), 0, 10), 'and no node is left behind');
+}
 
 # --- kill -9 of the worker -------------------------------------------------------
 my $h2 = zk_session($node1, 'holder2');
