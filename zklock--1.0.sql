@@ -79,12 +79,19 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'zklock_nodes'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- The role the caller acts as (SET ROLE or the session user), also inside
+-- a SECURITY DEFINER function such as zk_locks.
+CREATE FUNCTION zk_lock_outer_role()
+RETURNS oid
+AS 'MODULE_PATHNAME', 'zklock_outer_role'
+LANGUAGE C STABLE PARALLEL SAFE;
+
 -- SHOW LOCKS: holders and waiters with what each waiter waits behind.
 -- Hive's rule decides who is granted (an exclusive node with no lower node,
 -- a shared node with no lower exclusive node) and whom a waiter watches
 -- (an exclusive its predecessor, a shared the nearest lower exclusive).
 -- Users who are not superusers see the details of their own locks only (the
--- locks of roles whose privileges the session user has).
+-- locks of roles whose privileges they have; pg_read_all_stats sees all).
 CREATE FUNCTION zk_locks(subtree text DEFAULT NULL,
     OUT resource text, OUT mode text, OUT granted boolean, OUT node text,
     OUT blocked_by text, OUT blocked_by_pid integer, OUT blocked_by_instance text,
@@ -113,12 +120,15 @@ AS $$
            CASE WHEN r.mode = 'exclusive' THEN r.first ELSE r.no_lower_x END AS is_granted,
            CASE WHEN r.mode = 'exclusive' THEN r.pred_seq ELSE r.pred_x_seq END AS behind_seq,
            -- SECURITY DEFINER makes current_user the owner: judge by the
-           -- session user, who sees the locks of every role it has the
-           -- privileges of (matched by name, as pg_stat_activity does by oid)
-           ((SELECT rolsuper FROM pg_roles WHERE rolname = session_user)
+           -- role the caller acts as, who sees the locks of every role it
+           -- has the privileges of (matched by name: other instances' roles
+           -- have other oids), everything when it is a superuser or has
+           -- pg_read_all_stats, as in pg_stat_activity
+           ((SELECT rolsuper FROM pg_roles WHERE oid = @extschema@.zk_lock_outer_role())
+            OR pg_has_role(@extschema@.zk_lock_outer_role(), 'pg_read_all_stats', 'USAGE')
             OR EXISTS (SELECT 1 FROM pg_roles o
                        WHERE o.rolname = r.username
-                         AND pg_has_role(session_user, o.oid, 'USAGE'))) AS visible
+                         AND pg_has_role(@extschema@.zk_lock_outer_role(), o.oid, 'USAGE'))) AS visible
     FROM ranked r
   )
   SELECT d.resource, d.mode, d.is_granted, d.node,

@@ -29,6 +29,18 @@ BEGIN
   END LOOP;
 END $$;
 SELECT count(*) AS after_expiry FROM zk_locks WHERE resource = 'exp/short';
+-- "expires=" inside another field's value does not hide the real one
+SET application_name = 'job expires=never';
+SELECT zk_lock_acquire_explicit('exp/app', 'shared', '1 second') > 0 AS ok;
+RESET application_name;
+DO $$
+BEGIN
+  FOR i IN 1..100 LOOP
+    EXIT WHEN (SELECT count(*) FROM zk_locks WHERE resource = 'exp/app') = 0;
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+SELECT count(*) AS after_expiry FROM zk_locks WHERE resource = 'exp/app';
 
 -- a waiting explicit request with a timeout leaves nothing behind
 SELECT zk_lock_acquire_session('exp/busy') > 0 AS ok;

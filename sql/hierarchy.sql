@@ -81,6 +81,13 @@ SELECT zk_lock_release('pset/x');
 SELECT resource, mode FROM zk_locks WHERE resource LIKE 'pset%' ORDER BY resource;
 SELECT zk_lock_release('pset/x/2');
 SELECT count(*) AS pset_left FROM zk_locks WHERE resource LIKE 'pset%';
+-- a member listed twice is one lock, in the strongest mode, with one set of
+-- parent holds: one release gives everything back
+SELECT array_length(zk_lock_acquire_all_session(ARRAY['pset/y/1', 'pset/y/1'],
+                                                ARRAY['shared', 'exclusive']), 1) AS tokens;
+SELECT resource, mode FROM zk_locks WHERE resource LIKE 'pset%' ORDER BY resource;
+SELECT zk_lock_release('pset/y/1');
+SELECT count(*) AS pset_left FROM zk_locks WHERE resource LIKE 'pset%';
 
 -- one member held elsewhere: a try set gets nothing and leaves nothing
 SELECT * FROM dblink('o', $$SELECT zk_lock_acquire_session('set/c') > 0$$) AS t(ok boolean);

@@ -33,6 +33,11 @@ SET SESSION AUTHORIZATION regress_zkl_alice;
 SELECT resource, granted, pid IS NOT NULL AS sees_pid, username, query IS NOT NULL AS sees_query
 FROM zk_locks WHERE resource IN ('list/r', 'list/w', 'list/alice') ORDER BY resource, granted DESC;
 RESET SESSION AUTHORIZATION;
+-- SET ROLE counts, not the session user
+SET ROLE regress_zkl_alice;
+SELECT count(*) FILTER (WHERE pid IS NOT NULL) AS details_seen FROM zk_locks
+WHERE resource IN ('list/r', 'list/w', 'list/alice');
+RESET ROLE;
 SELECT dblink_disconnect('a');
 DROP ROLE regress_zkl_alice;
 -- a line break in a role name cannot forge a field of the node data

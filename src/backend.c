@@ -654,6 +654,7 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made)
 	bool		all_granted = true;
 	int			failed = -1;
 	int			nmade = 0;
+	bool		connected;
 	TimestampTz since;
 
 	for (int i = 0; i < nsteps; i++)
@@ -676,7 +677,21 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made)
 	if (n < 2)
 		return 0;				/* nothing to gain */
 
-	Assert(nbatch == 0);
+	/*
+	 * Only while connected: then every answer comes within a round trip.
+	 * Otherwise the requests would wait for the connection without the
+	 * caller's timeout; the step-by-step path applies it.
+	 */
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	connected = zklock_shared->session_state == ZKS_CONNECTED;
+	LWLockRelease(zklock_shared->lock);
+	if (!connected)
+		return 0;
+
+	/* a batch cut short by an error while entering its locks */
+	for (int k = 0; k < nbatch; k++)
+		withdraw(batch_idx[k], batch_gen[k]);
+	nbatch = 0;
 	PG_TRY();
 	{
 		batching = true;
@@ -707,7 +722,7 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made)
 		zklock_wake_worker();
 		LWLockRelease(zklock_shared->lock);
 
-		/* every answer comes at once: no timeout of ours is needed */
+		/* connected: every answer comes at once, no timeout is needed */
 		since = GetCurrentTimestamp();
 		for (;;)
 		{
@@ -941,7 +956,24 @@ zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
 	}
 	steps = palloc0(sizeof(LockStep) * Max(total, 1));
 	for (int i = 0; i < n; i++)
-		nsteps = add_steps(steps, nsteps, resources[i], modes[i], true, i);
+	{
+		ZkLockMode	mode = modes[i];
+		bool		dup = false;
+
+		/*
+		 * A resource listed twice is one lock, in the strongest mode asked
+		 * (and one set of parent holds, which its release gives back).
+		 */
+		for (int j = 0; j < i && !dup; j++)
+			dup = strcmp(resources[j], resources[i]) == 0;
+		if (dup)
+			continue;
+		for (int j = i + 1; j < n; j++)
+			if (strcmp(resources[j], resources[i]) == 0 &&
+				modes[j] == ZKLOCK_EXCLUSIVE)
+				mode = ZKLOCK_EXCLUSIVE;
+		nsteps = add_steps(steps, nsteps, resources[i], mode, true, i);
+	}
 	qsort(steps, nsteps, sizeof(LockStep), step_cmp);
 
 	/*

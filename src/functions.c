@@ -21,6 +21,7 @@
 #include "zklock.h"
 
 PG_FUNCTION_INFO_V1(zklock_acquire);
+PG_FUNCTION_INFO_V1(zklock_outer_role);
 PG_FUNCTION_INFO_V1(zklock_try_acquire);
 PG_FUNCTION_INFO_V1(zklock_acquire_session);
 PG_FUNCTION_INFO_V1(zklock_try_acquire_session);
@@ -612,4 +613,16 @@ zklock_acquire_explicit(PG_FUNCTION_ARGS)
 				 errmsg("zklock explicit lock time to live must be positive and at most a year")));
 	PG_RETURN_INT64(zklock_lock_explicit(resource, mode, (int64) ttl_ms,
 										 timeout_arg_n(fcinfo, 3)));
+}
+
+/*
+ * zk_lock_outer_role(): the role the caller acts as -- its session user or
+ * the role of SET ROLE -- even inside a SECURITY DEFINER function, where
+ * current_user is the function's owner.  zk_locks shows a user the details
+ * of its own roles' locks by it.
+ */
+Datum
+zklock_outer_role(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_OID(GetOuterUserId());
 }

@@ -26,8 +26,10 @@
  *	   was set), list the children again and go to 2 -- unless it was the
  *	   only node in our way at the last listing: a later node always gets a
  *	   higher sequence number, so then its deletion alone grants us, and a
- *	   handoff costs no further round trip.  One release wakes one waiter:
- *	   there is no herd.
+ *	   handoff costs no further round trip.  (Had someone deleted our own
+ *	   waiting node meanwhile, the guard of step 4 finds it gone and the
+ *	   grant turns LOST a round trip later: the commit fence refuses.)  One
+ *	   release wakes one waiter: there is no herd.
  *
  *	4. Granted: the fencing token is the node's czxid.  The worker watches
  *	   its own node, so that a node deleted by someone else turns the lock
@@ -416,6 +418,24 @@ recover(int idx)
 }
 
 /*
+ * The value of a "key=" line of node data, or NULL.  Every value is on one
+ * line (backend.c's one_line), so a field starts the data or follows a
+ * line break; "key=" inside another field's value is not it.
+ */
+static const char *
+node_field(const char *data, const char *key)
+{
+	size_t		len = strlen(key);
+
+	if (strncmp(data, key, len) == 0)
+		return data + len;
+	for (const char *p = data; (p = strchr(p, '\n')) != NULL; p++)
+		if (strncmp(p + 1, key, len) == 0)
+			return p + 1 + len;
+	return NULL;
+}
+
+/*
  * Revocation (Curator's, done for the holder): another instance wrote
  * "revoke=cancel" or "revoke=terminate" into our granted node.  Cancel the
  * holder's statement or end its session, as the revoker chose; its
@@ -425,13 +445,13 @@ static void
 revoked(int idx, const char *data)
 {
 	WorkEntry  *w = &work[idx];
-	const char *r = strstr(data, "revoke=");
+	const char *r = node_field(data, "revoke=");
 	bool		terminate;
 	int			pid = 0;
 
-	if (r == NULL || (r != data && r[-1] != '\n'))
+	if (r == NULL)
 		return;
-	terminate = strncmp(r + 7, "terminate", 9) == 0;
+	terminate = strncmp(r, "terminate", 9) == 0;
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	if (entry(idx)->state == ZKE_GRANTED)
 		pid = entry(idx)->owner_pid;
@@ -497,6 +517,12 @@ typedef struct SweepItem
 static List *sweep_queue = NIL;	/* in sweep_context */
 static MemoryContext sweep_context = NULL;
 
+/*
+ * The first sweep of a worker reads every lock node: explicit locks taken
+ * before their nodes were named "zx" expire too.
+ */
+static bool sweep_all_nodes = true;
+
 static void
 sweep_push(const char *path, bool data)
 {
@@ -515,10 +541,11 @@ sweep_issue(void)
 {
 	while (sweep_queue != NIL && sweep_pending < SWEEP_IN_FLIGHT)
 	{
-		SweepItem  *item = linitial(sweep_queue);
+		SweepItem  *item = llast(sweep_queue);
 		bool		sent;
 
-		sweep_queue = list_delete_first(sweep_queue);
+		/* depth first: the queue stays short, and a pop costs nothing */
+		sweep_queue = list_delete_last(sweep_queue);
 		sent = item->data ?
 			zkc_get_data(item->path, TAG(sweep_generation, OP_LIST_DATA, SWEEP_IDX)) :
 			zkc_get_children(item->path, TAG(sweep_generation, OP_LIST_CHILDREN, SWEEP_IDX));
@@ -572,18 +599,18 @@ sweep_event(ZkEvent *ev)
 
 			if (!zklock_parse_node_name(c, NULL, NULL))
 				sweep_push(child, false);	/* a resource: walk it */
-			else if (zklock_node_has_prefix(c, "zx"))
+			else if (sweep_all_nodes || zklock_node_has_prefix(c, "zx"))
 				sweep_push(child, true);	/* an explicit lock: read it */
 			pfree(child);
 		}
 	}
 	else if (ev->rc == ZKC_OK && ev->kind == ZKEV_DATA && ev->ephemeral_owner == 0)
 	{
-		const char *x = strstr(ev->data, "expires=");
+		const char *x = node_field(ev->data, "expires=");
 
-		if (x && (x == ev->data || x[-1] == '\n'))
+		if (x)
 		{
-			long long	expires = strtoll(x + 8, NULL, 10);
+			long long	expires = strtoll(x, NULL, 10);
 			long long	now = (long long) (time(NULL));
 
 			if (expires > 0 && expires <= now)
@@ -596,6 +623,8 @@ sweep_event(ZkEvent *ev)
 		}
 	}
 	sweep_issue();
+	if (sweep_pending == 0 && sweep_queue == NIL)
+		sweep_all_nodes = false;	/* a whole sweep is done */
 }
 
 /* Delete the next orphaned persistent node, if any; when connected */
