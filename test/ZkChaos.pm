@@ -583,19 +583,40 @@ sub zk_leader
 	return $leader;
 }
 
-# Wait (bounded) until every server serves again.
+# Wait (bounded) until every server serves again, and a client can open a
+# session.  Seen once in many runs: after a SIGSTOP of the whole ensemble,
+# the servers answered `srvr` but no client (zklock's workers, Kazoo) could
+# open a session for over a minute.  That is ZooKeeper not recovering from
+# the fault we injected, not zklock's doing: then restart the servers one by
+# one, say so, and let the instances recover on their own.
 sub zk_wait_serving
 {
 	my ($timeout) = @_;
 	my $last = '';
-	my $ok = ZkLockTest::wait_until(
-		sub {
-			my ($rc, $out) = ZkLockTest::zk_server('status');
-			$last = $out;
-			return $rc == 0;
-		},
-		timeout => $timeout // 30,
-		interval => 0.2);
+	my $serving = sub {
+		return ZkLockTest::wait_until(
+			sub {
+				my ($rc, $out) = ZkLockTest::zk_server('status');
+				$last = $out;
+				return $rc == 0;
+			},
+			timeout => $timeout // 30,
+			interval => 0.2);
+	};
+	my $sessions = sub {
+		local $ENV{ZKUTIL_CONNECT_TIMEOUT} = 20;
+		my ($rc, $out, $err) = ZkLockTest::zkutil('exists', '/');
+		$last = $err;
+		return $rc == 0;
+	};
+	my $ok = $serving->() && $sessions->();
+	if (!$ok)
+	{
+		Test::More::diag("ZooKeeper does not serve clients after the fault ($last); "
+			  . "restarting its servers one by one");
+		ZkLockTest::zk_server('restart-one', $_) for 1 .. ZkLockTest::zk_server_count();
+		$ok = $serving->() && $sessions->();
+	}
 	Test::More::diag("ZooKeeper not serving: $last") unless $ok;
 	return $ok;
 }
@@ -623,7 +644,15 @@ sub wait_node_ready
 		},
 		timeout => $timeout,
 		interval => 0.1);
-	Test::More::diag($node->name . " not ready after ${timeout}s: $last") unless $ok;
+	unless ($ok)
+	{
+		# say whether ZooKeeper itself serves, and why the worker waits
+		my ($rc, $status) = ZkLockTest::zk_server('status');
+		Test::More::diag($node->name . " not ready after ${timeout}s: $last; "
+			  . "ZooKeeper status (rc $rc):\n$status\n"
+			  . "worker's view: "
+			  . (try_psql($node, 'SELECT last_error FROM zk_lock_status', 5) // '?'));
+	}
 	return $ok;
 }
 

@@ -116,6 +116,7 @@ sub zk_path
 }
 
 sub zk_hosts { return $zk_hosts; }
+sub zk_server_count { return $zk_servers; }
 sub zk_dir   { return $zk_dir; }
 
 # Run zk_server.sh with the given arguments (the data directory is added

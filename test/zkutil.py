@@ -5,8 +5,8 @@ Run it with /usr/bin/python3 (Debian's python3-kazoo).
 
 Usage:
   zkutil.py HOSTS ls-r PATH              every znode path below PATH, one a line
-  zkutil.py HOSTS count-locks PATH       number of lock nodes (name contains
-                                         "LOCK-") below PATH (0 if PATH is absent)
+  zkutil.py HOSTS count-locks PATH       number of lock nodes (of zklock or any
+                                         other lock client) below PATH (0 if absent)
   zkutil.py HOSTS locks PATH             one line per lock node below PATH:
                                          path <TAB> czxid <TAB> ephemeralOwner(hex)
   zkutil.py HOSTS wait-empty PATH SECS   wait until no lock node is left below
