@@ -9,13 +9,7 @@ SELECT dblink_exec('h', 'BEGIN');
 SELECT * FROM dblink('h', $$SELECT zk_lock_acquire('adm/x') > 0$$) AS t(ok boolean);
 SELECT dblink_exec('h', 'INSERT INTO adm_t VALUES (1)');
 SELECT zk_lock_force_release('adm/x') AS removed;
-DO $$
-BEGIN
-  FOR i IN 1..100 LOOP
-    EXIT WHEN (SELECT count(*) FROM zk_lock_local WHERE resource = 'adm/x' AND state = 'lost') = 1;
-    PERFORM pg_sleep(0.05);
-  END LOOP;
-END $$;
+SELECT wait_until($$(SELECT count(*) FROM zk_lock_local WHERE resource = 'adm/x' AND state = 'lost') = 1$$, 5) AS ready;
 SELECT resource, state FROM zk_lock_local WHERE resource = 'adm/x';
 SELECT err($$SELECT dblink_exec('h', 'COMMIT')$$) ~ 'was lost; the transaction cannot commit' AS commit_refused;
 SELECT dblink_exec('h', 'ROLLBACK');
@@ -26,49 +20,19 @@ SELECT zk_lock_force_release('adm/x') AS nothing_left;
 -- ends, the lock goes
 SELECT dblink_connect('h2', 'dbname=' || current_database() || ' application_name=holder2');
 SELECT dblink_send_query('h2', $$BEGIN; SELECT zk_lock_acquire('adm/r'); SELECT pg_sleep(30); COMMIT$$);
-DO $$
-BEGIN
-  FOR i IN 1..100 LOOP
-    EXIT WHEN (SELECT count(*) FROM zk_locks WHERE resource = 'adm/r' AND granted) = 1;
-    PERFORM pg_sleep(0.05);
-  END LOOP;
-END $$;
+SELECT wait_until($$(SELECT count(*) FROM zk_locks WHERE resource = 'adm/r' AND granted) = 1$$, 5) AS ready;
 SELECT zk_lock_revoke('adm/r') AS asked;
-DO $$
-BEGIN
-  FOR i IN 1..100 LOOP
-    EXIT WHEN dblink_is_busy('h2') = 0;
-    PERFORM pg_sleep(0.05);
-  END LOOP;
-END $$;
+SELECT wait_until($$dblink_is_busy('h2') = 0$$, 5) AS ready;
 SELECT dblink_disconnect('h2');
-DO $$
-BEGIN
-  FOR i IN 1..100 LOOP
-    EXIT WHEN (SELECT count(*) FROM zk_locks WHERE resource = 'adm/r') = 0;
-    PERFORM pg_sleep(0.05);
-  END LOOP;
-END $$;
+SELECT wait_until($$(SELECT count(*) FROM zk_locks WHERE resource = 'adm/r') = 0$$, 5) AS ready;
 SELECT count(*) AS nodes_after_revoke FROM zk_locks WHERE resource = 'adm/r';
 
 -- revoke with terminate: the holder's session ends
 SELECT dblink_connect('h3', 'dbname=' || current_database() || ' application_name=holder3');
 SELECT dblink_send_query('h3', $$SELECT zk_lock_acquire_session('adm/s'), pg_sleep(30)$$);
-DO $$
-BEGIN
-  FOR i IN 1..100 LOOP
-    EXIT WHEN (SELECT count(*) FROM zk_locks WHERE resource = 'adm/s' AND granted) = 1;
-    PERFORM pg_sleep(0.05);
-  END LOOP;
-END $$;
+SELECT wait_until($$(SELECT count(*) FROM zk_locks WHERE resource = 'adm/s' AND granted) = 1$$, 5) AS ready;
 SELECT zk_lock_revoke('adm/s', 'terminate') AS asked;
-DO $$
-BEGIN
-  FOR i IN 1..100 LOOP
-    EXIT WHEN (SELECT count(*) FROM zk_locks WHERE resource = 'adm/s') = 0;
-    PERFORM pg_sleep(0.05);
-  END LOOP;
-END $$;
+SELECT wait_until($$(SELECT count(*) FROM zk_locks WHERE resource = 'adm/s') = 0$$, 5) AS ready;
 SELECT count(*) AS nodes_after_terminate FROM zk_locks WHERE resource = 'adm/s';
 SELECT count(*) AS holder_gone FROM pg_stat_activity WHERE application_name = 'holder3';
 SELECT dblink_disconnect('h3');

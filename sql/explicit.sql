@@ -21,25 +21,13 @@ SELECT zk_lock_try_acquire('exp/tbl') > 0 AS free_again;
 -- expired locks are removed by the worker (zklock.sweep_interval is 500ms here)
 SELECT zk_lock_acquire_explicit('exp/short', 'shared', '1 second') > 0 AS ok;
 SELECT count(*) AS present FROM zk_locks WHERE resource = 'exp/short';
-DO $$
-BEGIN
-  FOR i IN 1..100 LOOP
-    EXIT WHEN (SELECT count(*) FROM zk_locks WHERE resource = 'exp/short') = 0;
-    PERFORM pg_sleep(0.1);
-  END LOOP;
-END $$;
+SELECT wait_until($$(SELECT count(*) FROM zk_locks WHERE resource = 'exp/short') = 0$$, 10) AS ready;
 SELECT count(*) AS after_expiry FROM zk_locks WHERE resource = 'exp/short';
 -- "expires=" inside another field's value does not hide the real one
 SET application_name = 'job expires=never';
 SELECT zk_lock_acquire_explicit('exp/app', 'shared', '1 second') > 0 AS ok;
 RESET application_name;
-DO $$
-BEGIN
-  FOR i IN 1..100 LOOP
-    EXIT WHEN (SELECT count(*) FROM zk_locks WHERE resource = 'exp/app') = 0;
-    PERFORM pg_sleep(0.1);
-  END LOOP;
-END $$;
+SELECT wait_until($$(SELECT count(*) FROM zk_locks WHERE resource = 'exp/app') = 0$$, 10) AS ready;
 SELECT count(*) AS after_expiry FROM zk_locks WHERE resource = 'exp/app';
 
 -- a waiting explicit request with a timeout leaves nothing behind

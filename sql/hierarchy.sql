@@ -48,13 +48,7 @@ SELECT zk_lock_release('mix/a');
 -- SHOW LOCKS: the waiter, and the node it waits behind
 SELECT zk_lock_acquire_session('show/r') > 0;
 SELECT dblink_send_query('o', $$SELECT zk_lock_acquire('show/r', 'shared', '30 s')$$);
-DO $$
-BEGIN
-  FOR i IN 1..100 LOOP
-    EXIT WHEN (SELECT count(*) FROM zk_locks WHERE resource = 'show/r') = 2;
-    PERFORM pg_sleep(0.05);
-  END LOOP;
-END $$;
+SELECT wait_until($$(SELECT count(*) FROM zk_locks WHERE resource = 'show/r') = 2$$, 5) AS ready;
 SELECT w.resource, w.mode, w.granted, w.application_name,
        w.blocked_by = h.node AS behind_holder, w.blocked_by_pid = pg_backend_pid() AS blocker_pid,
        w.blocked_by_instance

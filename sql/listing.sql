@@ -7,13 +7,7 @@ SELECT zk_lock_acquire_session('list/r', 'shared') > 0 AS ok;
 SELECT zk_lock_acquire_session('list/w') > 0 AS ok;
 -- a waiter in the other backend
 SELECT dblink_send_query('w', $$SELECT zk_lock_acquire('list/w', 'exclusive', '30 s')$$);
-DO $$
-BEGIN
-  FOR i IN 1..100 LOOP
-    EXIT WHEN (SELECT count(*) FROM zk_locks WHERE resource = 'list/w') = 2;
-    PERFORM pg_sleep(0.05);
-  END LOOP;
-END $$;
+SELECT wait_until($$(SELECT count(*) FROM zk_locks WHERE resource = 'list/w') = 2$$, 5) AS ready;
 
 SELECT resource, mode, granted, scope, instance = current_setting('zklock.node_name') AS this_instance,
        application_name, database = current_database() AS db, username = current_user AS usr,

@@ -5,14 +5,25 @@
 CREATE EXTENSION zklock;
 CREATE EXTENSION dblink;
 
--- wait (bounded) until the worker is connected
-DO $$
+-- wait_until(cond, secs): poll a boolean SQL expression every 50 ms, for
+-- at most secs seconds; true once it holds, false if it never did
+CREATE FUNCTION wait_until(cond text, secs float8) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+  ok boolean;
 BEGIN
-  FOR i IN 1..100 LOOP
-    EXIT WHEN (SELECT state FROM zk_lock_status) = 'connected';
-    PERFORM pg_sleep(0.1);
+  FOR i IN 1..ceil(secs * 20)::int LOOP
+    EXECUTE 'SELECT (' || cond || ')' INTO ok;
+    IF ok THEN
+      RETURN true;
+    END IF;
+    PERFORM pg_sleep(0.05);
   END LOOP;
+  RETURN false;
 END $$;
+
+-- wait (bounded) until the worker is connected
+SELECT wait_until($$(SELECT state FROM zk_lock_status) = 'connected'$$, 10) AS ready;
 
 SELECT state, worker_pid > 0 AS worker_running, session_id IS NOT NULL AS has_session,
        root, session_timeout > 0 AS negotiated
