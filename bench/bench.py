@@ -698,19 +698,17 @@ def scenario_handoff(env, res):
         add("PG advisory xact, 2 clients on pg1", "advisory", recs)
     res.attempt(title, "PG advisory", "advisory", adv)
 
-    def cur():
-        out = os.path.join(env.tmp, "curator_handoff.txt")
-        run_json(curator_cmd(env, "handoff", "/curator/handoff", env.secs, env.hold_ms, out),
-                 env.secs + 180, "CuratorBench handoff")
-        add("Curator InterProcessMutex (2 sessions)", "curator", read_recs(out))
-    res.attempt(title, "Curator", "curator", cur)
-
-    def kaz():
-        out = os.path.join(env.tmp, "kazoo_handoff.txt")
-        run_json(kazoo_cmd(env, "handoff", "/kazoo/handoff", env.secs, env.hold_ms, out),
-                 env.secs + 180, "kazoo_bench handoff")
-        add("Kazoo Lock (2 processes)", "kazoo", read_recs(out))
-    res.attempt(title, "Kazoo", "kazoo", kaz)
+    def client(kind, cmd, label):
+        def go():
+            out = os.path.join(env.tmp, "%s_handoff.txt" % kind)
+            run_json(cmd(env, "handoff", "/%s/handoff" % kind, env.secs, env.hold_ms, out),
+                     env.secs + 180, "%s handoff" % kind)
+            add(label, kind, read_recs(out))
+        return go
+    res.attempt(title, "Curator", "curator",
+                client("curator", curator_cmd, "Curator InterProcessMutex (2 sessions)"))
+    res.attempt(title, "Kazoo", "kazoo",
+                client("kazoo", kazoo_cmd, "Kazoo Lock (2 processes)"))
 
     def fl():
         r = floor(env, "watch")

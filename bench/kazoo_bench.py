@@ -122,6 +122,22 @@ def cycle_proc(path, recipe, barrier, window, q):
         q.put((0, [], 0, repr(e)))
 
 
+def collect(q, procs, timeout):
+    """each client process's result (its tuple without the trailing error);
+    raises if any client failed"""
+    results, errs = [], []
+    for _ in procs:
+        *r, err = q.get(timeout=timeout)
+        results.append(r)
+        if err:
+            errs.append(err)
+    for p in procs:
+        p.join(30)
+    if errs:
+        raise RuntimeError("; ".join(errs))
+    return results
+
+
 def run_cycles(base, recipe, nclients, same, secs, warmup):
     if nclients == 1:
         zk = client()
@@ -145,18 +161,11 @@ def run_cycles(base, recipe, nclients, same, secs, warmup):
     window[0] = time.monotonic() + 0.2 + warmup
     window[1] = window[0] + secs
     barrier.wait(120)
-    total, lat, errs, every = 0, [], [], 0
-    for _ in procs:
-        n, l, e, err = q.get(timeout=secs + warmup + 180)
+    total, lat, every = 0, [], 0
+    for n, l, e in collect(q, procs, secs + warmup + 180):
         total += n
         every += e
         lat.extend(l)
-        if err:
-            errs.append(err)
-    for p in procs:
-        p.join(30)
-    if errs:
-        raise RuntimeError("; ".join(errs))
     return total / secs, pct(lat, .5), pct(lat, .99), total, every, max(lat) * 1e3
 
 
@@ -206,16 +215,9 @@ def cmd_handoff(a):
     end.value = time.monotonic() + 60 + secs  # until the barrier is passed
     barrier.wait(60)
     end.value = time.monotonic() + secs
-    recs, errs = [], []
-    for _ in procs:
-        r, err = q.get(timeout=secs + 120)
+    recs = []
+    for (r,) in collect(q, procs, secs + 120):
         recs.extend(r)
-        if err:
-            errs.append(err)
-    for p in procs:
-        p.join(30)
-    if errs:
-        raise RuntimeError("; ".join(errs))
     with open(out, "w") as f:
         for r in recs:
             f.write("%d %.9f %.9f %.9f\n" % r)
