@@ -647,7 +647,8 @@ forget_unheld(LocalLockKey *made, int nmade)
  * granted now.
  */
 static int
-take_at_once(LockStep *steps, int nsteps, LocalLockKey *made)
+take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool wait,
+			 TimestampTz deadline, int timeout_total)
 {
 	int			n = 0;
 	int			step_of[ZKLOCK_MAX_BATCH];
@@ -722,11 +723,18 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made)
 		zklock_wake_worker();
 		LWLockRelease(zklock_shared->lock);
 
-		/* connected: every answer comes at once, no timeout is needed */
+		/*
+		 * Connected, every answer comes within a round trip; but the
+		 * connection may go meanwhile, so the caller's timeout and
+		 * lock_timeout apply here as they do to a wait.
+		 */
 		since = GetCurrentTimestamp();
+		if (wait && LockTimeout > 0)
+			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
 		for (;;)
 		{
 			int			waiting = -1;
+			long		sleep_ms = 1000;
 
 			LWLockAcquire(zklock_shared->lock, LW_SHARED);
 			for (int k = 0; k < n; k++)
@@ -736,15 +744,31 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made)
 			if (waiting < 0)
 				break;
 			check_worker_responds(batch_idx[waiting], since);
+			if (deadline != 0)
+			{
+				TimestampTz now = GetCurrentTimestamp();
+
+				if (now >= deadline)
+					ereport(ERROR,
+							(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+							 errmsg("could not obtain zklock lock on resource \"%s\" within %d ms",
+									steps[nsteps - 1].resource, timeout_total)));
+				sleep_ms = Min(sleep_ms,
+							   TimestampDifferenceMilliseconds(now, deadline) + 1);
+			}
 			(void) WaitLatch(MyLatch,
 							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 1000, ZKLOCK_WAIT_EVENT);
+							 sleep_ms, ZKLOCK_WAIT_EVENT);
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
 		}
+		if (wait && LockTimeout > 0)
+			disable_timeout(LOCK_TIMEOUT, false);
 	}
 	PG_CATCH();
 	{
+		if (wait && LockTimeout > 0)
+			disable_timeout(LOCK_TIMEOUT, false);
 		batching = false;
 		for (int k = 0; k < nbatch; k++)
 			withdraw(batch_idx[k], batch_gen[k]);
@@ -807,7 +831,7 @@ take_steps(LockStep *steps, int nsteps, bool session, bool wait,
 		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 											   timeout_ms);
 	session_scope = session;
-	nmade = take_at_once(steps, nsteps, made);
+	nmade = take_at_once(steps, nsteps, made, wait, deadline, timeout_ms);
 	if (nmade < 0)
 	{
 		if (!wait)
