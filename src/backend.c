@@ -252,6 +252,38 @@ check_worker_responds(int idx, TimestampTz since)
 }
 
 /*
+ * One pass of a wait for the worker's answer to entry idx (still
+ * REQUESTED): end it if the worker does not respond or the deadline (0:
+ * none) has passed -- raising 55P03 "... on <what> within <shown_ms> ms"
+ * -- else sleep until the latch is set, at most a second, and serve
+ * interrupts (cancel, statement_timeout, lock_timeout, terminate).
+ */
+static void
+wait_a_while(int idx, TimestampTz since, TimestampTz deadline,
+			 const char *what, int shown_ms)
+{
+	long		sleep_ms = 1000;
+
+	check_worker_responds(idx, since);
+	if (deadline != 0)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+
+		if (now >= deadline)
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("could not obtain zklock lock on %s within %d ms",
+							what, shown_ms)));
+		sleep_ms = Min(sleep_ms,
+					   TimestampDifferenceMilliseconds(now, deadline) + 1);
+	}
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 sleep_ms, ZKLOCK_WAIT_EVENT);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
  * Wait until the worker has answered the pending request, or until
  * timeout_ms (-1: no limit) has passed: then withdraw it and raise 55P03
  * (saying shown_ms, the caller's whole timeout).
@@ -276,33 +308,12 @@ wait_for_answer(const char *what, int timeout_ms, int shown_ms,
 			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
 		for (;;)
 		{
-			long		sleep_ms = 1000;
-
 			LWLockAcquire(zklock_shared->lock, LW_SHARED);
 			state = zklock_shared->entries[idx].state;
 			LWLockRelease(zklock_shared->lock);
 			if (state != ZKE_REQUESTED)
 				break;
-			check_worker_responds(idx, since);
-
-			if (deadline != 0)
-			{
-				TimestampTz now = GetCurrentTimestamp();
-
-				if (now >= deadline)
-					ereport(ERROR,
-							(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-							 errmsg("could not obtain zklock lock on %s within %d ms",
-									what, shown_ms)));
-				sleep_ms = Min(sleep_ms,
-							   TimestampDifferenceMilliseconds(now, deadline) + 1);
-			}
-
-			(void) WaitLatch(MyLatch,
-							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 sleep_ms, ZKLOCK_WAIT_EVENT);
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
+			wait_a_while(idx, since, deadline, what, shown_ms);
 		}
 		if (lock_timeout && LockTimeout > 0)
 			disable_timeout(LOCK_TIMEOUT, false);
@@ -657,6 +668,7 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool wait,
 	int			nmade = 0;
 	bool		connected;
 	TimestampTz since;
+	char	   *what;
 
 	for (int i = 0; i < nsteps; i++)
 	{
@@ -729,12 +741,12 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool wait,
 		 * lock_timeout apply here as they do to a wait.
 		 */
 		since = GetCurrentTimestamp();
+		what = psprintf("resource \"%s\"", steps[nsteps - 1].resource);
 		if (wait && LockTimeout > 0)
 			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
 		for (;;)
 		{
 			int			waiting = -1;
-			long		sleep_ms = 1000;
 
 			LWLockAcquire(zklock_shared->lock, LW_SHARED);
 			for (int k = 0; k < n; k++)
@@ -743,24 +755,8 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool wait,
 			LWLockRelease(zklock_shared->lock);
 			if (waiting < 0)
 				break;
-			check_worker_responds(batch_idx[waiting], since);
-			if (deadline != 0)
-			{
-				TimestampTz now = GetCurrentTimestamp();
-
-				if (now >= deadline)
-					ereport(ERROR,
-							(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-							 errmsg("could not obtain zklock lock on resource \"%s\" within %d ms",
-									steps[nsteps - 1].resource, timeout_total)));
-				sleep_ms = Min(sleep_ms,
-							   TimestampDifferenceMilliseconds(now, deadline) + 1);
-			}
-			(void) WaitLatch(MyLatch,
-							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 sleep_ms, ZKLOCK_WAIT_EVENT);
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
+			wait_a_while(batch_idx[waiting], since, deadline, what,
+						 timeout_total);
 		}
 		if (wait && LockTimeout > 0)
 			disable_timeout(LOCK_TIMEOUT, false);
