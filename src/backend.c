@@ -625,9 +625,6 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 	return lock;
 }
 
-/* the scope take_at_once describes its nodes with */
-static bool session_scope = false;
-
 /*
  * Locks take_at_once made that no step took a hold of: give them back.
  * (Looked up by key: a lock whose holds were dropped is gone already.)
@@ -658,8 +655,8 @@ forget_unheld(LocalLockKey *made, int nmade)
  * granted now.
  */
 static int
-take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool wait,
-			 TimestampTz deadline, int timeout_total)
+take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
+			 bool wait, TimestampTz deadline, int timeout_total)
 {
 	int			n = 0;
 	int			step_of[ZKLOCK_MAX_BATCH];
@@ -716,7 +713,7 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool wait,
 			int			idx;
 
 			describe_holder(data, sizeof(data),
-							session_scope ? "session" : "transaction",
+							session ? "session" : "transaction",
 							step->implicit, 0);
 			idx = begin_request(ZKR_TRY_ACQUIRE);
 			e = &zklock_shared->entries[idx];
@@ -826,8 +823,8 @@ take_steps(LockStep *steps, int nsteps, bool session, bool wait,
 	if (timeout_ms >= 0)
 		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 											   timeout_ms);
-	session_scope = session;
-	nmade = take_at_once(steps, nsteps, made, wait, deadline, timeout_ms);
+	nmade = take_at_once(steps, nsteps, made, session, wait, deadline,
+						 timeout_ms);
 	if (nmade < 0)
 	{
 		if (!wait)
