@@ -12,7 +12,7 @@ OBJS = \
 	src/functions.o
 
 EXTENSION = zklock
-DATA = zklock--1.0.sql
+DATA = zklock--1.0.sql zklock--1.0--1.1.sql
 PGFILEDESC = "zklock - ZooKeeper locks for PostgreSQL"
 
 SHLIB_LINK = -lzookeeper_mt -lpthread
