@@ -9,7 +9,9 @@ OBJS = \
 	src/protocol.o \
 	src/worker.o \
 	src/backend.o \
-	src/functions.o
+	src/functions.o \
+	src/lease.o \
+	src/failpoint.o
 
 EXTENSION = zklock
 DATA = zklock--1.0.sql zklock--1.0--1.1.sql
@@ -18,6 +20,11 @@ PGFILEDESC = "zklock - ZooKeeper locks for PostgreSQL"
 SHLIB_LINK = -lzookeeper_mt -lpthread
 PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS = -Werror
+
+# make FAILPOINTS=1: a test build with zklock.failpoints (src/failpoint.c)
+ifdef FAILPOINTS
+PG_CPPFLAGS += -DZKLOCK_FAILPOINTS
+endif
 
 # pg_regress needs a running ZooKeeper; test/run_tests.sh starts one and
 # writes test/regress.conf pointing at it.
@@ -32,4 +39,4 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # every object depends on the shared headers (PGXS tracks no dependencies)
-$(OBJS): src/zklock.h src/compat.h src/zk_client.h src/protocol.h
+$(OBJS): src/zklock.h src/compat.h src/zk_client.h src/protocol.h src/lease.h src/failpoint.h

@@ -29,7 +29,9 @@ SELECT state, worker_pid > 0 AS worker_running, session_id IS NOT NULL AS has_se
        root, session_timeout > 0 AS negotiated
 FROM zk_lock_status;
 
-SELECT name, setting FROM pg_settings WHERE name LIKE 'zklock.%' AND name <> 'zklock.hosts'
+-- (zklock.failpoints exists only in the test build)
+SELECT name, setting FROM pg_settings WHERE name LIKE 'zklock.%'
+  AND name NOT IN ('zklock.hosts', 'zklock.failpoints')
 ORDER BY name;
 
 -- err(query): the SQLSTATE, message, detail and hint of the error the query

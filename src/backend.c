@@ -44,6 +44,7 @@
 #include "utils/timestamp.h"
 
 #include "zklock.h"
+#include "lease.h"
 
 typedef struct LocalLockKey
 {
@@ -57,6 +58,7 @@ typedef struct LocalLock
 	int			idx;			/* shared entry */
 	uint32		generation;		/* of that entry when granted */
 	int64		token;
+	int64		session_id;		/* the ZooKeeper session that holds it */
 	bool		parents;		/* taken with its parents' SHARED locks */
 	int			session_count;	/* session-level holds asked for */
 	int			session_implicit;	/* session holds for a child's sake */
@@ -510,6 +512,7 @@ enter_lock(LockStep *step, int idx, uint32 generation)
 	lock->generation = generation;
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	lock->token = zklock_shared->entries[idx].token;
+	lock->session_id = zklock_shared->entries[idx].session_id;
 	LWLockRelease(zklock_shared->lock);
 	lock->parents = !step->implicit && step->parents;
 	lock->session_count = 0;
@@ -1096,11 +1099,14 @@ check_lost(int elevel)
 }
 
 /*
- * The commit fence, run before the commit record is written.  While the
- * worker is disconnected, its session may still live (then every node is
- * still there) or may have expired (then the worker will say so when it
- * reconnects, or declare it after the session timeout): wait for the
- * answer, bounded, then fail if any guarding lock is lost.
+ * The commit fence, run before the commit record is written and before
+ * PREPARE.  Every lock that guards the transaction must be held by a
+ * session that the lease proves alive for at least zklock.lease_margin
+ * more (lease.c): a state flag written by a worker that may be stalled, or
+ * a follower cut from its leader, proves nothing.  A lock known lost fails
+ * at once.  A lock the lease does not cover waits, bounded by the session
+ * timeout plus zklock.connect_timeout, for the worker to renew the lease
+ * (it does so by itself when the lease runs short), and then fails.
  *
  * The locks that guard a transaction are its transaction-level locks and,
  * when it wrote anything (has an xid), the backend's session-level locks
@@ -1129,21 +1135,24 @@ commit_fence(void)
 
 	for (;;)
 	{
-		ZkSessionState state;
 		LocalLock  *lost = NULL;
-
-		LWLockAcquire(zklock_shared->lock, LW_SHARED);
-		state = zklock_shared->session_state;
-		LWLockRelease(zklock_shared->lock);
+		LocalLock  *unproven = NULL;
+		int64		left;
 
 		/* name the most specific lost lock: a child, not its parent */
 		hash_seq_init(&seq, local_locks);
 		while ((lock = hash_seq_search(&seq)) != NULL)
 		{
-			if (GUARDS(lock) && is_lost(lock) &&
-				(lost == NULL ||
-				 strlen(lock->key.resource) > strlen(lost->key.resource)))
-				lost = lock;
+			if (!GUARDS(lock))
+				continue;
+			if (is_lost(lock))
+			{
+				if (lost == NULL ||
+					strlen(lock->key.resource) > strlen(lost->key.resource))
+					lost = lock;
+			}
+			else if (!zklock_lease_covers(lock->session_id, &left))
+				unproven = lock;
 		}
 		if (lost)
 			ereport(ERROR,
@@ -1151,14 +1160,16 @@ commit_fence(void)
 					 errmsg("zklock lock on resource \"%s\" was lost; the transaction cannot commit",
 							lost->key.resource),
 					 errdetail("Another holder may have been granted the lock since.")));
-		if (state == ZKS_CONNECTED)
+		if (unproven == NULL)
 			return;
 		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), bound_ms))
 			ereport(ERROR,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("zklock locks of this transaction are in doubt; the transaction cannot commit"),
-					 errdetail("The zklock worker has been disconnected from ZooKeeper for over %d ms.",
-							   bound_ms)));
+					 errmsg("zklock lock on resource \"%s\" is not proven held; the transaction cannot commit",
+							unproven->key.resource),
+					 errdetail("For %d ms, no answer of the ZooKeeper leader has proven that this instance's session is alive for zklock.lease_margin (%d ms) more.",
+							   bound_ms, zklock_lease_margin),
+					 errhint("Another holder may have been granted the lock. zk_lock_status shows the worker's session and lease.")));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 50, ZKLOCK_WAIT_EVENT);
 		ResetLatch(MyLatch);
@@ -1277,6 +1288,8 @@ xact_callback(XactEvent event, void *arg)
 							 errmsg("cannot PREPARE a transaction that holds zklock transaction-level locks")));
 				}
 			}
+			/* session locks guarding its writes: fenced as a commit is */
+			commit_fence();
 			break;
 
 		case XACT_EVENT_COMMIT:

@@ -19,6 +19,7 @@
 #include "utils/timestamp.h"
 
 #include "zklock.h"
+#include "lease.h"
 
 PG_FUNCTION_INFO_V1(zklock_acquire);
 PG_FUNCTION_INFO_V1(zklock_outer_role);
@@ -433,11 +434,12 @@ Datum
 zklock_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[16];
-	bool		nulls[16];
+	Datum		values[18];
+	bool		nulls[18];
 	ZkLockShared *s;
 	int			in_use = 0;
-	int			granted = 0;
+	int			in_doubt = 0;
+	int64		left;
 
 	zklock_backend_init();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -450,8 +452,10 @@ zklock_status(PG_FUNCTION_ARGS)
 	{
 		if (s->entries[i].state != ZKE_FREE)
 			in_use++;
-		if (s->entries[i].state == ZKE_GRANTED)
-			granted++;
+		if (s->entries[i].state == ZKE_GRANTED &&
+			!s->entries[i].persistent &&
+			!zklock_lease_covers_locked(s->entries[i].session_id, &left))
+			in_doubt++;
 	}
 	if (s->worker_pid)
 		values[0] = Int32GetDatum(s->worker_pid);
@@ -476,8 +480,8 @@ zklock_status(PG_FUNCTION_ARGS)
 	values[10] = Int64GetDatum((int64) s->n_not_granted);
 	values[11] = Int64GetDatum((int64) s->n_failed);
 	values[12] = Int64GetDatum((int64) s->n_lost);
-	/* held while disconnected: the session may have expired meanwhile */
-	values[13] = Int32GetDatum(s->disconnected_since ? granted : 0);
+	/* held, but not covered by the lease: the session may have expired */
+	values[13] = Int32GetDatum(in_doubt);
 	if (s->disconnected_since)
 		values[14] = TimestampTzGetDatum(s->disconnected_since);
 	else
@@ -486,6 +490,13 @@ zklock_status(PG_FUNCTION_ARGS)
 		values[15] = CStringGetTextDatum(s->last_error);
 	else
 		nulls[15] = true;
+	/* 1.1: the lease; a 1.0 tuple descriptor stops before these */
+	if (s->lease_session != 0)
+		values[16] = Int32GetDatum((int32) Min(Max((s->lease_end - zklock_boottime_us()) / 1000, 0),
+											   PG_INT32_MAX));
+	else
+		nulls[16] = true;
+	values[17] = Int32GetDatum(zklock_lease_margin);
 	LWLockRelease(s->lock);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
@@ -500,13 +511,12 @@ zklock_local(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	ZkLockShared *s;
-	bool		disconnected;
+	int64		left;
 
 	zklock_backend_init();
 	InitMaterializedSRF(fcinfo, 0);
 	s = zklock_shared;
 	LWLockAcquire(s->lock, LW_SHARED);
-	disconnected = s->disconnected_since != 0;
 	for (int i = 0; i < s->nentries; i++)
 	{
 		ZkLockEntry *e = &s->entries[i];
@@ -520,7 +530,10 @@ zklock_local(PG_FUNCTION_ARGS)
 				state = "waiting";
 				break;
 			case ZKE_GRANTED:
-				state = disconnected ? "in doubt" : "granted";
+				/* granted, and the lease still proves the session alive */
+				state = (e->persistent ||
+						 zklock_lease_covers_locked(e->session_id, &left)) ?
+					"granted" : "in doubt";
 				break;
 			case ZKE_LOST:
 				state = "lost";

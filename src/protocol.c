@@ -67,6 +67,7 @@
 #include "zklock.h"
 #include "zk_client.h"
 #include "protocol.h"
+#include "failpoint.h"
 
 #define ZKLOCK_MAX_PATH		(ZKLOCK_MAX_ROOT_LEN + 1 + ZKLOCK_MAX_RESOURCE_LEN)
 #define MAX_CREATE_TRIES	8
@@ -123,6 +124,7 @@ typedef struct WorkEntry
 	bool		try_failed;		/* try-lock lost: deleting, then report */
 	bool		counted_wait;	/* counted in n_waited */
 	bool		last_blocker;	/* the watched node is our only blocker */
+	bool		guard_needed;	/* held, but the guard watch is not set */
 	int			create_rc;		/* create's result, for CHECKING */
 	int			create_zoo_rc;
 	int			tries;
@@ -184,6 +186,7 @@ static void admin_start(int idx);
 static void sweep_event(ZkEvent *ev);
 static void orphan_event(ZkEvent *ev);
 static void start_request(int idx);
+static void send_guard(int idx);
 
 /* a reply was lost or a send failed: retry once connected */
 static inline void
@@ -394,7 +397,9 @@ send_delete(int idx)
 
 	node_path(path, w, w->node);
 	w->phase = PH_DELETING;
-	if (!zkc_delete(path, TAG(w->generation, OP_DELETE, idx)))
+	/* failpoint "fail": as if the delete's reply was lost */
+	if (ZKLOCK_FAILPOINT("before-delete") ||
+		!zkc_delete(path, TAG(w->generation, OP_DELETE, idx)))
 		set_recovering(w);
 }
 
@@ -734,6 +739,7 @@ zklock_protocol_event(ZkEvent *ev)
 			break;
 
 		case OP_CREATE:
+			(void) ZKLOCK_FAILPOINT("after-create-reply");
 			w->create_rc = ev->rc;
 			w->create_zoo_rc = ev->zoo_rc;
 			if (ev->rc == ZKC_OK)
@@ -830,7 +836,15 @@ zklock_protocol_event(ZkEvent *ev)
 			{
 				/* someone changed our node's data: a revocation? */
 				(void) zkc_get_data(ev->path, TAG(w->generation, OP_GUARD_DATA, idx));
-				(void) zkc_exists(ev->path, true, TAG(w->generation, OP_GUARD, idx));
+				send_guard(idx);	/* a watch fires once: set it again */
+				break;
+			}
+			if (ev->kind == ZKEV_STAT && ev->rc != ZKC_OK &&
+				ev->rc != ZKC_NONODE)
+			{
+				/* the watch was not set (connection lost): set it again */
+				w->guard_needed = true;
+				recovery_needed = true;
 				break;
 			}
 			if ((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
@@ -1012,7 +1026,6 @@ grant(int idx)
 	WorkEntry  *w = &work[idx];
 	ZkLockEntry *e;
 	bool		withdrawn = false;
-	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	e = entry(idx);
@@ -1020,6 +1033,7 @@ grant(int idx)
 	{
 		e->state = ZKE_GRANTED;
 		e->token = w->czxid;
+		e->session_id = w->persistent ? 0 : session_id;
 		e->granted_at = GetCurrentTimestamp();
 		strlcpy(e->node, w->node, sizeof(e->node));
 		zklock_shared->n_granted++;
@@ -1041,9 +1055,27 @@ grant(int idx)
 		return;
 	}
 	w->phase = PH_HELD;
+	send_guard(idx);
+}
+
+/*
+ * Watch our own granted node, so that its deletion by someone else (an
+ * administrator, a revocation) turns the lock LOST.  Not waited for; a
+ * watch that could not be set (not sent, or its reply lost with the
+ * connection) is set again once connected (resume), so no deletion goes
+ * unnoticed.  Failpoint "fail": as if the reply was lost.
+ */
+static void
+send_guard(int idx)
+{
+	WorkEntry  *w = &work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
 	node_path(path, w, w->node);
-	/* not waited for: a failure to send only loses the early warning */
-	(void) zkc_exists(path, true, TAG(w->generation, OP_GUARD, idx));
+	w->guard_needed = ZKLOCK_FAILPOINT("before-guard") ||
+		!zkc_exists(path, true, TAG(w->generation, OP_GUARD, idx));
+	if (w->guard_needed)
+		recovery_needed = true;
 }
 
 /*
@@ -1104,6 +1136,8 @@ resume(int i)
 		w->phase = PH_IDLE;
 		start_request(i);
 	}
+	else if (w->phase == PH_HELD && w->guard_needed)
+		send_guard(i);
 	else if (w->phase == PH_RECOVERING)
 	{
 		if (w->release && !w->created && !w->create_unknown &&
@@ -1225,7 +1259,8 @@ zklock_protocol_tick(void)
 			recovery_needed = false;
 			last_recovery = now;
 			for (int i = 0; i < nwork; i++)
-				if (work[i].phase == PH_RECOVERING)
+				if (work[i].phase == PH_RECOVERING ||
+					(work[i].phase == PH_HELD && work[i].guard_needed))
 					resume(i);
 		}
 		return recovery_needed ? 100 : -1;

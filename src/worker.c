@@ -38,6 +38,8 @@
 #include "zklock.h"
 #include "zk_client.h"
 #include "protocol.h"
+#include "lease.h"
+#include "failpoint.h"
 
 #define SESSION_FILE		PG_STAT_TMP_DIR "/zklock.session"
 #define SESSION_FILE_TMP	PG_STAT_TMP_DIR "/zklock.session.tmp"
@@ -57,6 +59,7 @@ static TimestampTz phase_since;
 static TimestampTz disconnected_since;
 static TimestampTz reconnect_at;
 static TimestampTz last_down_log;
+static int64 session_asked_at;	/* CLOCK_BOOTTIME us of zkc_connect */
 
 static void worker_exit(int code, Datum arg);
 static void open_session(void);
@@ -296,6 +299,8 @@ zklock_worker_main(Datum main_arg)
 		{
 			if (ev->kind == ZKEV_SESSION)
 				handle_session_event(ev);
+			else if (phase == WP_SESSION && ev->kind == ZKEV_SYNCED)
+				zklock_lease_event(ev);
 			else if (phase == WP_SESSION)
 				zklock_protocol_event(ev);
 			zkc_free_event(ev);
@@ -350,6 +355,11 @@ zklock_worker_main(Datum main_arg)
 		/* fail requests that waited too long for a connection */
 		ms = zklock_protocol_tick();
 		timeout = (ms >= 0 && ms < 1000) ? ms + 1 : 1000;
+		/* keep the session's lease fresh */
+		ms = zklock_lease_tick(phase == WP_SESSION &&
+							   zklock_shared->session_state == ZKS_CONNECTED);
+		if (ms >= 0 && ms < timeout)
+			timeout = ms + 1;
 	}
 
 	proc_exit(1);
@@ -362,6 +372,7 @@ open_session(void)
 
 	phase_since = GetCurrentTimestamp();
 	was_connected = false;
+	session_asked_at = zklock_boottime_us();
 	if (zkc_connect(zklock_hosts, zklock_session_timeout, NULL, NULL,
 					auth_credentials(), err, sizeof(err)))
 	{
@@ -381,19 +392,24 @@ open_session(void)
 }
 
 /*
- * The session is over: close the handle, drop whatever it still had in
- * flight, tell the protocol, and start a new session.
+ * The session is over (expired, or given up): first withdraw its lease and
+ * mark what it held as lost, so that no commit trusts it any more; only
+ * then close the handle (which, for a live session, lets ZooKeeper grant
+ * its locks to others), drop whatever it still had in flight, and start a
+ * new session.
  */
 static void
 session_gone(const char *why)
 {
 	ZkEvent    *ev;
 
+	zklock_lease_end_session();
+	zklock_protocol_session_lost(why);
+	set_session_state(ZKS_EXPIRED, 0, why);
+	(void) ZKLOCK_FAILPOINT("session-lost-before-close");
 	zkc_close();
 	while ((ev = zkc_next_event()) != NULL)
 		zkc_free_event(ev);
-	zklock_protocol_session_lost(why);
-	set_session_state(ZKS_EXPIRED, 0, why);
 	(void) unlink(SESSION_FILE);
 	open_session();
 }
@@ -440,6 +456,9 @@ handle_session_event(ZkEvent *ev)
 				ereport(LOG,
 						(errmsg("zklock: reconnected to ZooKeeper, session 0x%llx",
 								(unsigned long long) zkc_session_id())));
+			if (!was_connected)
+				zklock_lease_session_started(zkc_session_id(),
+											 session_asked_at);
 			was_connected = true;
 			zklock_protocol_connected(zkc_session_id());
 			break;
@@ -465,9 +484,10 @@ handle_session_event(ZkEvent *ev)
 		case ZKC_STATE_AUTH_FAILED:
 			ereport(LOG,
 					(errmsg("zklock: ZooKeeper authentication failed")));
-			zkc_close();
+			zklock_lease_end_session();
 			zklock_protocol_session_lost("ZooKeeper authentication failed");
 			set_session_state(ZKS_AUTH_FAILED, 0, "authentication failed");
+			zkc_close();
 			phase = WP_WAIT_RECONNECT;
 			reconnect_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   RECONNECT_DELAY_MS * 10);
@@ -477,17 +497,17 @@ handle_session_event(ZkEvent *ev)
 
 /*
  * Leaving: closing the session deletes every node of this instance now.
+ * What it held is marked lost first, and the lease withdrawn, so that no
+ * commit passes between the close and the marking.
  */
 static void
 worker_exit(int code, Datum arg)
 {
 	bool		had_session = zkc_is_open() && phase == WP_SESSION;
 
-	zkc_close();
-	if (had_session)
-		(void) unlink(SESSION_FILE);
-
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	zklock_shared->lease_session = 0;
+	zklock_shared->lease_end = 0;
 	zklock_shared->worker_pid = 0;
 	zklock_shared->session_state = ZKS_STOPPED;
 	zklock_shared->session_id = 0;
@@ -513,4 +533,9 @@ worker_exit(int code, Datum arg)
 			zklock_entry_free(i);
 	}
 	LWLockRelease(zklock_shared->lock);
+
+	(void) ZKLOCK_FAILPOINT("session-lost-before-close");
+	zkc_close();
+	if (had_session)
+		(void) unlink(SESSION_FILE);
 }

@@ -348,6 +348,16 @@ void_completion(int rc, const void *data)
 	free(op);
 }
 
+static void
+sync_completion(int rc, const char *value, const void *data)
+{
+	OpContext  *op = (OpContext *) data;
+
+	deliver(make_event(ZKEV_SYNCED, op->tag, rc, op->path, NULL, NULL,
+					   NULL, 0));
+	free(op);
+}
+
 /*
  * ZooKeeper thread: the client library's log lines (errors only) are kept,
  * not printed: the worker reports the last one in its own log lines and in
@@ -602,4 +612,20 @@ zkc_set_data(const char *path, const char *data, int datalen, uint64 tag)
 	if (zh == NULL || (op = new_op(ZKEV_STAT, path, tag)) == NULL)
 		return false;
 	return sent(zoo_aset(zh, path, data, datalen, -1, set_completion, op), op);
+}
+
+/*
+ * A sync: the server the session is connected to forwards it to the leader,
+ * which checks that the session is still alive before answering.  A reply
+ * is therefore the leader's word, which a read or a ping is not (a follower
+ * cut from the leader answers those from its own copy).
+ */
+bool
+zkc_sync(const char *path, uint64 tag)
+{
+	OpContext  *op;
+
+	if (zh == NULL || (op = new_op(ZKEV_SYNCED, path, tag)) == NULL)
+		return false;
+	return sent(zoo_async(zh, path, sync_completion, op), op);
 }

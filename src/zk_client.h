@@ -38,6 +38,7 @@ typedef enum ZkEventKind
 	ZKEV_STAT,					/* exists finished */
 	ZKEV_DATA,					/* getData finished */
 	ZKEV_DELETED,				/* delete finished */
+	ZKEV_SYNCED,				/* sync finished: the leader answered */
 	ZKEV_WATCH					/* a watched node changed or vanished */
 } ZkEventKind;
 
@@ -105,5 +106,6 @@ extern bool zkc_get_data(const char *path, uint64 tag);
 extern bool zkc_delete(const char *path, uint64 tag);
 extern bool zkc_set_data(const char *path, const char *data, int datalen,
 						 uint64 tag);
+extern bool zkc_sync(const char *path, uint64 tag);
 
 #endif							/* ZKLOCK_ZK_CLIENT_H */

@@ -17,6 +17,7 @@
 #include "utils/guc.h"
 
 #include "zklock.h"
+#include "failpoint.h"
 
 PG_MODULE_MAGIC;
 
@@ -29,6 +30,7 @@ char	   *zklock_auth = NULL;
 char	   *zklock_node_naming = NULL;
 int			zklock_max_locks_per_backend = 32;
 int			zklock_sweep_interval = 60000;
+int			zklock_lease_margin = 2000;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -241,6 +243,19 @@ zklock_define_settings(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.lease_margin",
+							"How much of the session lease a commit under a zklock lock must find left.",
+							"It must cover half of ZooKeeper's tickTime and the longest pause between the commit fence and the commit record.",
+							&zklock_lease_margin,
+							2000, 0, 600000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+#ifdef ZKLOCK_FAILPOINTS
+	zklock_define_failpoints();
+#endif
 
 	MarkGUCPrefixReserved("zklock");
 }

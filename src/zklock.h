@@ -123,6 +123,7 @@ typedef struct ZkLockEntry
 
 	/* result, written by the worker */
 	int64		token;			/* worker: czxid of the node */
+	int64		session_id;		/* worker: the session that created it */
 	TimestampTz granted_at;		/* worker */
 	Size		list_needed;	/* worker: LIST result size */
 	int			sqlstate;		/* worker: for FAILED */
@@ -146,6 +147,15 @@ typedef struct ZkLockShared
 	TimestampTz state_since;	/* lock */
 	TimestampTz disconnected_since; /* lock: 0 while connected */
 	char		last_error[ZKLOCK_MAX_ERROR_LEN + 1];	/* lock */
+
+	/*
+	 * The lease (lease.c), written by the worker: session lease_session is
+	 * proven alive on the ZooKeeper leader until lease_end, a time on
+	 * CLOCK_BOOTTIME in microseconds (the same clock in every process of
+	 * this machine).  lease_session is 0 when nothing is proven.
+	 */
+	int64		lease_session;	/* lock */
+	int64		lease_end;		/* lock */
 
 	/* counters, lock */
 	uint64		n_granted;
@@ -175,6 +185,7 @@ extern char *zklock_auth;
 extern char *zklock_node_naming;
 extern int	zklock_max_locks_per_backend;
 extern int	zklock_sweep_interval;
+extern int	zklock_lease_margin;
 
 /* shared memory (shmem.c) */
 extern ZkLockShared *zklock_shared;

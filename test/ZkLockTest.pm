@@ -214,6 +214,8 @@ END
 #   root        => zklock.root (default zk_root()); undef to leave it unset
 #   node_name   => zklock.node_name (default $name)
 #   session_timeout => (default '4s')
+#   lease_margin => zklock.lease_margin (default '500ms': the test
+#                   ZooKeeper's tickTime is 200 ms; see README, Safety)
 #   hosts       => zklock.hosts (default zk_hosts())
 #   extra_conf  => more postgresql.conf lines
 #   start       => 0 to only init and configure
@@ -225,6 +227,7 @@ sub zk_node
 	my $root = exists $opts{root} ? $opts{root} : $zk_root;
 	my $node_name = $opts{node_name} // $name;
 	my $timeout = $opts{session_timeout} // '4s';
+	my $margin = $opts{lease_margin} // '500ms';
 	my $hosts = $opts{hosts} // $zk_hosts;
 
 	# A previous run of this test file may have left its node's directory
@@ -240,6 +243,7 @@ sub zk_node
 shared_preload_libraries = 'zklock'
 zklock.hosts = '$hosts'
 zklock.session_timeout = '$timeout'
+zklock.lease_margin = '$margin'
 zklock.node_name = '$node_name'
 max_connections = 50
 log_line_prefix = '%m [%p] %q%a '

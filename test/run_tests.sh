@@ -28,8 +28,9 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 		bash "$src/scripts/install-deps.sh"
 		pgbin=$(pg_config --bindir)
 		make -C "$src" -s clean
-		make -C "$src" -s
-		make -C "$src" -s install
+		# the test build: with failpoints (src/failpoint.c)
+		make -C "$src" -s FAILPOINTS=1
+		make -C "$src" -s install FAILPOINTS=1
 		work=$(mktemp -d /tmp/zklock-test.XXXXXX)
 		cp -a "$src/." "$work/src"
 		chown -R postgres:postgres "$work"
@@ -86,6 +87,7 @@ shared_preload_libraries = 'zklock'
 zklock.hosts = '$hosts'
 zklock.root = '/zklock_regress'
 zklock.session_timeout = '4s'
+zklock.lease_margin = '500ms'
 zklock.connect_timeout = '3s'
 zklock.node_name = 'regress'
 zklock.sweep_interval = '500ms'

@@ -1,0 +1,119 @@
+/*-------------------------------------------------------------------------
+ *
+ * failpoint.c
+ *		Failpoints: let a test stop the worker at a named point, so that a
+ *		race becomes a deterministic test.
+ *
+ * Built only with "make FAILPOINTS=1" (the test command does); a normal
+ * build has neither this file's code nor the setting.  The setting
+ * zklock.failpoints (reloadable, superuser only through the configuration
+ * files) is a comma-separated list of name=action, where action is
+ *
+ *	pause		wait, serving reloads, until the setting no longer says
+ *				pause for this name (at most five minutes)
+ *	sleep:N		sleep N milliseconds
+ *	fail		the caller treats the operation as failed (what failing
+ *				means is said where the point is)
+ *	exit		proc_exit(1), as a crash of the worker would end it
+ *
+ * Every point reached with an action logs "zklock: failpoint "name"
+ * reached (action)", which a test waits for.
+ *
+ * The points: after-create-reply, before-guard, session-lost-before-close,
+ * before-delete (see where ZKLOCK_FAILPOINT is called).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/guc.h"
+
+#include "zklock.h"
+#include "failpoint.h"
+
+#ifdef ZKLOCK_FAILPOINTS
+
+char	   *zklock_failpoints = NULL;
+
+void
+zklock_define_failpoints(void)
+{
+	DefineCustomStringVariable("zklock.failpoints",
+							   "Test builds only: named points where the worker pauses, sleeps, fails or exits.",
+							   NULL,
+							   &zklock_failpoints,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
+}
+
+/* The action the setting gives for a point, copied into buf; false if none */
+static bool
+failpoint_action(const char *name, char *buf, size_t buflen)
+{
+	size_t		len = strlen(name);
+	const char *p = zklock_failpoints;
+
+	while (p && *p)
+	{
+		const char *end = strchr(p, ',');
+		size_t		itemlen = end ? (size_t) (end - p) : strlen(p);
+
+		if (itemlen > len && strncmp(p, name, len) == 0 && p[len] == '=')
+		{
+			size_t		alen = Min(itemlen - len - 1, buflen - 1);
+
+			memcpy(buf, p + len + 1, alen);
+			buf[alen] = '\0';
+			return true;
+		}
+		p = end ? end + 1 : NULL;
+	}
+	return false;
+}
+
+bool
+zklock_failpoint(const char *name)
+{
+	char		action[64];
+
+	if (!failpoint_action(name, action, sizeof(action)))
+		return false;
+	ereport(LOG,
+			(errmsg("zklock: failpoint \"%s\" reached (%s)", name, action)));
+	if (strcmp(action, "fail") == 0)
+		return true;
+	if (strcmp(action, "exit") == 0)
+		proc_exit(1);
+	if (strncmp(action, "sleep:", 6) == 0)
+		pg_usleep(atol(action + 6) * 1000L);
+	else if (strcmp(action, "pause") == 0)
+	{
+		for (int i = 0; i < 3000 && !ShutdownRequestPending; i++)
+		{
+			if (ConfigReloadPending)
+			{
+				ConfigReloadPending = false;
+				ProcessConfigFile(PGC_SIGHUP);
+			}
+			if (!failpoint_action(name, action, sizeof(action)) ||
+				strcmp(action, "pause") != 0)
+				break;
+			(void) WaitLatch(MyLatch,
+							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 100, ZKLOCK_WAIT_EVENT);
+			ResetLatch(MyLatch);
+		}
+		ereport(LOG,
+				(errmsg("zklock: failpoint \"%s\" released", name)));
+	}
+	return false;
+}
+
+#endif							/* ZKLOCK_FAILPOINTS */

@@ -1,0 +1,27 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease.h
+ *		The session lease behind the commit fence (see lease.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_LEASE_H
+#define ZKLOCK_LEASE_H
+
+#include "zk_client.h"
+
+/* both sides */
+extern int64 zklock_boottime_us(void);
+
+/* worker side */
+extern void zklock_lease_session_started(int64 session_id, int64 since_us);
+extern void zklock_lease_reconnected(int64 since_us);
+extern void zklock_lease_end_session(void);
+extern void zklock_lease_event(ZkEvent *ev);
+extern long zklock_lease_tick(bool connected);
+
+/* backend side */
+extern bool zklock_lease_covers(int64 session_id, int64 *remaining_ms);
+extern bool zklock_lease_covers_locked(int64 session_id, int64 *remaining_ms);
+
+#endif							/* ZKLOCK_LEASE_H */
