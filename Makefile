@@ -11,6 +11,7 @@ OBJS = \
 	src/backend.o \
 	src/functions.o \
 	src/lease.o \
+	src/root.o \
 	src/failpoint.o
 
 EXTENSION = zklock

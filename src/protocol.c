@@ -88,11 +88,6 @@ typedef enum ZkOp
 	OP_GUARD_DATA				/* read our granted node after it changed */
 } ZkOp;
 
-#define TAG(gen, op, idx) \
-	(((uint64) (gen) << 32) | ((uint64) (op) << 24) | (uint64) (idx))
-#define TAG_GEN(tag)	((uint32) ((tag) >> 32))
-#define TAG_OP(tag)		((int) (((tag) >> 24) & 0xff))
-#define TAG_IDX(tag)	((int) ((tag) & 0xffffff))
 
 /* Where the worker is with one entry; the worker's own memory */
 typedef enum Phase
@@ -319,7 +314,12 @@ start_request(int idx)
 			break;
 		case ZKR_ACQUIRE:
 		case ZKR_TRY_ACQUIRE:
-			send_create(idx, false);
+			if (zklock_root_refused())
+				fail(idx, ERRCODE_INSUFFICIENT_PRIVILEGE,
+					 "zklock.root \"%s\" is open to clients without zklock.auth's credentials (see the server log)",
+					 zklock_root);
+			else
+				send_create(idx, false);
 			break;
 	}
 }

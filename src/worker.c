@@ -301,6 +301,12 @@ zklock_worker_main(Datum main_arg)
 				handle_session_event(ev);
 			else if (phase == WP_SESSION && ev->kind == ZKEV_SYNCED)
 				zklock_lease_event(ev);
+			else if (phase == WP_SESSION && TAG_IDX(ev->tag) == ROOT_IDX)
+			{
+				/* requests go once the root is known to be safe */
+				if (zklock_root_event(ev))
+					zklock_protocol_connected(zkc_session_id());
+			}
 			else if (phase == WP_SESSION)
 				zklock_protocol_event(ev);
 			zkc_free_event(ev);
@@ -460,7 +466,10 @@ handle_session_event(ZkEvent *ev)
 				zklock_lease_session_started(zkc_session_id(),
 											 session_asked_at);
 			was_connected = true;
-			zklock_protocol_connected(zkc_session_id());
+			if (zklock_root_needs_check(zkc_session_id()))
+				zklock_root_check_start(zkc_session_id());
+			else
+				zklock_protocol_connected(zkc_session_id());
 			break;
 
 		case ZKC_STATE_CONNECTING:

@@ -358,6 +358,49 @@ sync_completion(int rc, const char *value, const void *data)
 	free(op);
 }
 
+/* ZooKeeper thread: each ACL entry becomes "<perms> <scheme>:<id>" */
+static void
+acl_completion(int rc, struct ACL_vector *acl, struct Stat *stat,
+			   const void *data)
+{
+	OpContext  *op = (OpContext *) data;
+	struct String_vector entries = {0, NULL};
+	int			n = (rc == ZOK && acl) ? acl->count : 0;
+
+	if (n > 0 && (entries.data = calloc(n, sizeof(char *))) != NULL)
+	{
+		for (int i = 0; i < n; i++)
+		{
+			struct ACL *a = &acl->data[i];
+			size_t		len = 16 + strlen(a->id.scheme) + strlen(a->id.id);
+
+			if ((entries.data[i] = malloc(len)) == NULL)
+				break;
+			snprintf(entries.data[i], len, "%d %s:%s", (int) a->perms,
+					 a->id.scheme, a->id.id);
+			entries.count++;
+		}
+	}
+	if (n > 0 && entries.count < n)
+		rc = ZSYSTEMERROR;		/* out of memory: no partial answer */
+	deliver(make_event(ZKEV_ACL, op->tag, rc, op->path, NULL,
+					   rc == ZOK ? &entries : NULL, NULL, 0));
+	for (int i = 0; i < entries.count; i++)
+		free(entries.data[i]);
+	free(entries.data);
+	free(op);
+}
+
+static void
+acl_set_completion(int rc, const void *data)
+{
+	OpContext  *op = (OpContext *) data;
+
+	deliver(make_event(ZKEV_ACL_SET, op->tag, rc, op->path, NULL, NULL,
+					   NULL, 0));
+	free(op);
+}
+
 /*
  * ZooKeeper thread: the client library's log lines (errors only) are kept,
  * not printed: the worker reports the last one in its own log lines and in
@@ -628,4 +671,26 @@ zkc_sync(const char *path, uint64 tag)
 	if (zh == NULL || (op = new_op(ZKEV_SYNCED, path, tag)) == NULL)
 		return false;
 	return sent(zoo_async(zh, path, sync_completion, op), op);
+}
+
+bool
+zkc_get_acl(const char *path, uint64 tag)
+{
+	OpContext  *op;
+
+	if (zh == NULL || (op = new_op(ZKEV_ACL, path, tag)) == NULL)
+		return false;
+	return sent(zoo_aget_acl(zh, path, acl_completion, op), op);
+}
+
+/* Give a node the ACL of zklock's own nodes (the credentials' only) */
+bool
+zkc_set_acl_private(const char *path, uint64 tag)
+{
+	OpContext  *op;
+
+	if (zh == NULL || (op = new_op(ZKEV_ACL_SET, path, tag)) == NULL)
+		return false;
+	return sent(zoo_aset_acl(zh, path, -1, node_acl, acl_set_completion, op),
+				op);
 }

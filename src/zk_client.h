@@ -39,6 +39,8 @@ typedef enum ZkEventKind
 	ZKEV_DATA,					/* getData finished */
 	ZKEV_DELETED,				/* delete finished */
 	ZKEV_SYNCED,				/* sync finished: the leader answered */
+	ZKEV_ACL,					/* getACL finished: entries in children[] */
+	ZKEV_ACL_SET,				/* setACL finished */
 	ZKEV_WATCH					/* a watched node changed or vanished */
 } ZkEventKind;
 
@@ -55,7 +57,13 @@ typedef enum ZkClientState
 #define ZKC_WATCH_DELETED	1
 #define ZKC_WATCH_CHANGED	2
 
-/* Node creation flags */
+/*
+ * A getACL reply lists each entry as "<perms> <scheme>:<id>" in children[];
+ * perms are ZooKeeper's bits, of which READ is this one
+ */
+#define ZKC_PERM_READ	1
+
+/* Node creation flags (none: a persistent node) */
 #define ZKC_EPHEMERAL_SEQUENTIAL	1
 #define ZKC_CONTAINER				2
 #define ZKC_PERSISTENT_SEQUENTIAL	4
@@ -107,5 +115,7 @@ extern bool zkc_delete(const char *path, uint64 tag);
 extern bool zkc_set_data(const char *path, const char *data, int datalen,
 						 uint64 tag);
 extern bool zkc_sync(const char *path, uint64 tag);
+extern bool zkc_get_acl(const char *path, uint64 tag);
+extern bool zkc_set_acl_private(const char *path, uint64 tag);
 
 #endif							/* ZKLOCK_ZK_CLIENT_H */

@@ -16,9 +16,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 zk_start();
-my $node = zk_node('node1', start => 0);
-$node->start;
-zk_wait_connected($node) or BAIL_OUT('worker did not connect');
+my $node = zk_node('node1');
 
 $node->safe_psql('postgres', 'CREATE DATABASE old');
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');

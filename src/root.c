@@ -1,0 +1,261 @@
+/*-------------------------------------------------------------------------
+ *
+ * root.c
+ *		With zklock.auth set, make sure nobody else can create or delete
+ *		nodes under zklock.root.
+ *
+ * zklock creates its nodes with an ACL that only zklock.auth's credentials
+ * pass.  That protects a lock node only if its parent, the resource node,
+ * is zklock's too: ZooKeeper checks the right to delete a node on its
+ * parent, so a resource node that someone else created first, with
+ * world:anyone, lets anyone delete zklock's lock nodes under it.  Resource
+ * nodes are safe when nobody else can create nodes under the root, so
+ * before the first request of each session the worker makes sure that
+ *
+ *	- the root exists, as a persistent node (its ancestors too);
+ *	- it has a persistent child, zklock.anchor, so that it is never empty
+ *	  and therefore can never be deleted (and re-created by someone else)
+ *	  even though its parent may be open to everyone;
+ *	- its ACL gives no right beyond READ to anyone but these credentials.
+ *	  The credentials' identity, as ZooKeeper records it, is read from the
+ *	  ACL of a probe node the worker creates (and deletes).  A root open to
+ *	  others is restricted with setACL when ZooKeeper allows it (and the
+ *	  log says so); otherwise every lock request fails with 42501 until an
+ *	  operator fixes the root.
+ *	- when the root had to be restricted, every node that others could
+ *	  have made under it meanwhile is restricted too (a walk of the tree,
+ *	  a few requests in flight at a time); a node whose ACL cannot be
+ *	  changed makes every lock request fail, as above, naming it in the log.
+ *
+ * Once the root is the credentials' alone, nobody else can create a node
+ * under it, so every resource node is zklock's and stays so.  Requests wait,
+ * as for a connection, until the check is done.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+#include "utils/memutils.h"
+
+#include "zklock.h"
+#include "zk_client.h"
+#include "protocol.h"
+
+#define ROOT_ANCHOR		"zklock.anchor"
+#define ROOT_PROBE		"zklock.probe-"
+
+typedef enum RootStep
+{
+	RS_CREATE = 1,				/* the root, its ancestors, the anchor */
+	RS_PROBE,					/* the probe node */
+	RS_PROBE_ACL,				/* the probe's ACL: who we are */
+	RS_PROBE_DELETE,
+	RS_ROOT_ACL,				/* the root's ACL */
+	RS_SET_ACL,					/* restrict the root */
+	RS_WALK,					/* list a node under the root */
+	RS_WALK_SET					/* restrict it */
+} RootStep;
+
+#define ROOT_WALK_IN_FLIGHT 16
+
+static uint32 root_generation = 0;
+static int64 root_checked_session = 0;	/* the session it was done for */
+static int64 root_checking_session = 0;
+static bool root_refused_flag = false;
+static char root_self[256];		/* "scheme:id" of our credentials */
+static List *root_walk = NIL;	/* paths still to list, in root_walk_cxt */
+static MemoryContext root_walk_cxt = NULL;
+static int	root_walk_pending = 0;
+
+/* Is a check due for this session (not done, not under way)? */
+bool
+zklock_root_needs_check(int64 session_id)
+{
+	return zklock_auth != NULL && zklock_auth[0] != '\0' &&
+		root_checked_session != session_id;
+}
+
+bool
+zklock_root_refused(void)
+{
+	return root_refused_flag;
+}
+
+/* Start the check: create what must exist, and the probe, pipelined */
+void
+zklock_root_check_start(int64 session_id)
+{
+	char		path[ZKLOCK_MAX_ROOT_LEN + 64];
+	uint32		gen = ++root_generation;
+
+	root_checking_session = session_id;
+	root_self[0] = '\0';
+	root_walk = NIL;
+	root_walk_pending = 0;
+	if (root_walk_cxt == NULL)
+		root_walk_cxt = AllocSetContextCreate(TopMemoryContext,
+											  "zklock root walk",
+											  ALLOCSET_SMALL_SIZES);
+	MemoryContextReset(root_walk_cxt);
+	for (const char *p = zklock_root + 1;; p++)
+	{
+		if (*p == '/' || *p == '\0')
+		{
+			memcpy(path, zklock_root, p - zklock_root);
+			path[p - zklock_root] = '\0';
+			(void) zkc_create(path, NULL, -1, 0, TAG(gen, RS_CREATE, ROOT_IDX));
+			if (*p == '\0')
+				break;
+		}
+	}
+	snprintf(path, sizeof(path), "%s/%s", zklock_root, ROOT_ANCHOR);
+	(void) zkc_create(path, NULL, -1, 0, TAG(gen, RS_CREATE, ROOT_IDX));
+	snprintf(path, sizeof(path), "%s/%s", zklock_root, ROOT_PROBE);
+	(void) zkc_create(path, NULL, -1, ZKC_EPHEMERAL_SEQUENTIAL,
+					  TAG(gen, RS_PROBE, ROOT_IDX));
+	/* a send that failed ends in a connection loss: checked again then */
+}
+
+/* The check is over, for better or worse */
+static bool
+root_done(bool refused, const char *why)
+{
+	root_refused_flag = refused;
+	root_checked_session = root_checking_session;
+	if (refused)
+		ereport(LOG,
+				(errmsg("zklock: refusing to take locks under zklock.root \"%s\": %s",
+						zklock_root, why),
+				 errhint("Give \"%s\" an ACL that grants only zklock.auth's credentials more than READ, or choose another zklock.root.",
+						 zklock_root)));
+	return true;
+}
+
+/* List queued nodes while fewer than ROOT_WALK_IN_FLIGHT are out */
+static bool
+root_walk_issue(void)
+{
+	while (root_walk != NIL && root_walk_pending < ROOT_WALK_IN_FLIGHT)
+	{
+		char	   *path = llast(root_walk);
+
+		root_walk = list_delete_last(root_walk);
+		if (zkc_get_children(path, TAG(root_generation, RS_WALK, ROOT_IDX)))
+			root_walk_pending++;
+		pfree(path);
+	}
+	if (root_walk_pending > 0)
+		return false;
+	MemoryContextReset(root_walk_cxt);
+	root_walk = NIL;
+	return root_done(false, NULL);
+}
+
+/* A node under the root was listed: restrict and walk its children */
+static bool
+root_walk_event(ZkEvent *ev)
+{
+	root_walk_pending--;
+	for (int i = 0; i < ev->nchildren; i++)
+	{
+		const char *c = ev->children[i];
+		MemoryContext old;
+		char	   *path;
+
+		if (zklock_parse_node_name(c, NULL, NULL))
+			continue;			/* a lock node: nothing can be under it */
+		old = MemoryContextSwitchTo(root_walk_cxt);
+		path = psprintf("%s/%s", ev->path, c);
+		root_walk = lappend(root_walk, path);
+		MemoryContextSwitchTo(old);
+		root_walk_pending++;
+		if (!zkc_set_acl_private(path, TAG(root_generation, RS_WALK_SET, ROOT_IDX)))
+			root_walk_pending--;
+	}
+	return root_walk_issue();
+}
+
+/* Does an ACL entry "<perms> <scheme>:<id>" give anyone else a right? */
+static bool
+root_entry_foreign(const char *entry)
+{
+	int			perms = atoi(entry);
+	const char *who = strchr(entry, ' ');
+
+	if ((perms & ~ZKC_PERM_READ) == 0)
+		return false;
+	return who == NULL || strcmp(who + 1, root_self) != 0;
+}
+
+/*
+ * A reply of the check.  Returns true when the check is over, so that the
+ * worker can let requests go.
+ */
+bool
+zklock_root_event(ZkEvent *ev)
+{
+	bool		foreign = false;
+
+	if (TAG_GEN(ev->tag) != root_generation ||
+		root_checked_session == root_checking_session)
+		return false;
+	if (ev->rc == ZKC_CONNLOSS || ev->rc == ZKC_EXPIRED)
+		return false;			/* done again at the next connection */
+	switch ((RootStep) TAG_OP(ev->tag))
+	{
+		case RS_WALK:
+			if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+				return root_done(true, "could not list the nodes under it");
+			return root_walk_event(ev);
+		case RS_WALK_SET:
+			root_walk_pending--;
+			if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+			{
+				ereport(LOG,
+						(errmsg("zklock: could not restrict the ACL of \"%s\": %s",
+								ev->path, zkc_result_text(ev->zoo_rc))));
+				return root_done(true, "a node under it cannot be restricted to zklock.auth's credentials");
+			}
+			return root_walk_issue();
+		case RS_CREATE:
+		case RS_PROBE_DELETE:
+			return false;		/* NODEEXISTS is fine; the probe tells */
+		case RS_PROBE:
+			if (ev->rc != ZKC_OK)
+				return root_done(true, "cannot create nodes under it with zklock.auth's credentials");
+			(void) zkc_get_acl(ev->path, TAG(root_generation, RS_PROBE_ACL, ROOT_IDX));
+			(void) zkc_delete(ev->path, TAG(root_generation, RS_PROBE_DELETE, ROOT_IDX));
+			return false;
+		case RS_PROBE_ACL:
+			if (ev->rc != ZKC_OK || ev->nchildren != 1 ||
+				strchr(ev->children[0], ' ') == NULL)
+				return root_done(true, "could not tell the credentials' identity from a probe node");
+			strlcpy(root_self, strchr(ev->children[0], ' ') + 1,
+					sizeof(root_self));
+			(void) zkc_get_acl(zklock_root, TAG(root_generation, RS_ROOT_ACL, ROOT_IDX));
+			return false;
+		case RS_ROOT_ACL:
+			if (ev->rc != ZKC_OK)
+				return root_done(true, "could not read its ACL");
+			for (int i = 0; i < ev->nchildren; i++)
+				foreign |= root_entry_foreign(ev->children[i]);
+			if (!foreign)
+				return root_done(false, NULL);
+			(void) zkc_set_acl_private(zklock_root,
+									   TAG(root_generation, RS_SET_ACL, ROOT_IDX));
+			return false;
+		case RS_SET_ACL:
+			if (ev->rc != ZKC_OK)
+				return root_done(true, "clients without zklock.auth's credentials may create or delete nodes under it, and its ACL cannot be changed");
+			ereport(LOG,
+					(errmsg("zklock: zklock.root \"%s\" was open to clients without zklock.auth's credentials; its ACL, and that of every node under it, now grants zklock.auth's credentials alone",
+							zklock_root)));
+			/* a send that fails ends in a connection loss: done again then */
+			root_walk_pending = 1;	/* the listing of the root itself */
+			(void) zkc_get_children(zklock_root,
+									TAG(root_generation, RS_WALK, ROOT_IDX));
+			return false;
+	}
+	return false;
+}
