@@ -230,26 +230,39 @@ submit(int idx)
 
 /*
  * A worker that is running but has not taken a request out of its queue
- * within zklock.connect_timeout is stuck (stopped, or looping): end the
- * wait with an error rather than wait for it without a bound.  Called with
- * the entry still REQUESTED; the caller's error path withdraws it.
+ * within zklock.connect_timeout, or has taken it and then not gone through
+ * its main loop (which it does at least once a second) for that long, is
+ * stuck (stopped, or looping): end the wait with an error rather than wait
+ * for it without a bound.  Called with the entry still REQUESTED; the
+ * caller's error path withdraws it.
  */
 static void
 check_worker_responds(int idx, TimestampTz since)
 {
 	bool		queued;
+	int64		idle_ms;
 
+	if (!TimestampDifferenceExceeds(since, GetCurrentTimestamp(),
+									zklock_connect_timeout))
+		return;
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	queued = zklock_shared->entries[idx].queued;
 	LWLockRelease(zklock_shared->lock);
-	if (queued &&
-		TimestampDifferenceExceeds(since, GetCurrentTimestamp(),
-								   zklock_connect_timeout))
+	idle_ms = (zklock_boottime_us() -
+			   (int64) pg_atomic_read_u64(&zklock_shared->worker_alive_at)) / 1000;
+	if (queued)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("zklock worker is not responding"),
 				 errdetail("The worker has not taken the request within zklock.connect_timeout (%d ms).",
 						   zklock_connect_timeout),
+				 errhint("Check the zklock worker's process (zk_lock_status.worker_pid) and the server log.")));
+	if (idle_ms > zklock_connect_timeout + 1000)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock worker is not responding"),
+				 errdetail("The worker has not run for %lld ms, longer than zklock.connect_timeout (%d ms).",
+						   (long long) idle_ms, zklock_connect_timeout),
 				 errhint("Check the zklock worker's process (zk_lock_status.worker_pid) and the server log.")));
 }
 

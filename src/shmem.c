@@ -69,6 +69,7 @@ zklock_shmem_startup(void)
 			zklock_shared->entries[i].next_free = (i + 1 < n) ? i + 1 : -1;
 		}
 		zklock_shared->free_head = n > 0 ? 0 : -1;
+		pg_atomic_init_u64(&zklock_shared->worker_alive_at, 0);
 	}
 	/* the queue lives behind the entries; every process sets its pointer */
 	zklock_shared->queue = (int *) &zklock_shared->entries[n];

@@ -268,6 +268,8 @@ zklock_worker_main(Datum main_arg)
 
 		nevents = WaitEventSetWait(wes, timeout, events, lengthof(events),
 								   ZKLOCK_WAIT_EVENT);
+		pg_atomic_write_u64(&zklock_shared->worker_alive_at,
+							(uint64) zklock_boottime_us());
 		for (int i = 0; i < nevents; i++)
 		{
 			if (events[i].events & WL_LATCH_SET)

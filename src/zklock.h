@@ -44,6 +44,7 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "storage/dsm.h"
 
@@ -156,6 +157,13 @@ typedef struct ZkLockShared
 	 */
 	int64		lease_session;	/* lock */
 	int64		lease_end;		/* lock */
+
+	/*
+	 * CLOCK_BOOTTIME us of the worker's last pass through its main loop
+	 * (at least once a second).  Written by the worker without the lock;
+	 * a stalled worker cannot make it advance, so its age is evidence.
+	 */
+	pg_atomic_uint64 worker_alive_at;
 
 	/* counters, lock */
 	uint64		n_granted;

@@ -52,8 +52,15 @@ sub set_failpoints
 }
 
 # --- the lease is shown ------------------------------------------------------
-my ($remaining, $margin, $timeout) = split /\|/,
-  psql1($node1, 'SELECT lease_remaining, lease_margin, session_timeout FROM zk_lock_status');
+my ($remaining, $margin, $timeout);
+wait_until(
+	sub {
+		($remaining, $margin, $timeout) = split /\|/,
+		  psql1($node1,
+			'SELECT coalesce(lease_remaining, 0), lease_margin, session_timeout FROM zk_lock_status');
+		return $remaining > $margin;
+	},
+	timeout => 10);
 is($margin, '500', 'zk_lock_status shows the lease margin');
 ok($remaining > $margin && $remaining <= $timeout,
 	"zk_lock_status shows the lease left ($remaining ms of a $timeout ms session timeout)");
@@ -98,6 +105,29 @@ is(psql1($node1, 'SELECT count(*) FROM guarded'), '1',
 	'nothing the fenced transaction wrote is visible');
 $w->query_ok('SELECT 1');
 ok(zk_wait_connected($node1, 30), 'node1\'s worker has a new session');
+
+# --- a worker that stalls after taking a request: the wait ends, bounded ------
+{
+	my $holder = zk_session($node1, 'holder_w');
+	$holder->query_ok(q{SELECT zk_lock_acquire_session('lease/w', parents => false)});
+	my $waiter = zk_session($node1, 'waiter_w');
+	$waiter->send(q{SELECT zk_lock_acquire('lease/w', parents => false)});
+	ok(wait_for_waiting($node1, $waiter->pid), 'a waiter queues behind the holder');
+	ok(zk_wait_count(zk_path('lease/w'), 2, 10), 'the worker has taken its request');
+	my $pid = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
+	kill 'STOP', $pid;
+	my $t = time();
+	my $res = $waiter->wait(30);
+	my $took = time() - $t;
+	kill 'CONT', $pid;
+	is($res && $res->{sqlstate}, '55000', 'the wait ends with 55000 when the worker stalls after taking the request');
+	like($res && $res->{err}, qr/zklock worker is not responding/, '... saying the worker does not respond');
+	cmp_ok($took, '<', 3 + 1 + 6, sprintf('... within connect_timeout and a second (%.1f s)', $took));
+	$holder->query_ok(q{SELECT zk_lock_release_all()});
+	ok(zk_wait_count(zk_path('lease/w'), 0, 10), 'and nothing is left behind');
+	$holder->quit;
+	$waiter->quit;
+}
 
 # --- finding 3: PREPARE under a lost session lock -----------------------------
 $h->query_ok(q{SELECT zk_lock_acquire_session('lease/p')});
