@@ -550,8 +550,8 @@ admin_start(int idx)
  * (the create of an ephemeral node, deleted at once), whose mtime is "now"
  * by the clock of the ZooKeeper leader; a node written by zklock 1.1 carries
  * its time to live as a duration, "ttl=<ms>", counted from its mtime, which
- * the write that granted it set (its create, or the grant's rewrite of a
- * waiting request).  A lock can so end early only by the difference between
+ * the write that granted it set (the grant's rewrite of its data, see
+ * grant_persistent).  A lock can so end early only by the difference between
  * the clocks of two successive ZooKeeper leaders, and late by up to one
  * sweep interval (and the walk).
  *
@@ -778,9 +778,12 @@ sweep_event(ZkEvent *ev)
 			else if (sweep_all_nodes || zklock_node_has_prefix(c, "zx"))
 			{
 				/* an explicit lock: read it */
-				bool		granted = (m == ZKLOCK_EXCLUSIVE) ?
-				seq == min_all : (min_x < 0 || seq < min_x);
+				bool		granted;
 
+				if (m == ZKLOCK_EXCLUSIVE)
+					granted = (seq == min_all);
+				else
+					granted = (min_x < 0 || seq < min_x);
 				sweep_push(child, granted ? OP_LIST_DATA : OP_SWEEP_WAITING);
 			}
 			pfree(child);
@@ -1305,7 +1308,9 @@ granted_data(char *data, size_t size)
 		size_t		len = eol ? (size_t) (eol - p + 1) : strlen(p);
 
 		if (strncmp(p, ZKLOCK_WAITER_FIELD, strlen(ZKLOCK_WAITER_FIELD)) == 0)
-			;					/* nobody waits any more */
+		{
+			/* nobody waits any more: the line goes */
+		}
 		else if (strncmp(p, "expires_at=", 11) == 0 && eol)
 			appendStringInfo(&s, "expires_at=%lld\n",
 							 (long long) time(NULL) + (long long) ((ttl_ms + 999) / 1000));
