@@ -135,5 +135,16 @@ like(slurp_file($node1->logfile) . slurp_file($node2->logfile),
 	qr/removing the node of an explicit lock request whose waiter is gone/,
 	'the removal is logged');
 
+# --- a rolling upgrade: 1.0's SQL objects on the 1.1 library ---------------
+psql1($node2, q{DROP EXTENSION zklock; CREATE EXTENSION zklock VERSION '1.0'});
+psql1($node1, q{SELECT zk_lock_acquire_explicit('ex/up', ttl => '1 hour')});
+is(psql1($node2, q{SELECT count(*) FROM zk_locks WHERE resource = 'ex/up' AND granted AND expires > now()}),
+	'1', '1.0\'s zk_locks shows a 1.1 explicit lock and its expiry');
+is(psql1($node2, q{SELECT zk_lock_release_explicit('ex/up')}), '1',
+	'and 1.0\'s UNLOCK removes it');
+psql1($node2, q{ALTER EXTENSION zklock UPDATE});
+is(psql1($node2, q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
+	'1.1', 'updated to 1.1');
+
 zk_done_check();
 done_testing();
