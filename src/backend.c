@@ -385,10 +385,26 @@ one_line(const char *value)
 	return copy;
 }
 
-/* Who holds the node: key=value lines, read back by zk_locks */
+/*
+ * Who holds the node: key=value lines, read back by zk_locks.  user= is the
+ * role the caller acts as (SET ROLE, also inside a SECURITY DEFINER
+ * function): zk_locks shows a user its own locks by it, and
+ * zk_lock_release_explicit lets a user remove its own explicit locks by it.
+ *
+ * An explicit lock's node (ttl_ms > 0) also carries:
+ *	ttl=<ms>			its time to live; it counts from the node's mtime of
+ *						the write that granted it (ZooKeeper's own time)
+ *	expires_at=<s>		for people: when that is, by this machine's clock
+ *						(never used to expire anything)
+ *	waiter=<16 hex>		while the request waits: the worker fills in its
+ *						session id, and removes the line when it is granted
+ * 1.0 wrote "expires=<epoch seconds>" instead, which 1.0's sweep compares
+ * with its own wall clock: 1.1's nodes leave it out, so that a 1.0
+ * instance (in a rolling upgrade) never removes them.
+ */
 static void
 describe_holder(char *buf, size_t buflen, const char *scope, bool implicit,
-				int64 expires)
+				int64 ttl_ms)
 {
 	StringInfoData s;
 	const char *query = debug_query_string ? debug_query_string : "";
@@ -403,14 +419,20 @@ describe_holder(char *buf, size_t buflen, const char *scope, bool implicit,
 	appendStringInfo(&s, "instance=%s\npid=%d\ndatabase=%s\nuser=%s\napplication=%s\nvxid=%d/%u\nscope=%s\nimplicit=%s\nsince=" INT64_FORMAT ".%06d\n",
 					 zklock_instance_name(), MyProcPid,
 					 one_line(dbname ? dbname : ""),
-					 one_line(GetUserNameFromId(GetUserId(), false)),
+					 one_line(GetUserNameFromId(GetOuterUserId(), false)),
 					 one_line(application_name ? application_name : ""),
 					 MyProc->backendId, MyProc->lxid,
 					 scope,
 					 implicit ? "true" : "false",
 					 since / USECS_PER_SEC, (int) (since % USECS_PER_SEC));
-	if (expires > 0)
-		appendStringInfo(&s, "expires=" INT64_FORMAT "\n", expires);
+	if (ttl_ms > 0)
+	{
+		int64		expires_at = since / USECS_PER_SEC + (ttl_ms + 999) / 1000;
+
+		appendStringInfo(&s, "ttl=" INT64_FORMAT "\nexpires_at=" INT64_FORMAT "\n"
+						 ZKLOCK_WAITER_FIELD "%016llx\n",
+						 ttl_ms, expires_at, 0ULL);
+	}
 	appendStringInfoString(&s, "query=");
 	room = (int) buflen - 1 - s.len;
 	for (const char *q = query; *q && room > 0; q++, room--)
@@ -1491,13 +1513,13 @@ zklock_lock_explicit(const char *resource, ZkLockMode mode, int64 ttl_ms,
 					 int timeout_ms)
 {
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
-	int64		expires;
 	int			idx;
 	uint32		gen;
 	ZkLockEntry *e;
 	ZkEntryState state;
 	int64		token;
 	char	   *what;
+	ZkLockMode	held_mode;
 
 	zklock_backend_init();
 	zklock_check_resource(resource);
@@ -1506,9 +1528,22 @@ zklock_lock_explicit(const char *resource, ZkLockMode mode, int64 ttl_ms,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("an explicit zklock lock needs a positive time to live")));
 
-	expires = (GetCurrentTimestamp() + ttl_ms * 1000) / USECS_PER_SEC +
-		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY + 1;
-	describe_holder(data, sizeof(data), "explicit", false, expires);
+	/*
+	 * An explicit lock is a node of its own: on a resource this session
+	 * holds in a conflicting mode (itself, or as a parent of what it holds)
+	 * it would wait behind this session's own node for ever.
+	 */
+	if (held_lock(resource, &held_mode) != NULL &&
+		(mode == ZKLOCK_EXCLUSIVE || held_mode == ZKLOCK_EXCLUSIVE))
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("zklock resource \"%s\" is already held in %s mode by this session",
+						resource, zklock_mode_name(held_mode)),
+				 errdetail("An explicit lock in %s mode would wait for this session itself.",
+						   zklock_mode_name(mode)),
+				 errhint("Release the session's lock first (or end its transaction), then take the explicit lock.")));
+
+	describe_holder(data, sizeof(data), "explicit", false, ttl_ms);
 
 	idx = begin_request(timeout_ms == 0 ? ZKR_TRY_ACQUIRE : ZKR_ACQUIRE);
 	e = &zklock_shared->entries[idx];

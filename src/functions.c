@@ -417,7 +417,9 @@ zklock_nodes(PG_FUNCTION_ARGS)
 			values[15] = BoolGetDatum(strcmp(v, "true") == 0);
 		else
 			nulls[15] = true;
-		if ((v = data_field(fields[3], "expires")) != NULL &&
+		/* 1.0 wrote expires=; 1.1 writes expires_at= (shown, never used) */
+		if (((v = data_field(fields[3], "expires")) != NULL ||
+			 (v = data_field(fields[3], "expires_at")) != NULL) &&
 			parse_epoch(v, &since))
 			values[16] = TimestampTzGetDatum(since);
 		else

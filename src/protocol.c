@@ -31,6 +31,13 @@
  *	   grant turns LOST a round trip later: the commit fence refuses.)  One
  *	   release wakes one waiter: there is no herd.
  *
+ *	   An explicit request (a persistent node, Hive's LOCK TABLE) has no
+ *	   guard after its grant: it always lists again, and is granted only
+ *	   by a rewrite of its node's data (which fails if the node is gone and
+ *	   starts its time to live, see the sweep).  While it waits, its node
+ *	   has an ephemeral child "waiter" of this session and is watched, so
+ *	   that a deleted node fails the request at once.
+ *
  *	4. Granted: the fencing token is the node's czxid.  The worker watches
  *	   its own node, so that a node deleted by someone else turns the lock
  *	   into LOST.
@@ -85,7 +92,14 @@ typedef enum ZkOp
 	OP_LIST_CHILDREN,			/* zk_locks: list a subtree */
 	OP_LIST_DATA,				/* zk_locks: read a lock node */
 	OP_ADMIN,					/* force-release or revoke another's node */
-	OP_GUARD_DATA				/* read our granted node after it changed */
+	OP_GUARD_DATA,				/* read our granted node after it changed */
+	OP_GRANT_WRITE,				/* explicit: rewrite the node we are granted */
+	OP_GRANT_CHILD,				/* explicit: delete its waiter child */
+	OP_WAITER,					/* explicit: create the waiter child */
+	OP_WAITER_DELETE,			/* explicit: delete it before the node */
+	OP_SELF,					/* explicit: exists+watch on our waiting node */
+	OP_CLOCK,					/* sweep: a write that tells ZooKeeper's time */
+	OP_SWEEP_WAITING			/* sweep: read a node that is not granted */
 } ZkOp;
 
 
@@ -98,6 +112,7 @@ typedef enum Phase
 								 * flight */
 	PH_WATCHING,				/* waiting behind another node */
 	PH_HELD,					/* granted */
+	PH_GRANTING,				/* explicit: granted, its rewrite in flight */
 	PH_DELETING,				/* delete in flight */
 	PH_RECOVERING,				/* reply lost: redo when connected */
 	PH_LISTING,					/* zk_locks walk in progress */
@@ -120,6 +135,9 @@ typedef struct WorkEntry
 	bool		counted_wait;	/* counted in n_waited */
 	bool		last_blocker;	/* the watched node is our only blocker */
 	bool		guard_needed;	/* held, but the guard watch is not set */
+	bool		self_watched;	/* explicit: a watch on our waiting node */
+	int			waiter_child;	/* explicit: 0 none, 1 create sent, 2 made */
+	bool		grant_written;	/* explicit: the grant's rewrite succeeded */
 	int			create_rc;		/* create's result, for CHECKING */
 	int			create_zoo_rc;
 	int			tries;
@@ -172,6 +190,9 @@ static void send_delete(int idx);
 static void recover(int idx);
 static void decide(int idx, ZkEvent *ev);
 static void grant(int idx);
+static void grant_persistent(int idx);
+static void watch_own_waiting_node(int idx);
+static const char *node_field(const char *data, const char *key);
 static void fail(int idx, int sqlstate, const char *fmt,...) pg_attribute_printf(3, 4);
 static void finish_release(int idx);
 static void list_start(int idx);
@@ -289,6 +310,7 @@ zklock_protocol_request(int idx)
 				send_delete(idx);
 				break;
 			case PH_CHECKING:
+			case PH_GRANTING:
 			case PH_RECOVERING:
 			case PH_DELETING:
 			case PH_LISTING:
@@ -359,6 +381,16 @@ send_create(int idx, bool with_parents)
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	strlcpy(data, entry(idx)->data, sizeof(data));
 	LWLockRelease(zklock_shared->lock);
+	if (w->persistent)
+	{
+		/* name the session that waits for the node, in place */
+		char	   *v = (char *) node_field(data, ZKLOCK_WAITER_FIELD);
+		char		hex[17];
+
+		snprintf(hex, sizeof(hex), "%016llx", (unsigned long long) session_id);
+		if (v && strlen(v) >= 16)
+			memcpy(v, hex, 16);
+	}
 
 	zklock_format_node_request(request, sizeof(request), w->prefix, w->mode,
 							   w->naming);
@@ -397,6 +429,14 @@ send_delete(int idx)
 
 	node_path(path, w, w->node);
 	w->phase = PH_DELETING;
+	if (w->persistent)
+	{
+		/* a waiting explicit node has a child: it goes first */
+		char	   *child = psprintf("%s/%s", path, ZKLOCK_WAITER_CHILD);
+
+		(void) zkc_delete(child, TAG(w->generation, OP_WAITER_DELETE, idx));
+		pfree(child);
+	}
 	/* failpoint "fail": as if the delete's reply was lost */
 	if (ZKLOCK_FAILPOINT("before-delete") ||
 		!zkc_delete(path, TAG(w->generation, OP_DELETE, idx)))
@@ -502,25 +542,55 @@ admin_start(int idx)
 }
 
 /*
- * Explicit locks are persistent nodes whose data says when they expire
- * ("expires=<epoch seconds>").  Every instance's worker walks the tree
- * every zklock.sweep_interval and deletes the expired ones.  Only zklock's
- * explicit nodes (their request prefix starts "zx") are read; persistent
- * nodes without an expiry (other clients') are left alone.  The walk keeps
- * at most SWEEP_IN_FLIGHT requests in flight, so that a tree of many
- * thousand locks costs ZooKeeper a steady trickle, not a burst that stalls
- * everyone's acquires.
+ * Explicit locks are persistent nodes; every instance's worker walks the
+ * tree every zklock.sweep_interval and removes the expired ones.  Only
+ * zklock's explicit nodes (their request prefix starts "zx") are read;
+ * persistent nodes without an expiry (other clients') are left alone.  The
+ * walk keeps at most SWEEP_IN_FLIGHT requests in flight, so that a tree of
+ * many thousand locks costs ZooKeeper a steady trickle, not a burst that
+ * stalls everyone's acquires.
+ *
+ * No machine's wall clock is compared with a time another wrote.  Expiry is
+ * measured in ZooKeeper's own time: a sweep starts with a write of its own
+ * (the create of an ephemeral node, deleted at once), whose mtime is "now"
+ * by the clock of the ZooKeeper leader; a node written by zklock 1.1 carries
+ * its time to live as a duration, "ttl=<ms>", counted from its mtime, which
+ * the write that granted it set (the grant's rewrite of its data, see
+ * grant_persistent).  A lock can so end early only by the difference between
+ * the clocks of two successive ZooKeeper leaders, and late by up to one
+ * sweep interval (and the walk).
+ *
+ *	- A node whose data has "waiter=" is a request not granted yet (or
+ *	  granted, with its rewrite not yet done): it never expires.  Its
+ *	  ephemeral child "waiter" lives as long as the session that waits for
+ *	  it; without it, and older than twice the session timeout (time enough
+ *	  for a live waiter to make it), nobody will ever take the node over:
+ *	  the sweep removes it, so that it never becomes a lock with no owner.
+ *	- A node that Hive's rule does not grant (among its siblings) never
+ *	  expires: 1.0's waiting requests have no "waiter=".
+ *	- zklock 1.0 wrote "expires=<epoch s>" and "since=<epoch s>", both by
+ *	  the requester's clock: their difference (rounded up) is its time to
+ *	  live, counted from the node's mtime (its creation: 1.0 counted from
+ *	  the request), never by the sweeper's own clock.
+ *	- An explicit node that 1.0's zk_lock_revoke rewrote without its expiry
+ *	  goes a year (the longest time to live) after that rewrite.
  */
 #define SWEEP_IN_FLIGHT 16
 
 typedef struct SweepItem
 {
-	bool		data;			/* read the node's data, or list its children */
+	int			op;				/* OP_LIST_CHILDREN: walk; OP_LIST_DATA: read
+								 * a granted node; OP_SWEEP_WAITING: read a
+								 * node that is not */
 	char		path[FLEXIBLE_ARRAY_MEMBER];
 } SweepItem;
 
 static List *sweep_queue = NIL;	/* in sweep_context */
 static MemoryContext sweep_context = NULL;
+static int64 sweep_now = 0;		/* ZooKeeper's time at the sweep's start */
+static bool sweep_walking = false;	/* the clock answered; walking */
+
+#define SWEEP_MAX_TTL_MS	(INT64CONST(366) * SECS_PER_DAY * 1000)
 
 /*
  * The first sweep of a worker reads every lock node: explicit locks taken
@@ -529,12 +599,12 @@ static MemoryContext sweep_context = NULL;
 static bool sweep_all_nodes = true;
 
 static void
-sweep_push(const char *path, bool data)
+sweep_push(const char *path, int op)
 {
 	MemoryContext old = MemoryContextSwitchTo(sweep_context);
 	SweepItem  *item = palloc(offsetof(SweepItem, path) + strlen(path) + 1);
 
-	item->data = data;
+	item->op = op;
 	strcpy(item->path, path);
 	sweep_queue = lappend(sweep_queue, item);
 	MemoryContextSwitchTo(old);
@@ -551,9 +621,9 @@ sweep_issue(void)
 
 		/* depth first: the queue stays short, and a pop costs nothing */
 		sweep_queue = list_delete_last(sweep_queue);
-		sent = item->data ?
-			zkc_get_data(item->path, TAG(sweep_generation, OP_LIST_DATA, SWEEP_IDX)) :
-			zkc_get_children(item->path, TAG(sweep_generation, OP_LIST_CHILDREN, SWEEP_IDX));
+		sent = item->op == OP_LIST_CHILDREN ?
+			zkc_get_children(item->path, TAG(sweep_generation, OP_LIST_CHILDREN, SWEEP_IDX)) :
+			zkc_get_data(item->path, TAG(sweep_generation, item->op, SWEEP_IDX));
 		if (sent)
 			sweep_pending++;
 		pfree(item);
@@ -565,6 +635,8 @@ sweep_issue(void)
 static void
 sweep_start(void)
 {
+	char		path[ZKLOCK_MAX_PATH + 1];
+
 	if (sweep_pending > 0 || sweep_queue != NIL)
 		return;					/* the last one is still going */
 	if (sweep_context == NULL)
@@ -572,8 +644,16 @@ sweep_start(void)
 											  "zklock sweep",
 											  ALLOCSET_DEFAULT_SIZES);
 	sweep_generation++;
-	sweep_push(zklock_root, false);
-	sweep_issue();
+	sweep_walking = false;
+
+	/* first ZooKeeper's time: a write of our own, undone right behind it */
+	snprintf(path, sizeof(path), "%s/zklock-clock-%016llx", zklock_root,
+			 (unsigned long long) session_id);
+	if (!zkc_create(path, NULL, -1, ZKC_EPHEMERAL,
+					TAG(sweep_generation, OP_CLOCK, SWEEP_IDX)))
+		return;
+	sweep_pending = 1;
+	(void) zkc_delete(path, TAG(sweep_generation, OP_DELETE, SWEEP_IDX));
 }
 
 /* Forget a walk in progress (its replies will not come) */
@@ -582,8 +662,76 @@ sweep_abandon(void)
 {
 	sweep_pending = 0;
 	sweep_queue = NIL;
+	sweep_walking = false;
 	if (sweep_context)
 		MemoryContextReset(sweep_context);
+}
+
+/* How long a waiting node may go without its waiter child */
+static int64
+sweep_orphan_grace(void)
+{
+	return Max(2 * (int64) zkc_negotiated_timeout(), 10000);
+}
+
+/* A zklock explicit node's data came back: remove it if its time is up */
+static void
+sweep_node(ZkEvent *ev, bool granted)
+{
+	const char *data = ev->data;
+	const char *waiter = node_field(data, ZKLOCK_WAITER_FIELD);
+	const char *ttl = node_field(data, "ttl=");
+	const char *expires = node_field(data, "expires=");
+	const char *scope = node_field(data, "scope=");
+	int64		deadline;
+
+	if (waiter)
+	{
+		if (ev->num_children > 0 ||
+			sweep_now - ev->mtime < sweep_orphan_grace())
+			return;				/* someone waits for it, or may yet */
+		ereport(LOG,
+				(errmsg("zklock: removing the node of an explicit lock request whose waiter is gone: \"%s\"",
+						ev->path),
+				 errdetail("Its waiting session was %.16s.", waiter)));
+		(void) zkc_delete(ev->path, TAG(sweep_generation, OP_DELETE, SWEEP_IDX));
+		return;
+	}
+	if (!granted)
+		return;					/* a waiting request never expires */
+
+	if (ttl)
+	{
+		int64		ms = strtoll(ttl, NULL, 10);
+
+		if (ms <= 0)
+			return;
+		deadline = ev->mtime + Min(ms, SWEEP_MAX_TTL_MS);
+	}
+	else if (expires)
+	{
+		/* zklock 1.0: two times by the requester's clock, and its mtime */
+		const char *since = node_field(data, "since=");
+		long long	e = strtoll(expires, NULL, 10);
+		long long	b;
+
+		if (since == NULL || e <= 0)
+			return;
+		b = strtoll(since, NULL, 10);
+		deadline = ev->mtime + Min((int64) Max(e - b, 0) * 1000, SWEEP_MAX_TTL_MS);
+	}
+	else if (scope && strncmp(scope, "explicit\n", 9) == 0 &&
+			 node_field(data, "revoke=") != NULL)
+		deadline = ev->mtime + SWEEP_MAX_TTL_MS;	/* stripped by 1.0 */
+	else
+		return;
+
+	if (sweep_now < deadline)
+		return;
+	ereport(LOG,
+			(errmsg("zklock: removing expired explicit lock node \"%s\"",
+					ev->path)));
+	(void) zkc_delete(ev->path, TAG(sweep_generation, OP_DELETE, SWEEP_IDX));
 }
 
 static void
@@ -595,41 +743,65 @@ sweep_event(ZkEvent *ev)
 		sweep_pending <= 0)
 		return;					/* a delete's reply was never counted */
 	sweep_pending--;
-	if (ev->rc == ZKC_OK && ev->kind == ZKEV_CHILDREN)
+	if (op == OP_CLOCK)
 	{
+		/* NONODE: no root, nothing to sweep; else try at the next interval */
+		if (ev->rc == ZKC_OK && ev->mtime > 0)
+		{
+			sweep_now = ev->mtime;
+			sweep_walking = true;
+			sweep_push(zklock_root, OP_LIST_CHILDREN);
+		}
+	}
+	else if (ev->rc == ZKC_OK && ev->kind == ZKEV_CHILDREN)
+	{
+		int64		min_all = -1;
+		int64		min_x = -1;
+
+		/* Hive's rule among the siblings: who is granted */
+		for (int i = 0; i < ev->nchildren; i++)
+		{
+			ZkLockMode	m;
+			int64		seq;
+
+			if (!zklock_parse_node_name(ev->children[i], &m, &seq))
+				continue;
+			if (min_all < 0 || seq < min_all)
+				min_all = seq;
+			if (m == ZKLOCK_EXCLUSIVE && (min_x < 0 || seq < min_x))
+				min_x = seq;
+		}
 		for (int i = 0; i < ev->nchildren; i++)
 		{
 			const char *c = ev->children[i];
 			char	   *child = psprintf("%s/%s", ev->path, c);
+			ZkLockMode	m;
+			int64		seq;
 
-			if (!zklock_parse_node_name(c, NULL, NULL))
-				sweep_push(child, false);	/* a resource: walk it */
+			if (!zklock_parse_node_name(c, &m, &seq))
+				sweep_push(child, OP_LIST_CHILDREN);	/* a resource: walk it */
 			else if (sweep_all_nodes || zklock_node_has_prefix(c, "zx"))
-				sweep_push(child, true);	/* an explicit lock: read it */
+			{
+				/* an explicit lock: read it */
+				bool		granted;
+
+				if (m == ZKLOCK_EXCLUSIVE)
+					granted = (seq == min_all);
+				else
+					granted = (min_x < 0 || seq < min_x);
+				sweep_push(child, granted ? OP_LIST_DATA : OP_SWEEP_WAITING);
+			}
 			pfree(child);
 		}
 	}
 	else if (ev->rc == ZKC_OK && ev->kind == ZKEV_DATA && ev->ephemeral_owner == 0)
-	{
-		const char *x = node_field(ev->data, "expires=");
-
-		if (x)
-		{
-			long long	expires = strtoll(x, NULL, 10);
-			long long	now = (long long) (time(NULL));
-
-			if (expires > 0 && expires <= now)
-			{
-				ereport(LOG,
-						(errmsg("zklock: removing expired explicit lock node \"%s\"",
-								ev->path)));
-				(void) zkc_delete(ev->path, TAG(sweep_generation, OP_DELETE, SWEEP_IDX));
-			}
-		}
-	}
+		sweep_node(ev, op == OP_LIST_DATA);
 	sweep_issue();
-	if (sweep_pending == 0 && sweep_queue == NIL)
+	if (sweep_walking && sweep_pending == 0 && sweep_queue == NIL)
+	{
 		sweep_all_nodes = false;	/* a whole sweep is done */
+		sweep_walking = false;
+	}
 }
 
 /* Delete the next orphaned persistent node, if any; when connected */
@@ -664,10 +836,15 @@ orphan_event(ZkEvent *ev)
 		{
 			char	   *path = psprintf("%s/%s", o->parent, ev->children[i]);
 
+			char	   *child = psprintf("%s/%s", path, ZKLOCK_WAITER_CHILD);
+
 			ereport(LOG,
 					(errmsg("zklock: removing the node of an explicit lock request lost with the session: \"%s\"",
 							path)));
+			/* its waiter child went with the session; if not, it goes first */
+			(void) zkc_delete(child, TAG(orphan_generation, OP_DELETE, ORPHAN_IDX));
 			(void) zkc_delete(path, TAG(orphan_generation, OP_DELETE, ORPHAN_IDX));
+			pfree(child);
 			pfree(path);
 		}
 	}
@@ -817,7 +994,11 @@ zklock_protocol_event(ZkEvent *ev)
 		case OP_WAIT:
 			if (w->phase != PH_WATCHING)
 				break;
-			if (w->last_blocker &&
+			/*
+			 * An explicit request has no guard that would notice its own
+			 * node gone: it lists again, and decide() looks for it.
+			 */
+			if (w->last_blocker && !w->persistent &&
 				((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
 				 (ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE)))
 				grant(idx);		/* our last blocker is gone */
@@ -870,6 +1051,79 @@ zklock_protocol_event(ZkEvent *ev)
 		case OP_GUARD_DATA:
 			if (w->phase == PH_HELD && ev->rc == ZKC_OK)
 				revoked(idx, ev->data);
+			break;
+
+		case OP_GRANT_WRITE:
+			if (w->phase != PH_GRANTING)
+				break;
+			if (ev->rc == ZKC_OK)
+				w->grant_written = true;
+			else if (ev->rc == ZKC_NONODE)
+			{
+				w->created = false;
+				fail(idx, ERRCODE_LOCK_NOT_AVAILABLE,
+					 "explicit lock node \"%s/%s\" was deleted while the request waited",
+					 w->parent, w->node);
+			}
+			else if (ev->rc == ZKC_CONNLOSS)
+				set_recovering(w);	/* list again, and write again */
+			else if (ev->rc != ZKC_EXPIRED)
+				fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+					 "could not write explicit lock node \"%s/%s\": %s",
+					 w->parent, w->node, zkc_result_text(ev->zoo_rc));
+			break;
+
+		case OP_GRANT_CHILD:
+			/* sent right behind the rewrite: its reply comes after it */
+			if (w->phase != PH_GRANTING || !w->grant_written)
+				break;
+			if (ev->rc == ZKC_CONNLOSS)
+				set_recovering(w);
+			else if (ev->rc != ZKC_EXPIRED)
+				grant(idx);		/* a child left over goes with our session */
+			break;
+
+		case OP_WAITER:
+			if (ev->rc == ZKC_OK || ev->rc == ZKC_NODEEXISTS)
+				w->waiter_child = 2;
+			else
+			{
+				/* NONODE: our node is gone, which OP_SELF reports */
+				w->waiter_child = 0;
+				if (ev->rc == ZKC_CONNLOSS && w->phase == PH_WATCHING)
+					set_recovering(w);	/* make it again */
+			}
+			break;
+
+		case OP_SELF:
+			if ((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
+				(ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE))
+			{
+				w->self_watched = false;
+				if (w->phase == PH_WATCHING)
+				{
+					/* someone deleted the node we wait with */
+					w->created = false;
+					ereport(LOG,
+							(errmsg("zklock: explicit lock node \"%s/%s\" was deleted while its request waited",
+									w->parent, w->node)));
+					fail(idx, ERRCODE_LOCK_NOT_AVAILABLE,
+						 "explicit lock node \"%s/%s\" was deleted while the request waited",
+						 w->parent, w->node);
+				}
+				/* listing or rewrite in flight: its reply finds it gone */
+			}
+			else if (ev->kind == ZKEV_WATCH)
+			{
+				/* one-shot: set it again while we wait */
+				w->self_watched = false;
+				if (w->phase == PH_WATCHING)
+					watch_own_waiting_node(idx);
+			}
+			break;
+
+		case OP_WAITER_DELETE:
+			/* the node's delete behind it tells */
 			break;
 
 		case OP_DELETE:
@@ -986,7 +1240,10 @@ decide(int idx, ZkEvent *ev)
 
 	if (pred < 0)
 	{
-		grant(idx);
+		if (w->persistent)
+			grant_persistent(idx);
+		else
+			grant(idx);
 		return;
 	}
 
@@ -1014,6 +1271,101 @@ decide(int idx, ZkEvent *ev)
 	node_path(path, w, ev->children[pred]);
 	w->phase = PH_WATCHING;
 	if (!zkc_exists(path, true, TAG(w->generation, OP_WAIT, idx)))
+		set_recovering(w);
+	else if (w->persistent)
+		watch_own_waiting_node(idx);
+}
+
+/*
+ * A waiting explicit request: its persistent node gets an ephemeral child
+ * of this session (while it exists, the sweep knows someone waits for the
+ * node), and a watch, so that the node deleted by someone else ends the
+ * wait with an error instead of a wait for ever.
+ */
+static void
+watch_own_waiting_node(int idx)
+{
+	WorkEntry  *w = &work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
+	node_path(path, w, w->node);
+	if (w->waiter_child == 0)
+	{
+		char	   *child = psprintf("%s/%s", path, ZKLOCK_WAITER_CHILD);
+
+		if (zkc_create(child, NULL, -1, ZKC_EPHEMERAL,
+					   TAG(w->generation, OP_WAITER, idx)))
+			w->waiter_child = 1;
+		pfree(child);
+	}
+	if (!w->self_watched)
+		w->self_watched = zkc_exists(path, true,
+									 TAG(w->generation, OP_SELF, idx));
+}
+
+/*
+ * The data of a granted explicit node: the request's, without the waiter=
+ * line, and with expires_at= (for people only) counted from now.
+ */
+static void
+granted_data(char *data, size_t size)
+{
+	StringInfoData s;
+	const char *ttl = node_field(data, "ttl=");
+	int64		ttl_ms = ttl ? strtoll(ttl, NULL, 10) : 0;
+	const char *p = data;
+
+	initStringInfo(&s);
+	while (*p)
+	{
+		const char *eol = strchr(p, '\n');
+		size_t		len = eol ? (size_t) (eol - p + 1) : strlen(p);
+
+		if (strncmp(p, ZKLOCK_WAITER_FIELD, strlen(ZKLOCK_WAITER_FIELD)) == 0)
+		{
+			/* nobody waits any more: the line goes */
+		}
+		else if (strncmp(p, "expires_at=", 11) == 0 && eol)
+			appendStringInfo(&s, "expires_at=%lld\n",
+							 (long long) time(NULL) + (long long) ((ttl_ms + 999) / 1000));
+		else
+			appendBinaryStringInfo(&s, p, len);
+		p += len;
+	}
+	strlcpy(data, s.data, size);
+	pfree(s.data);
+}
+
+/*
+ * Step 4 of an explicit request: Hive's rule grants our node.  Rewrite its
+ * data (setData): the write proves that the node still exists, and sets its
+ * mtime to the time of the grant by ZooKeeper's clock, from which its time
+ * to live counts.  Then delete its waiter child, and tell the backend once
+ * both are done (ZooKeeper answers them in order).
+ */
+static void
+grant_persistent(int idx)
+{
+	WorkEntry  *w = &work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	char	   *child;
+	bool		ok;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	strlcpy(data, entry(idx)->data, sizeof(data));
+	LWLockRelease(zklock_shared->lock);
+	granted_data(data, sizeof(data));
+
+	node_path(path, w, w->node);
+	child = psprintf("%s/%s", path, ZKLOCK_WAITER_CHILD);
+	w->phase = PH_GRANTING;
+	w->grant_written = false;
+	ok = zkc_set_data(path, data, strlen(data),
+					  TAG(w->generation, OP_GRANT_WRITE, idx)) &&
+		zkc_delete(child, TAG(w->generation, OP_GRANT_CHILD, idx));
+	pfree(child);
+	if (!ok)
 		set_recovering(w);
 }
 

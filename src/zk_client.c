@@ -197,6 +197,8 @@ make_event(ZkEventKind kind, uint64 tag, int rc, const char *path,
 	{
 		ev->czxid = stat->czxid;
 		ev->ephemeral_owner = stat->ephemeralOwner;
+		ev->mtime = stat->mtime;
+		ev->num_children = stat->numChildren;
 	}
 
 	p = (char *) (ev + 1);
@@ -592,6 +594,8 @@ zkc_create(const char *path, const char *data, int datalen, int flags,
 		mode = ZOO_CONTAINER;
 	else if (flags & ZKC_PERSISTENT_SEQUENTIAL)
 		mode = ZOO_PERSISTENT_SEQUENTIAL;
+	else if (flags & ZKC_EPHEMERAL)
+		mode = ZOO_EPHEMERAL;
 	return sent(zoo_acreate2(zh, path, data, datalen, node_acl,
 							 mode, created_completion, op), op);
 }

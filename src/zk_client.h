@@ -67,6 +67,7 @@ typedef enum ZkClientState
 #define ZKC_EPHEMERAL_SEQUENTIAL	1
 #define ZKC_CONTAINER				2
 #define ZKC_PERSISTENT_SEQUENTIAL	4
+#define ZKC_EPHEMERAL				8
 
 typedef struct ZkEvent
 {
@@ -80,6 +81,9 @@ typedef struct ZkEvent
 	char	   *path;			/* path of the operation, or created path */
 	int64		czxid;			/* stat of the node, when one came back */
 	int64		ephemeral_owner;
+	int64		mtime;			/* ms since the epoch, by the clock of the
+								 * ZooKeeper leader that made the last write */
+	int			num_children;	/* the stat's numChildren */
 	int			nchildren;		/* ZKEV_CHILDREN */
 	char	  **children;
 	char	   *data;			/* ZKEV_DATA, zero-terminated */

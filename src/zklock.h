@@ -55,6 +55,16 @@
 #define ZKLOCK_MAX_ROOT_LEN			128
 #define ZKLOCK_MAX_NODE_NAME_LEN	63
 #define ZKLOCK_MAX_DATA_LEN			511
+
+/*
+ * The line of a waiting explicit request's node data that names the
+ * ZooKeeper session waiting for it: "waiter=" and 16 hex digits, filled in
+ * by the worker in place.  Its node then has an ephemeral child of that
+ * session, ZKLOCK_WAITER_CHILD, whose absence tells the sweep that nobody
+ * waits for the node any more.
+ */
+#define ZKLOCK_WAITER_FIELD			"waiter="
+#define ZKLOCK_WAITER_CHILD			"waiter"
 #define ZKLOCK_MAX_ERROR_LEN		255
 #define ZKLOCK_MAX_HOSTS_LEN		255
 

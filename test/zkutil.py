@@ -17,6 +17,11 @@ Usage:
   zkutil.py HOSTS get PATH               print the data of one znode
   zkutil.py HOSTS exists PATH            exit 0 if PATH exists, 1 if not
   zkutil.py HOSTS delete-r PATH          delete PATH and everything below it
+  zkutil.py HOSTS create-seq PATH DATA   create a persistent sequential node
+                                         PATH<seq> with DATA ("\\n" is a line
+                                         break), parents as needed; print
+                                         its path
+  zkutil.py HOSTS set PATH DATA          replace the data of PATH
 
 Exit status 2 on usage errors or when ZooKeeper cannot be reached within
 ZKUTIL_CONNECT_TIMEOUT seconds (default 10).
@@ -135,6 +140,14 @@ def main(argv):
             return 0
         if cmd == "exists" and not args:
             return 0 if zk.exists(path) else 1
+        if cmd == "create-seq" and len(args) == 1:
+            made = zk.create(path, args[0].replace("\\n", "\n").encode("utf-8"),
+                             sequence=True, makepath=True)
+            sys.stdout.write(made + "\n")
+            return 0
+        if cmd == "set" and len(args) == 1:
+            zk.set(path, args[0].replace("\\n", "\n").encode("utf-8"))
+            return 0
         if cmd == "delete-r" and not args:
             if path == "/":
                 sys.stderr.write("zkutil.py: refusing to delete /\n")
