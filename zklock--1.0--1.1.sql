@@ -5,3 +5,109 @@
 
 -- zklock 1.1: the trust release.  Each section below says which finding of
 -- the trust issue it belongs to.  Node data written by 1.0 stays readable.
+
+-- Finding 11 (NULL arguments): every NULL argument of these functions is an
+-- error with SQLSTATE 22004, as the README says, instead of a silent NULL
+-- (zk_lock_release was STRICT) or a silent 0.  The C function raises 22004
+-- itself; the PL/pgSQL bodies below are 1.0's with only the NULL checks
+-- added at the top (other sections of this script may change the same
+-- functions for other findings: merge by keeping both).
+ALTER FUNCTION zk_lock_release(text, text) CALLED ON NULL INPUT;
+
+CREATE OR REPLACE FUNCTION zk_lock_force_release(resource text, node text DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  r record;
+  n integer := 0;
+BEGIN
+  IF resource IS NULL THEN
+    RAISE EXCEPTION 'zklock resource name must not be null'
+      USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+  FOR r IN SELECT l.node, l.instance, l.pid, l.mode
+           FROM @extschema@.zk_locks(zk_lock_force_release.resource) AS l
+           WHERE l.resource = zk_lock_force_release.resource AND l.granted
+             AND (zk_lock_force_release.node IS NULL OR l.node = zk_lock_force_release.node)
+  LOOP
+    IF @extschema@.zk_lock_admin_node(resource, r.node, 'delete', NULL) THEN
+      n := n + 1;
+      RAISE LOG 'zklock: % force-released % lock node %/% held by pid % on %',
+        current_user, r.mode, resource, r.node, r.pid, r.instance;
+    END IF;
+  END LOOP;
+  RETURN n;
+END $$;
+
+CREATE OR REPLACE FUNCTION zk_lock_revoke(resource text, action text DEFAULT 'cancel')
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  r record;
+  n integer := 0;
+BEGIN
+  IF resource IS NULL OR action IS NULL THEN
+    RAISE EXCEPTION 'zklock resource name and revocation action must not be null'
+      USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+  IF action IS NULL OR action NOT IN ('cancel', 'terminate') THEN
+    RAISE EXCEPTION 'invalid zklock revocation action "%"', action
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'The action is ''cancel'' or ''terminate''.';
+  END IF;
+  FOR r IN SELECT l.* FROM @extschema@.zk_locks(zk_lock_revoke.resource) AS l
+           WHERE l.resource = zk_lock_revoke.resource AND l.granted AND l.pid IS NOT NULL
+  LOOP
+    IF @extschema@.zk_lock_admin_node(resource, r.node, 'revoke',
+         format(E'instance=%s\npid=%s\ndatabase=%s\nuser=%s\napplication=%s\nscope=%s\nimplicit=%s\nrevoke=%s\nrevoked_by=%s\nquery=%s',
+                r.instance, r.pid, r.database, r.username, r.application_name, r.scope,
+                r.implicit, action, current_user, left(r.query, 200))) THEN
+      n := n + 1;
+      RAISE LOG 'zklock: % revoked (%) % lock node %/% held by pid % on %',
+        current_user, action, r.mode, resource, r.node, r.pid, r.instance;
+    END IF;
+  END LOOP;
+  RETURN n;
+END $$;
+
+CREATE OR REPLACE FUNCTION zk_lock_release_explicit(resource text, mode text DEFAULT 'exclusive')
+RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  r record;
+  n integer := 0;
+  su boolean := (SELECT rolsuper FROM pg_roles WHERE rolname = session_user);
+BEGIN
+  IF resource IS NULL OR mode IS NULL THEN
+    RAISE EXCEPTION 'zklock resource name and lock mode must not be null'
+      USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+  IF lower(mode) NOT IN ('exclusive', 'shared') THEN
+    RAISE EXCEPTION 'invalid zklock lock mode "%"', mode
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'The mode is ''exclusive'' or ''shared''.';
+  END IF;
+  FOR r IN SELECT n.node, n.username
+           FROM @extschema@.zk_lock_nodes(zk_lock_release_explicit.resource) AS n
+           WHERE n.resource = zk_lock_release_explicit.resource
+             AND n.scope = 'explicit' AND n.mode = lower(zk_lock_release_explicit.mode)
+  LOOP
+    IF su OR r.username = session_user THEN
+      IF @extschema@.zk_lock_admin_node(resource, r.node, 'delete', NULL) THEN
+        n := n + 1;
+      END IF;
+    END IF;
+  END LOOP;
+  IF n = 0 THEN
+    RAISE WARNING 'you don''t own an explicit zklock lock on resource "%" in % mode',
+      resource, lower(mode);
+  END IF;
+  RETURN n;
+END $$;
