@@ -68,9 +68,36 @@ for my $i (1 .. 6)
 	my $q = $m->query(qq{SELECT zk_lock_try_acquire_session('stuck/$i', parents => false)}, 30);
 	push @states, $q->{sqlstate};
 }
-kill 'CONT', $worker;
 is_deeply(\@states, [ ('55000') x 4, '53400', '53400' ],
 	'withdrawn requests of a stopped worker count until the worker frees them');
+
+# A backend that exits leaves its withdrawn entries to its slot: the next
+# backend in the slot (PostgreSQL hands out the PGPROC freed last) inherits
+# them, so connecting again does not get a fresh share.
+my $e1 = zk_session($node, 'exit1', user => 'mallory');
+my $e1pid = $e1->pid;
+for my $i (1 .. 3)
+{
+	$e1->query(qq{SELECT zk_lock_try_acquire_session('gone/$i', parents => false)}, 30);
+}
+$e1->quit;
+ok( wait_until(
+		sub {
+			$a->query(qq{SELECT count(*) FROM pg_stat_activity WHERE pid = $e1pid})->{out} eq '0';
+		},
+		timeout => 15),
+	'the first backend has exited');
+sleep(1);    # its slot goes back to the free list after pg_stat_activity
+my $e2 = zk_session($node, 'exit2', user => 'mallory');
+@states = ();
+for my $i (1 .. 2)
+{
+	push @states, $e2->query(qq{SELECT zk_lock_try_acquire_session('gone2/$i', parents => false)}, 30)->{sqlstate};
+}
+is_deeply(\@states, [ '55000', '53400' ],
+	'the next backend in the slot inherits the entries still being released');
+$e2->quit;
+kill 'CONT', $worker;
 ok( wait_until(
 		sub { psql1($node, 'SELECT entries_in_use FROM zk_lock_status') eq '0' },
 		timeout => 15),
