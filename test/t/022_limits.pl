@@ -150,6 +150,29 @@ is(psql1($small, q{SELECT zk_lock_force_release('full/b1')}), '1',
 $f1->query_ok(q{SELECT zk_lock_release_all()});
 $f2->query(q{SELECT zk_lock_release_all()});
 
+# A set that fits: 100,000 names under a cap that allows them and a table
+# of 20,000 entries; statement_timeout cancels it while it is taking them
+# one by one, and everything it took is given back.
+$small->append_conf('postgresql.conf',
+	"zklock.max_locks = 20000\nzklock.max_locks_per_backend = 200000");
+$small->restart;
+zk_wait_connected($small) or BAIL_OUT('small did not reconnect');
+my $c = zk_session($small, 'cancelled');
+$c->query_ok(q{SET statement_timeout = '1s'});
+$r = $c->query(
+	q{SELECT zk_lock_try_acquire_all(array(SELECT 'cancel/n' || i FROM generate_series(1, 100000) i))},
+	120);
+diag("100,000 names, taken one by one: $r->{sqlstate} after $r->{elapsed} s");
+ok($r->{sqlstate} eq '57014' || $r->{sqlstate} eq '53200',
+	'a set being taken is cancelled (or fills the table)') or diag($r->{err});
+cmp_ok($r->{elapsed}, '<', 1 + 10, 'ended within 10 s of the cancel');
+is(psql1($small, "SELECT count(*) FROM zk_lock_local WHERE pid = " . $c->pid
+	  . " AND state <> 'releasing'"), '0', 'the cancelled set holds nothing');
+ok( wait_until(
+		sub { psql1($small, 'SELECT entries_in_use FROM zk_lock_status') eq '0' },
+		timeout => 60),
+	'and its nodes are removed');
+
 # --- a lock set of 100,000 names and a cancel -----------------------------
 my $big = zk_session($node, 'bigset');
 $big->query_ok(q{SET statement_timeout = '1s'});
