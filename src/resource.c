@@ -110,9 +110,9 @@ zklock_check_resource(const char *resource)
 
 /*
  * zklock.allowed_subtrees: "*", or a comma-separated list of resource
- * names, each allowing itself and everything below it.  Walk it, calling
- * match for each item (trimmed) until it returns true; false when the
- * setting is malformed (then *why says how).
+ * names, each allowing itself and everything below it.  Walk it: *allowed
+ * says whether an item allows resource (NULL: only check the setting).
+ * Returns false when the setting is malformed (then *why says how).
  */
 static bool
 walk_allowed(const char *setting, const char *resource, bool *allowed,
@@ -137,9 +137,7 @@ walk_allowed(const char *setting, const char *resource, bool *allowed,
 			return false;
 		}
 		if (len == 1 && p[0] == '*')
-		{
 			*allowed = true;
-		}
 		else
 		{
 			if (len > ZKLOCK_MAX_RESOURCE_LEN)

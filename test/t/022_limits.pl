@@ -125,6 +125,13 @@ $r = $m2->query(q{SET zklock.allowed_subtrees = '*'});
 is($r->{sqlstate}, '42501', 'the role cannot widen it with SET');
 $r = $m2->query(q{ALTER ROLE mallory SET zklock.allowed_subtrees = '*'});
 is($r->{sqlstate}, '42501', 'nor with ALTER ROLE');
+{
+	local $ENV{PGOPTIONS} = '-c zklock.allowed_subtrees=*';
+	($rc, $out, $err) = $node->psql('postgres', 'SHOW zklock.allowed_subtrees',
+		extra_params => [ '-U', 'mallory' ]);
+}
+isnt($rc, 0, 'nor at connection time (PGOPTIONS)');
+like($err, qr/permission denied to set parameter/, 'permission denied');
 is($a->query(q{SELECT zk_lock_try_acquire('etl/nightly_load') > 0})->{out}, 't',
 	'other roles keep the open default');
 $m2->quit;
