@@ -1009,7 +1009,8 @@ zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
 	int			nsteps = 0;
 	Size		total = 0;
 	int			kept = 0;
-	int			nnew = 0;
+	int			ndistinct = 0;
+	int			nneeded = 0;
 
 	zklock_backend_init();
 	check_lost(ERROR);
@@ -1043,7 +1044,7 @@ zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
 				modes[rep] = ZKLOCK_EXCLUSIVE;
 			j++;
 		}
-		order[nnew++] = rep;	/* distinct resources, reusing the array */
+		order[ndistinct++] = rep;	/* distinct resources, reusing the array */
 		total += depth(resources[rep]) + 1;
 		k = j;
 	}
@@ -1052,18 +1053,17 @@ zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
 	 * Each resource not held yet needs a shared entry: a set that cannot
 	 * fit into this backend's share fails now, before any of it is taken.
 	 */
-	kept = 0;
-	for (int d = 0; d < nnew; d++)
+	for (int d = 0; d < ndistinct; d++)
 	{
 		CHECK_FOR_INTERRUPTS();
 		if (!held_lock(resources[order[d]], NULL))
-			kept++;
+			nneeded++;
 	}
-	if (kept > zklock_max_locks_per_backend)
+	if (nneeded > zklock_max_locks_per_backend)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("a zklock lock set of %d resources exceeds this backend's share of lock entries",
-						kept),
+				 errmsg("a zklock lock set needing %d new lock entries exceeds this backend's share",
+						nneeded),
 				 errdetail("A backend may hold or wait for %d lock nodes at once, its parents' locks included.",
 						   zklock_max_locks_per_backend),
 				 errhint("Take fewer locks at once, or increase zklock.max_locks_per_backend.")));
@@ -1071,7 +1071,7 @@ zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
 	steps = MemoryContextAllocExtended(CurrentMemoryContext,
 									   mul_size(sizeof(LockStep), Max(total, 1)),
 									   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	for (int d = 0; d < nnew; d++)
+	for (int d = 0; d < ndistinct; d++)
 	{
 		int			rep = order[d];
 
@@ -1087,7 +1087,6 @@ zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
 	 * onto the lock taken before it, so that releasing one member, or the
 	 * parent itself, leaves the other members' parent locks in place.
 	 */
-	kept = 0;
 	for (int i = 0; i < nsteps; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
