@@ -29,7 +29,7 @@ endif
 
 # pg_regress needs a running ZooKeeper; test/run_tests.sh starts one and
 # writes test/regress.conf pointing at it.
-REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit
+REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit limits
 REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=./tmp_check_regress
 
 # no JIT bitcode: nothing here is worth inlining, and clang need not be installed

@@ -25,6 +25,41 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 CREATE VIEW zk_lock_status AS SELECT * FROM zk_lock_status();
 
+-- Finding 11 (NULL arguments): every NULL argument of these functions is an
+-- error with SQLSTATE 22004, as the README says, instead of a silent NULL
+-- (zk_lock_release was STRICT) or a silent 0.  The C function raises 22004
+-- itself; the PL/pgSQL bodies below are 1.0's with only the NULL checks
+-- added at the top; zk_lock_release_explicit and zk_lock_revoke get the same
+-- checks in their finding 4 section below.
+ALTER FUNCTION zk_lock_release(text, text) CALLED ON NULL INPUT;
+
+CREATE OR REPLACE FUNCTION zk_lock_force_release(resource text, node text DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  r record;
+  n integer := 0;
+BEGIN
+  IF resource IS NULL THEN
+    RAISE EXCEPTION 'zklock resource name must not be null'
+      USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+  FOR r IN SELECT l.node, l.instance, l.pid, l.mode
+           FROM @extschema@.zk_locks(zk_lock_force_release.resource) AS l
+           WHERE l.resource = zk_lock_force_release.resource AND l.granted
+             AND (zk_lock_force_release.node IS NULL OR l.node = zk_lock_force_release.node)
+  LOOP
+    IF @extschema@.zk_lock_admin_node(resource, r.node, 'delete', NULL) THEN
+      n := n + 1;
+      RAISE LOG 'zklock: % force-released % lock node %/% held by pid % on %',
+        current_user, r.mode, resource, r.node, r.pid, r.instance;
+    END IF;
+  END LOOP;
+  RETURN n;
+END $$;
+
 -- Finding 4 (explicit locks are granted twice).
 --
 -- UNLOCK removes granted explicit locks only: a waiting request's node is
@@ -45,6 +80,10 @@ DECLARE
   me oid := @extschema@.zk_lock_outer_role();
   su boolean := (SELECT rolsuper FROM pg_roles WHERE oid = @extschema@.zk_lock_outer_role());
 BEGIN
+  IF resource IS NULL OR mode IS NULL THEN
+    RAISE EXCEPTION 'zklock resource name and lock mode must not be null'
+      USING ERRCODE = 'null_value_not_allowed';
+  END IF;
   IF lower(mode) NOT IN ('exclusive', 'shared') THEN
     RAISE EXCEPTION 'invalid zklock lock mode "%"', mode
       USING ERRCODE = 'invalid_parameter_value',
@@ -83,7 +122,11 @@ DECLARE
   r record;
   n integer := 0;
 BEGIN
-  IF action IS NULL OR action NOT IN ('cancel', 'terminate') THEN
+  IF resource IS NULL OR action IS NULL THEN
+    RAISE EXCEPTION 'zklock resource name and revocation action must not be null'
+      USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+  IF action NOT IN ('cancel', 'terminate') THEN
     RAISE EXCEPTION 'invalid zklock revocation action "%"', action
       USING ERRCODE = 'invalid_parameter_value',
             HINT = 'The action is ''cancel'' or ''terminate''.';

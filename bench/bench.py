@@ -245,9 +245,11 @@ max_connections = 200
 shared_preload_libraries = 'zklock'
 zklock.hosts = '{hosts}'
 zklock.node_name = '{name}'
-# 10,000 locks in one instance: the shared entry table is
-# max_locks_per_backend x MaxBackends (about 222 here) entries
-zklock.max_locks_per_backend = 64
+# 10,000 locks in one backend: max_locks_per_backend caps one backend's
+# entries; the shared table keeps the size it had when it was
+# 64 x MaxBackends (about 222 here) entries
+zklock.max_locks_per_backend = 10000
+zklock.max_locks = 14208
 # the expiry sweep's cost shows within the 10,000-lock scenario's window
 zklock.sweep_interval = '10s'
 fsync = off
@@ -1490,7 +1492,7 @@ def soak(env):
     shmem = pg.psql("SELECT coalesce(sum(allocated_size), 0) FROM pg_shmem_allocations "
                     "WHERE name LIKE 'zklock%'")
     maxconn = pg.psql("SHOW max_connections")
-    per = pg.psql("SHOW zklock.max_locks_per_backend")
+    per = pg.psql("SHOW zklock.max_locks")
     sess = Pgbench(env, pg, session_script("zklock", "'soak_s' || :client_id"), 4,
                    secs=env.secs, log_latencies=False)
     xact = Pgbench(env, pg, xact_script("zklock", "'soak_x' || :client_id"), 4,
@@ -1521,8 +1523,9 @@ def soak(env):
               "backend growth: %d kB" % (last[2] - first[2], dg,
                                          (last[2] - first[2]) * 1024.0 / dg, last[3] - first[3]))
     print("zklock shared memory: %s bytes with max_connections = %s and "
-          "zklock.max_locks_per_backend = %s (fixed at start; it grows linearly with "
-          "max_connections: max_locks_per_backend entries per backend slot)" % (shmem, maxconn, per))
+          "zklock.max_locks = %s (fixed at start; with zklock.max_locks = 0 it grows "
+          "linearly with max_connections: max_locks_per_backend entries per backend slot)"
+          % (shmem, maxconn, per))
     return 0
 
 

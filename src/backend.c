@@ -194,14 +194,24 @@ begin_request(ZkEntryKind kind)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-	idx = zklock_entry_alloc();
+	idx = zklock_entry_alloc(kind, ZKLOCK_MY_PROCNO);
+	if (idx == ZKLOCK_ALLOC_BACKEND_FULL)
+	{
+		LWLockRelease(zklock_shared->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("this backend has used all of its zklock lock entries"),
+				 errdetail("A backend may hold or wait for %d lock nodes at once, its parents' locks included; nodes still being removed for an earlier backend in the same slot count too.",
+						   zklock_max_locks_per_backend),
+				 errhint("Release locks first, or increase zklock.max_locks_per_backend.")));
+	}
 	if (idx < 0)
 	{
 		LWLockRelease(zklock_shared->lock);
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of zklock lock entries"),
-				 errhint("You might need to increase zklock.max_locks_per_backend.")));
+				 errhint("You might need to increase zklock.max_locks (or, when it is 0, zklock.max_locks_per_backend).")));
 	}
 	e = &zklock_shared->entries[idx];
 	e->kind = kind;
@@ -705,15 +715,29 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
 	TimestampTz since;
 	char	   *what;
 
+	/*
+	 * A zero timeout makes every step a try (see take_step): the batch,
+	 * tries already, waits for its answers as a try does, without the
+	 * deadline that has passed by now.
+	 */
+	if (timeout_total == 0)
+	{
+		deadline = 0;
+		wait = false;			/* for lock_timeout: not a real wait */
+	}
+
 	for (int i = 0; i < nsteps; i++)
 	{
-		bool		dup = false;
-
+		CHECK_FOR_INTERRUPTS();
 		if (held_lock(steps[i].resource, NULL))
 			continue;
-		for (int j = 0; j < i && !dup; j++)
-			dup = strcmp(steps[j].resource, steps[i].resource) == 0;
-		if (dup)
+
+		/*
+		 * The steps of one resource are adjacent (a set's are sorted; one
+		 * resource's parents are all different), so a resource asked for
+		 * twice shows right after itself.
+		 */
+		if (i > 0 && strcmp(steps[i - 1].resource, steps[i].resource) == 0)
 			continue;			/* stacks onto the earlier step's lock */
 		if (steps[i].mode == ZKLOCK_SHARED &&
 			zklock_naming_style(steps[i].resource) == ZKLOCK_NAMING_CURATOR_MUTEX)
@@ -874,6 +898,7 @@ take_steps(LockStep *steps, int nsteps, bool session, bool wait,
 	{
 		for (int i = 0; i < nsteps; i++)
 		{
+			CHECK_FOR_INTERRUPTS();
 			steps[i].lock = take_step(&steps[i], session, wait, deadline,
 									  timeout_ms);
 			if (steps[i].lock == NULL)
@@ -961,6 +986,7 @@ zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
 
 	zklock_backend_init();
 	zklock_check_resource(resource);
+	zklock_check_allowed(resource);
 	*acquired = false;
 	check_lost(ERROR);
 
@@ -985,6 +1011,20 @@ step_cmp(const void *a, const void *b)
 	return (int) x->implicit - (int) y->implicit;
 }
 
+/* Order a set's input positions by resource name, then by position */
+static int
+input_cmp(const void *a, const void *b, void *arg)
+{
+	char	  **resources = (char **) arg;
+	int			x = *(const int *) a;
+	int			y = *(const int *) b;
+	int			c = strcmp(resources[x], resources[y]);
+
+	if (c != 0)
+		return c;
+	return (x > y) - (x < y);
+}
+
 /*
  * Take a set of locks, all or none, under one timeout.  The steps (with the
  * parents' locks) are put in one canonical order, sorted by resource, so
@@ -992,54 +1032,102 @@ step_cmp(const void *a, const void *b)
  * both directly and as a parent, is taken once in the strongest mode.
  * tokens[i] gets the token of resources[i].  Returns false for a try that
  * was not granted (and then nothing is held).
+ *
+ * The set is the user's input, of any size: every pass over it is
+ * O(n log n) at most (sorted, never compared pair by pair) and serves
+ * interrupts.
  */
 bool
 zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
 				bool wait, int timeout_ms, int64 *tokens)
 {
 	LockStep   *steps;
+	int		   *order;
+	int		   *first;
 	int			nsteps = 0;
-	int			total = 0;
+	Size		total = 0;
 	int			kept = 0;
+	int			ndistinct = 0;
+	int			nneeded = 0;
 
 	zklock_backend_init();
 	check_lost(ERROR);
 	for (int i = 0; i < n; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		zklock_check_resource(resources[i]);
-		total += depth(resources[i]) + 1;
+		zklock_check_allowed(resources[i]);
 	}
-	steps = palloc0(sizeof(LockStep) * Max(total, 1));
-	for (int i = 0; i < n; i++)
-	{
-		ZkLockMode	mode = modes[i];
-		bool		dup = false;
 
-		/*
-		 * A resource listed twice is one lock, in the strongest mode asked
-		 * (and one set of parent holds, which its release gives back).
-		 */
-		for (int j = 0; j < i && !dup; j++)
-			dup = strcmp(resources[j], resources[i]) == 0;
-		if (dup)
-			continue;
-		for (int j = i + 1; j < n; j++)
-			if (strcmp(resources[j], resources[i]) == 0 &&
-				modes[j] == ZKLOCK_EXCLUSIVE)
-				mode = ZKLOCK_EXCLUSIVE;
-		nsteps = add_steps(steps, nsteps, resources[i], mode, true, i);
+	/*
+	 * A resource listed twice is one lock, in the strongest mode asked (and
+	 * one set of parent holds, which its release gives back): sort the
+	 * positions by name; first[i] is the first position of resources[i].
+	 */
+	order = palloc(sizeof(int) * n);
+	first = palloc(sizeof(int) * n);
+	for (int i = 0; i < n; i++)
+		order[i] = i;
+	qsort_arg(order, n, sizeof(int), input_cmp, resources);
+	for (int k = 0; k < n;)
+	{
+		int			rep = order[k];
+		int			j = k;
+
+		CHECK_FOR_INTERRUPTS();
+		while (j < n && strcmp(resources[order[j]], resources[rep]) == 0)
+		{
+			first[order[j]] = rep;
+			if (modes[order[j]] == ZKLOCK_EXCLUSIVE)
+				modes[rep] = ZKLOCK_EXCLUSIVE;
+			j++;
+		}
+		order[ndistinct++] = rep;	/* distinct resources, reusing the array */
+		total += depth(resources[rep]) + 1;
+		k = j;
+	}
+
+	/*
+	 * Each resource not held yet needs a shared entry: a set that cannot
+	 * fit into this backend's share fails now, before any of it is taken.
+	 */
+	for (int d = 0; d < ndistinct; d++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (!held_lock(resources[order[d]], NULL))
+			nneeded++;
+	}
+	if (nneeded > zklock_max_locks_per_backend)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("a zklock lock set needing %d new lock entries exceeds this backend's share",
+						nneeded),
+				 errdetail("A backend may hold or wait for %d lock nodes at once, its parents' locks included.",
+						   zklock_max_locks_per_backend),
+				 errhint("Take fewer locks at once, or increase zklock.max_locks_per_backend.")));
+
+	steps = MemoryContextAllocExtended(CurrentMemoryContext,
+									   mul_size(sizeof(LockStep), Max(total, 1)),
+									   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	for (int d = 0; d < ndistinct; d++)
+	{
+		int			rep = order[d];
+
+		CHECK_FOR_INTERRUPTS();
+		nsteps = add_steps(steps, nsteps, resources[rep], modes[rep], true,
+						   rep);
 	}
 	qsort(steps, nsteps, sizeof(LockStep), step_cmp);
 
 	/*
-	 * A resource asked for twice is taken once, in the strongest mode (the
-	 * explicit steps of a resource sort first and are merged).  A parent's
-	 * implicit steps stay: each stacks one implicit hold onto the lock taken
-	 * before it, so that releasing one member, or the parent itself, leaves
-	 * the other members' parent locks in place.
+	 * Of one resource, the explicit step (one per resource now) sorts
+	 * first.  A parent's implicit steps stay: each stacks one implicit hold
+	 * onto the lock taken before it, so that releasing one member, or the
+	 * parent itself, leaves the other members' parent locks in place.
 	 */
 	for (int i = 0; i < nsteps; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		if (kept > 0 && !steps[i].implicit && !steps[kept - 1].implicit &&
 			strcmp(steps[kept - 1].resource, steps[i].resource) == 0)
 		{
@@ -1058,9 +1146,7 @@ zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
 			tokens[steps[i].input] = steps[i].lock->token;
 	/* a resource listed twice shares its token */
 	for (int i = 0; i < n; i++)
-		for (int j = 0; j < i; j++)
-			if (strcmp(resources[i], resources[j]) == 0)
-				tokens[i] = tokens[j];
+		tokens[i] = tokens[first[i]];
 	return true;
 }
 
@@ -1523,6 +1609,7 @@ zklock_lock_explicit(const char *resource, ZkLockMode mode, int64 ttl_ms,
 
 	zklock_backend_init();
 	zklock_check_resource(resource);
+	zklock_check_allowed(resource);
 	if (ttl_ms <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

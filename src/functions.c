@@ -14,6 +14,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -193,6 +194,7 @@ lock_set_common(FunctionCallInfo fcinfo, bool session, bool wait)
 	tokens = palloc0(sizeof(int64) * n);
 	for (int i = 0; i < n; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		if (rnulls[i] || (mdatums && mnulls[i]))
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -207,7 +209,10 @@ lock_set_common(FunctionCallInfo fcinfo, bool session, bool wait)
 
 	out = palloc(sizeof(Datum) * n);
 	for (int i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
 		out[i] = Int64GetDatum(tokens[i]);
+	}
 	PG_RETURN_ARRAYTYPE_P(construct_array(out, n, INT8OID, 8, FLOAT8PASSBYVAL,
 										  TYPALIGN_DOUBLE));
 }
@@ -269,6 +274,34 @@ unescape(char *s)
 			*w++ = *r++;
 	}
 	*w = '\0';
+	return s;
+}
+
+/*
+ * Text read from ZooKeeper (names, node data) is whatever bytes its writer
+ * sent: make it valid in the database encoding, replacing each byte that
+ * does not begin a valid character with "?" (in place: never longer), so
+ * that one foreign node cannot fail a whole listing.
+ */
+static char *
+valid_text(char *s)
+{
+	int			encoding = GetDatabaseEncoding();
+	size_t		len = strlen(s);
+
+	if (pg_verifymbstr(s, len, true))
+		return s;
+	for (char *p = s; *p;)
+	{
+		int			l = pg_encoding_verifymbchar(encoding, p, len - (p - s));
+
+		if (l < 0)
+		{
+			*p++ = '?';
+			continue;
+		}
+		p += l;
+	}
 	return s;
 }
 
@@ -361,6 +394,7 @@ zklock_nodes(PG_FUNCTION_ARGS)
 		int			nf = 0;
 		TimestampTz since;
 
+		CHECK_FOR_INTERRUPTS();
 		next = strchr(line, '\n');
 		if (next)
 			*next++ = '\0';
@@ -383,6 +417,9 @@ zklock_nodes(PG_FUNCTION_ARGS)
 			continue;
 		*slash = '\0';
 		unescape(fields[3]);
+		valid_text(fields[0]);
+		valid_text(slash + 1);
+		valid_text(fields[3]);
 
 		memset(nulls, 0, sizeof(nulls));
 		values[0] = CStringGetTextDatum(fields[0] + rootlen + 1);	/* resource */

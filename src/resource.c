@@ -17,6 +17,8 @@
  */
 #include "postgres.h"
 
+#include "mb/pg_wchar.h"
+
 #include "zklock.h"
 
 static void
@@ -60,6 +62,34 @@ zklock_check_resource(const char *resource)
 			bad_resource(resource, "A resource name must not contain control characters.");
 	}
 
+	/*
+	 * ZooKeeper reads a path as UTF-8, whatever the database encoding, and
+	 * its PathUtils.validatePath refuses some code points -- counted in
+	 * Java's UTF-16, so a code point past U+FFFF, a surrogate pair, is
+	 * refused too.  Check here so that such a name is bad input (22023),
+	 * not a ZooKeeper failure.
+	 */
+	for (const unsigned char *p = (const unsigned char *) resource; *p;)
+	{
+		int			l;
+		pg_wchar	cp;
+
+		if (*p < 0x80)
+		{
+			p++;
+			continue;
+		}
+		l = pg_utf_mblen(p);
+		if (strnlen((const char *) p, l) < (size_t) l ||
+			!pg_utf8_islegal(p, l))
+			bad_resource(resource, "A resource name must be valid UTF-8: ZooKeeper reads names as UTF-8.");
+		cp = utf8_to_unicode(p);
+		if ((cp >= 0x80 && cp <= 0x9f) || (cp >= 0xd800 && cp <= 0xf8ff) ||
+			cp >= 0xfff0)
+			bad_resource(resource, "A resource name must not contain a code point ZooKeeper refuses: U+0080 to U+009F, U+D800 to U+F8FF, or U+FFF0 and above.");
+		p += l;
+	}
+
 	/* segment by segment */
 	seg = resource;
 	while (seg && *seg)
@@ -76,6 +106,94 @@ zklock_check_resource(const char *resource)
 			bad_resource(resource, "A resource name segment must not look like a lock node name (a lock mark such as LOCK-EXCLUSIVE- or __lock__ followed by ten digits).");
 		seg = slash ? slash + 1 : NULL;
 	}
+}
+
+/*
+ * zklock.allowed_subtrees: "*", or a comma-separated list of resource
+ * names, each allowing itself and everything below it.  Walk it: *allowed
+ * says whether an item allows resource (NULL: only check the setting).
+ * Returns false when the setting is malformed (then *why says how).
+ */
+static bool
+walk_allowed(const char *setting, const char *resource, bool *allowed,
+			 const char **why)
+{
+	const char *p = setting ? setting : "";
+
+	*allowed = false;
+	while (*p)
+	{
+		const char *end = strchr(p, ',');
+		size_t		len;
+
+		while (*p == ' ')
+			p++;
+		len = end ? (size_t) (end - p) : strlen(p);
+		while (len > 0 && p[len - 1] == ' ')
+			len--;
+		if (len == 0)
+		{
+			*why = "an item is empty";
+			return false;
+		}
+		if (len == 1 && p[0] == '*')
+			*allowed = true;
+		else
+		{
+			if (len > ZKLOCK_MAX_RESOURCE_LEN)
+			{
+				*why = "an item is too long";
+				return false;
+			}
+			if (p[0] == '/' || p[len - 1] == '/')
+			{
+				*why = "an item begins or ends with \"/\"";
+				return false;
+			}
+			if (memchr(p, '*', len) != NULL)
+			{
+				*why = "\"*\" stands alone";
+				return false;
+			}
+			if (resource && strncmp(resource, p, len) == 0 &&
+				(resource[len] == '\0' || resource[len] == '/'))
+				*allowed = true;
+		}
+		if (end == NULL)
+			break;
+		p = end + 1;
+	}
+	return true;
+}
+
+bool
+zklock_check_allowed_subtrees(const char *setting, const char **why)
+{
+	bool		allowed;
+
+	return walk_allowed(setting, NULL, &allowed, why);
+}
+
+/*
+ * May the current role lock this resource?  Asked of every resource a
+ * caller names (the parents taken for its sake come with it).  42501 if
+ * not.
+ */
+void
+zklock_check_allowed(const char *resource)
+{
+	bool		allowed;
+	const char *why = NULL;
+
+	if (walk_allowed(zklock_allowed_subtrees, resource, &allowed, &why) &&
+		allowed)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("not allowed to lock zklock resource \"%s\"", resource),
+			 errdetail("zklock.allowed_subtrees is \"%s\".",
+					   zklock_allowed_subtrees ? zklock_allowed_subtrees : ""),
+			 errhint("A superuser can allow it with ALTER ROLE ... SET zklock.allowed_subtrees.")));
 }
 
 ZkLockMode

@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include "access/twophase.h"
 #include "miscadmin.h"
 #include "postmaster/postmaster.h"
 #include "storage/ipc.h"
@@ -25,10 +26,35 @@
 
 ZkLockShared *zklock_shared = NULL;
 
+/* The worker numbers its requests with 24 bits of entry index */
+#define ZKLOCK_MAX_ENTRIES		0xffffff
+
+/*
+ * The size of the entry table: zklock.max_locks, or by default
+ * zklock.max_locks_per_backend times the number of backends, which no
+ * backend can fill on its own; plus the administrators' reserve.
+ */
 static int
 zklock_nentries(void)
 {
-	return MaxBackends * zklock_max_locks_per_backend;
+	int64		n = zklock_max_locks;
+
+	if (n == 0)
+		n = (int64) MaxBackends * zklock_max_locks_per_backend;
+	if (n > ZKLOCK_MAX_ENTRIES - ZKLOCK_ADMIN_RESERVE)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("zklock's shared entry table would have " INT64_FORMAT " entries, more than the %d it can have",
+						n, ZKLOCK_MAX_ENTRIES - ZKLOCK_ADMIN_RESERVE),
+				 errhint("Set zklock.max_locks, or lower zklock.max_locks_per_backend or max_connections.")));
+	return (int) n + ZKLOCK_ADMIN_RESERVE;
+}
+
+/* Backend slots: every PGPROC number an entry's owner can have */
+static int
+zklock_nslots(void)
+{
+	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
 }
 
 static Size
@@ -39,6 +65,7 @@ zklock_shmem_size(void)
 	size = offsetof(ZkLockShared, entries);
 	size = add_size(size, mul_size(zklock_nentries(), sizeof(ZkLockEntry)));
 	size = add_size(size, mul_size(zklock_nentries(), sizeof(int)));
+	size = add_size(size, mul_size(zklock_nslots(), sizeof(int)));
 	return size;
 }
 
@@ -67,26 +94,57 @@ zklock_shmem_startup(void)
 		{
 			zklock_shared->entries[i].state = ZKE_FREE;
 			zklock_shared->entries[i].next_free = (i + 1 < n) ? i + 1 : -1;
+			zklock_shared->entries[i].count_slot = -1;
 		}
 		zklock_shared->free_head = n > 0 ? 0 : -1;
 		pg_atomic_init_u64(&zklock_shared->worker_alive_at, 0);
+		zklock_shared->nfree = n;
+		zklock_shared->nslots = zklock_nslots();
 	}
-	/* the queue lives behind the entries; every process sets its pointer */
+
+	/*
+	 * The queue and the per-slot counts live behind the entries; every
+	 * process sets its pointers.
+	 */
 	zklock_shared->queue = (int *) &zklock_shared->entries[n];
+	zklock_shared->slot_entries = zklock_shared->queue + n;
 	LWLockRelease(AddinShmemInitLock);
 }
 
-/* Take a free entry; -1 when the table is full.  Caller holds the lock. */
+static bool
+is_admin_kind(ZkEntryKind kind)
+{
+	return kind == ZKR_LIST || kind == ZKR_FORCE_DELETE || kind == ZKR_REVOKE;
+}
+
+/*
+ * Take a free entry for a request of this kind, counted against backend
+ * slot "slot" (its PGPROC number).  Returns ZKLOCK_ALLOC_BACKEND_FULL when
+ * the slot has used its share, ZKLOCK_ALLOC_TABLE_FULL when the table has
+ * no entry this kind of request may take (see "Limits" in zklock.h).
+ * Caller holds the lock.
+ */
 int
-zklock_entry_alloc(void)
+zklock_entry_alloc(ZkEntryKind kind, int slot)
 {
 	int			idx = zklock_shared->free_head;
+	bool		admin = is_admin_kind(kind);
+	int			cap = zklock_max_locks_per_backend;
 	ZkLockEntry *e;
 
-	if (idx < 0)
-		return -1;
+	if (slot < 0 || slot >= zklock_shared->nslots)
+		elog(ERROR, "zklock: backend slot %d out of range", slot);
+	if (admin)
+		cap += ZKLOCK_ADMIN_PER_BACKEND;
+	if (zklock_shared->slot_entries[slot] >= cap)
+		return ZKLOCK_ALLOC_BACKEND_FULL;
+	if (idx < 0 || (!admin && zklock_shared->nfree <= ZKLOCK_ADMIN_RESERVE))
+		return ZKLOCK_ALLOC_TABLE_FULL;
 	e = &zklock_shared->entries[idx];
 	zklock_shared->free_head = e->next_free;
+	zklock_shared->nfree--;
+	zklock_shared->slot_entries[slot]++;
+	e->count_slot = slot;
 	e->next_free = -1;
 	e->generation++;
 	e->queued = false;
@@ -108,8 +166,15 @@ zklock_entry_free(int idx)
 	Assert(e->state != ZKE_FREE);
 	e->state = ZKE_FREE;
 	e->generation++;			/* late replies can never match again */
+	if (e->count_slot >= 0)
+	{
+		Assert(zklock_shared->slot_entries[e->count_slot] > 0);
+		zklock_shared->slot_entries[e->count_slot]--;
+		e->count_slot = -1;
+	}
 	e->next_free = zklock_shared->free_head;
 	zklock_shared->free_head = idx;
+	zklock_shared->nfree++;
 }
 
 /*

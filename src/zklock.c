@@ -29,6 +29,8 @@ char	   *zklock_node_name = NULL;
 char	   *zklock_auth = NULL;
 char	   *zklock_node_naming = NULL;
 int			zklock_max_locks_per_backend = 32;
+int			zklock_max_locks = 0;
+char	   *zklock_allowed_subtrees = NULL;
 int			zklock_sweep_interval = 60000;
 int			zklock_lease_margin = 2000;
 
@@ -160,6 +162,20 @@ check_node_naming(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+static bool
+check_allowed_subtrees(char **newval, void **extra, GucSource source)
+{
+	const char *why = NULL;
+
+	if (!zklock_check_allowed_subtrees(*newval, &why))
+	{
+		GUC_check_errdetail("zklock.allowed_subtrees is \"*\" or a comma-separated list of resource names (%s).",
+							why);
+		return false;
+	}
+	return true;
+}
+
 static void
 zklock_define_settings(void)
 {
@@ -227,13 +243,31 @@ zklock_define_settings(void)
 							   check_node_naming, NULL, NULL);
 
 	DefineCustomIntVariable("zklock.max_locks_per_backend",
-							"Lock nodes one backend may hold or wait for at once, on average.",
-							"Sizes the shared table: max_locks_per_backend times the number of backends.",
+							"Lock nodes one backend may hold or wait for at once.",
+							"Entries still being released after the backend ended count too.  Unless zklock.max_locks is set, the shared table has this times the number of backends entries.",
 							&zklock_max_locks_per_backend,
-							32, 1, 10000,
+							32, 1, 1000000,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.max_locks",
+							"Lock nodes all backends of this instance may hold or wait for at once.",
+							"Sizes the shared table.  0 means zklock.max_locks_per_backend times the number of backends.",
+							&zklock_max_locks,
+							0, 0, 0xffffff - ZKLOCK_ADMIN_RESERVE,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.allowed_subtrees",
+							   "Resource subtrees the current role may lock.",
+							   "A comma-separated list of resource names, each allowing itself and everything below it; \"*\" allows any resource.  Set per role with ALTER ROLE ... SET.",
+							   &zklock_allowed_subtrees,
+							   "*",
+							   PGC_SUSET,
+							   0,
+							   check_allowed_subtrees, NULL, NULL);
 
 	DefineCustomIntVariable("zklock.sweep_interval",
 							"How often the worker removes expired explicit locks.",

@@ -34,6 +34,17 @@
  * A GRANTED entry becomes LOST when the worker learns that its node is gone
  * without the backend having released it (session expired, node deleted).
  *
+ * Limits (shmem.c): every entry that is not FREE counts against the backend
+ * slot (PGPROC number) that allocated it, until it is freed -- also while
+ * it is RELEASING after its backend has exited, so that a new backend in
+ * the same slot inherits the count and a connect-lock-exit loop cannot fill
+ * the table.  A lock request is refused when its slot has
+ * zklock.max_locks_per_backend entries; an administrative request (LIST,
+ * FORCE_DELETE, REVOKE) may go ZKLOCK_ADMIN_PER_BACKEND beyond that, and
+ * only administrative requests may take the last ZKLOCK_ADMIN_RESERVE free
+ * entries, so that zk_locks and zk_lock_force_release work when the table
+ * is full.
+ *
  * Portions Copyright (c) 2026, zklock developers
  *
  *-------------------------------------------------------------------------
@@ -67,6 +78,14 @@
 #define ZKLOCK_WAITER_CHILD			"waiter"
 #define ZKLOCK_MAX_ERROR_LEN		255
 #define ZKLOCK_MAX_HOSTS_LEN		255
+
+/* Shared entries only administrative requests may use (see above) */
+#define ZKLOCK_ADMIN_RESERVE		16
+/* Administrative entries a backend may have beyond its cap */
+#define ZKLOCK_ADMIN_PER_BACKEND	2
+/* zklock_entry_alloc's answers when it has no entry to give */
+#define ZKLOCK_ALLOC_TABLE_FULL		(-1)
+#define ZKLOCK_ALLOC_BACKEND_FULL	(-2)
 
 typedef enum ZkLockMode
 {
@@ -120,6 +139,8 @@ typedef struct ZkLockEntry
 	bool		queued;			/* lock: in the work queue */
 	uint32		generation;		/* lock: bumped at each allocation */
 	int			next_free;		/* lock: free-list link */
+	int			count_slot;		/* lock: the backend slot it counts
+								 * against, -1 for none */
 
 	/* request, written by the owning backend */
 	ZkEntryKind kind;			/* backend */
@@ -185,9 +206,17 @@ typedef struct ZkLockShared
 
 	/* free list and work queue, lock */
 	int			free_head;
+	int			nfree;			/* entries on the free list */
 	int			queue_head;		/* next to dequeue */
 	int			queue_count;
 	int		   *queue;			/* ring of nentries entry indexes */
+
+	/*
+	 * Non-free entries per backend slot (PGPROC number), lock: see
+	 * "Limits" above.  nslots is fixed at startup.
+	 */
+	int			nslots;
+	int		   *slot_entries;	/* array of nslots */
 
 	int			nentries;		/* fixed at startup */
 	ZkLockEntry entries[FLEXIBLE_ARRAY_MEMBER];
@@ -202,6 +231,8 @@ extern char *zklock_node_name;
 extern char *zklock_auth;
 extern char *zklock_node_naming;
 extern int	zklock_max_locks_per_backend;
+extern int	zklock_max_locks;
+extern char *zklock_allowed_subtrees;
 extern int	zklock_sweep_interval;
 extern int	zklock_lease_margin;
 
@@ -209,7 +240,7 @@ extern int	zklock_lease_margin;
 extern ZkLockShared *zklock_shared;
 extern void zklock_shmem_request(void);
 extern void zklock_shmem_startup(void);
-extern int	zklock_entry_alloc(void);
+extern int	zklock_entry_alloc(ZkEntryKind kind, int slot);
 extern void zklock_entry_free(int idx);
 extern void zklock_enqueue(int idx);
 extern int	zklock_dequeue(void);
@@ -220,6 +251,9 @@ extern const char *zklock_instance_name(void);
 
 /* resource names and modes (resource.c) */
 extern void zklock_check_resource(const char *resource);
+extern bool zklock_check_allowed_subtrees(const char *setting,
+										  const char **why);
+extern void zklock_check_allowed(const char *resource);
 extern ZkLockMode zklock_parse_mode(const char *mode);
 extern const char *zklock_mode_name(ZkLockMode mode);
 extern bool zklock_parse_node_name(const char *name, ZkLockMode *mode,

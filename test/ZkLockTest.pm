@@ -414,7 +414,8 @@ sub zk_done_check
 # ---------------------------------------------------------------------------
 # sessions
 
-# zk_session($node, $name): a psql session we drive step by step.
+# zk_session($node, $name, user => ROLE, dbname => DB): a psql session we
+# drive step by step.
 sub zk_session
 {
 	my ($node, $name, %p) = @_;
@@ -453,7 +454,8 @@ sub new
 	my @cmd = (
 		$node->installed_command('psql'), '-XAtq',
 		'-v', 'ON_ERROR_STOP=0',
-		'-d', $node->connstr($p{dbname} // 'postgres'),
+		'-d', $node->connstr($p{dbname} // 'postgres')
+		  . (defined $p{user} ? " user=$p{user}" : ''),
 		'-f', '-');
 	local $ENV{PGAPPNAME} = $self->{name};
 	$self->{h} = IPC::Run::start(\@cmd, '<', \$self->{in}, '>',

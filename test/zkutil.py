@@ -22,6 +22,9 @@ Usage:
                                          break), parents as needed; print
                                          its path
   zkutil.py HOSTS set PATH DATA          replace the data of PATH
+  zkutil.py HOSTS create-seq-hex PATH HEX  create the persistent sequential node
+                                         PATH<seq> (parents too) with the data
+                                         HEX (bytes, hex-encoded); print its path
 
 Exit status 2 on usage errors or when ZooKeeper cannot be reached within
 ZKUTIL_CONNECT_TIMEOUT seconds (default 10).
@@ -137,6 +140,13 @@ def main(argv):
                 sys.stderr.write("zkutil.py: %s does not exist\n" % path)
                 return 1
             sys.stdout.write((data or b"").decode("utf-8", "replace") + "\n")
+            return 0
+        if cmd == "create-seq-hex" and len(args) == 1:
+            # a sequential node (as another client makes one) with the
+            # given data, in hex: it may hold bytes that are not UTF-8
+            made = zk.create(path, bytes.fromhex(args[0]), sequence=True,
+                             makepath=True)
+            sys.stdout.write(made + "\n")
             return 0
         if cmd == "exists" and not args:
             return 0 if zk.exists(path) else 1

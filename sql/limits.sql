@@ -1,0 +1,83 @@
+--
+-- Limits and edge values (trust issue, findings 7, 9 and 11).
+--
+
+-- A zero timeout is a try that raises 55P03 only when something is really
+-- held elsewhere: with parents and with a lock set too (finding 11).
+BEGIN;
+SELECT zk_lock_acquire('lim0/a/b', timeout => '0') > 0 AS granted_with_parents;
+SELECT array_length(zk_lock_acquire_all(ARRAY['lim0/x/1', 'lim0/y/2', 'lim0/z'], NULL, '0'), 1)
+  AS set_granted;
+SELECT count(*) AS nodes FROM zk_lock_local WHERE pid = pg_backend_pid();
+COMMIT;
+SELECT zk_lock_acquire_session('lim0/s/t', timeout => '0 s') > 0 AS session_granted;
+SELECT zk_lock_acquire_all_session(ARRAY['lim0/s/u', 'lim0/v'], NULL, '0') IS NOT NULL
+  AS session_set_granted;
+SELECT zk_lock_release_all();
+
+-- ... and it does raise 55P03 when another session holds a member
+SELECT dblink_connect('lim', 'dbname=' || current_database() || ' application_name=lim_holder');
+SELECT * FROM dblink('lim', $$SELECT zk_lock_acquire_session('lim0/held/c') > 0$$) AS t(ok boolean);
+SELECT err($q$SELECT zk_lock_acquire('lim0/held/c/d', timeout => '0')$q$);
+SELECT err($q$SELECT zk_lock_acquire_all(ARRAY['lim0/free', 'lim0/held/c'], NULL, '0')$q$);
+SELECT err($q$SELECT zk_lock_acquire('lim0/held/c', 'shared', '0', false)$q$);
+SELECT count(*) AS left_behind FROM zk_lock_local WHERE pid = pg_backend_pid();
+SELECT * FROM dblink('lim', 'SELECT zk_lock_release_all()') AS t(n integer);
+SELECT dblink_disconnect('lim');
+
+-- Names with code points ZooKeeper refuses (PathUtils.validatePath: C1
+-- controls, surrogates and private use, U+FFF0..U+FFFF; a code point past
+-- U+FFFF is a surrogate pair in Java): 22023 before anything is sent
+SELECT err($q$SELECT zk_lock_acquire('lim1/' || chr(128))$q$);
+SELECT err($q$SELECT zk_lock_acquire('lim1/a' || chr(159) || 'b')$q$);
+SELECT err($q$SELECT zk_lock_try_acquire('lim1/' || chr(57344))$q$);
+SELECT err($q$SELECT zk_lock_try_acquire('lim1/' || chr(63743))$q$);
+SELECT err($q$SELECT zk_lock_acquire_session('lim1/' || chr(65520))$q$);
+SELECT err($q$SELECT zk_lock_acquire_session('lim1/' || chr(65535))$q$);
+SELECT err($q$SELECT zk_lock_acquire_all(ARRAY['lim1/ok', 'lim1/' || chr(128512)])$q$);
+SELECT err($q$SELECT zk_lock_release('lim1/' || chr(65535))$q$);
+-- the code points around them are fine
+SELECT zk_lock_try_acquire('lim1/' || chr(160) || chr(55295) || chr(63744) || chr(65519)) > 0
+  AS edges_granted;
+
+-- NULL arguments give 22004, as the README says
+SELECT err($q$SELECT zk_lock_release(NULL)$q$);
+SELECT err($q$SELECT zk_lock_release('lim2/a', NULL)$q$);
+SELECT err($q$SELECT zk_lock_release_explicit(NULL)$q$);
+SELECT err($q$SELECT zk_lock_release_explicit('lim2/a', NULL)$q$);
+SELECT err($q$SELECT zk_lock_revoke(NULL)$q$);
+SELECT err($q$SELECT zk_lock_revoke('lim2/a', NULL)$q$);
+SELECT err($q$SELECT zk_lock_force_release(NULL)$q$);
+SELECT err($q$SELECT zk_lock_force_release(NULL, NULL)$q$);
+-- a NULL node is still "every granted node"
+SELECT zk_lock_force_release('lim2/a', NULL) AS removed;
+
+-- Which subtrees a role may lock: zklock.allowed_subtrees (finding 9)
+SHOW zklock.allowed_subtrees;
+SET zklock.allowed_subtrees = 'lim3/etl, lim3/reports/daily';
+BEGIN;
+SELECT zk_lock_acquire('lim3/etl/job/step') > 0 AS allowed_with_parents;
+SELECT zk_lock_acquire('lim3/etl', 'shared') > 0 AS allowed_root_of_subtree;
+SELECT zk_lock_acquire('lim3/reports/daily/x', 'shared') > 0 AS allowed_second_item;
+SELECT err($q$SELECT zk_lock_acquire('lim3/etlx')$q$);
+SELECT err($q$SELECT zk_lock_acquire('lim3')$q$);
+SELECT err($q$SELECT zk_lock_try_acquire('lim3/reports')$q$);
+SELECT err($q$SELECT zk_lock_acquire_session('other/x')$q$);
+SELECT err($q$SELECT zk_lock_acquire_all(ARRAY['lim3/etl/a', 'other/y'])$q$);
+SELECT err($q$SELECT zk_lock_acquire_explicit('other/z', ttl => '1 minute')$q$);
+COMMIT;
+SET zklock.allowed_subtrees = '';
+SELECT err($q$SELECT zk_lock_acquire('lim3/etl')$q$);
+RESET zklock.allowed_subtrees;
+SELECT zk_lock_try_acquire('lim3/any') > 0 AS open_again;
+-- only a superuser sets it
+CREATE ROLE lim_user;
+SET ROLE lim_user;
+SELECT err($q$SET zklock.allowed_subtrees = '*'$q$);
+RESET ROLE;
+DROP ROLE lim_user;
+SELECT err($q$SET zklock.allowed_subtrees = 'a,,b'$q$);
+SELECT err($q$SET zklock.allowed_subtrees = '/abs'$q$);
+
+-- nothing was left behind
+SELECT count(*) AS lock_nodes FROM zk_locks WHERE pid = pg_backend_pid();
