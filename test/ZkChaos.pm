@@ -20,7 +20,10 @@
 #
 # Helpers for injecting faults: zk_ctl / zk_ctl_parallel (zk_server.sh),
 # zk_leader, zk_wait_serving, wait_node_ready, wait_node_disconnected,
-# worker_pid, session_id, find_holder, signal_waiter, pg_restart_fast,
+# worker_pid, session_id, find_holder, wait_granted, signal_waiter,
+# pg_restart_fast, ZkChaos::Proxy (test/zk_proxy.py: a TCP proxy that
+# partitions a link and heals it), $run->fault_figures (when another
+# instance was granted, when the cut one last committed, relative to a fault),
 # probe_start / probe_finish (an acquire must fail with 08006 in time while
 # ZooKeeper is unreachable), wait_session_gone, wait_for_log; and a holder
 # under our control across a fault: $run->pin, pin_commit_send,
@@ -41,6 +44,8 @@
 # 5 ms, and inserts (token, instance, client, seq, start, end) into the table
 # chaos_history *in the same transaction*: a row exists if and only if the
 # transaction committed, which is exactly what the commit fence decides.
+# It returns the token and the start (the grant time), which the client
+# logs: a grant is on record even when its transaction does not commit.
 # The instances run with track_commit_timestamp = on, and the checker takes
 # a section to last from its start to its commit timestamp (taken when the
 # commit record is written: after the commit fence, before the release), so
@@ -52,10 +57,14 @@
 # killed).
 #
 # Each client writes one line per transaction to its own file: the outcome
-# as the client saw it.  The checker (judge) then reads the rows of
-# chaos_history of every instance (one machine, so clock_timestamp() is one
-# clock) and counts as violations:
+# as the client saw it, and the grant time.  The checker (judge) then reads
+# the rows of chaos_history of every instance (one machine, so
+# clock_timestamp() and the commit timestamps are one clock) and counts as
+# violations:
 #   - two committed sections that overlap in time,
+#   - a commit that lands after another transaction was granted the lock
+#     (its grant inside the committed section), whether or not that other
+#     transaction committed,
 #   - a fencing token that is not strictly above the one of the section
 #     before (sections ordered by start),
 #   - a row the client was told did not commit (e.g. COMMIT raised 55P03),
@@ -298,7 +307,7 @@ sub client_main
 		if (!$p)
 		{
 			print $log join("\t", 0, sprintf('%.6f', time()), 'spawn_failed',
-				'', '', '', '', $!), "\n";
+				'', '', '', '', '', $!), "\n";
 			sleep(0.5);
 			next;
 		}
@@ -309,7 +318,7 @@ sub client_main
 			_q($a{client}), $seq, _q("$a{acquire_timeout} s"));
 		my @n = map { _psql_send($p, $_) } ('BEGIN', $section, 'COMMIT');
 
-		my ($outcome, $token, $msg) = ('', '', '');
+		my ($outcome, $token, $grant, $msg) = ('', '', '', '');
 		my ($t_sec, $t_com) = ('', '');
 		my @stage = qw(begin section commit);
 		my $t_prev = $t0;
@@ -342,9 +351,9 @@ sub client_main
 			}
 			if ($i == 1)
 			{
-				if ($r->{state} eq '00000' && $r->{out} =~ /^(\d+)$/)
+				if ($r->{state} eq '00000' && $r->{out} =~ /^(\d+) (\d+)$/)
 				{
-					$token = $1;
+					($token, $grant) = ($1, $2);
 				}
 				else
 				{
@@ -380,7 +389,7 @@ sub client_main
 		}
 		$count{$outcome}++;
 		print $log join("\t", $seq, sprintf('%.6f', $t0), $outcome, $token,
-			$t_sec, $t_com, $msg), "\n";
+			$t_sec, $t_com, $grant, $msg), "\n";
 		# no hot loop while the instance is down
 		sleep(0.2) if $outcome eq 'connect_failed' || $outcome =~ /^conn_lost/;
 	}
@@ -406,7 +415,7 @@ CREATE TABLE IF NOT EXISTS chaos_history (
 );
 CREATE OR REPLACE FUNCTION chaos_section(scn text, res text, inst text,
                                          cl text, sq integer, tmo interval)
-RETURNS bigint LANGUAGE plpgsql AS $$
+RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   tok bigint;
   ts  timestamptz;
@@ -415,7 +424,9 @@ BEGIN
   ts := clock_timestamp();
   PERFORM pg_sleep(0.005);
   INSERT INTO chaos_history VALUES (scn, tok, inst, cl, sq, ts, clock_timestamp());
-  RETURN tok;
+  -- the token, and the grant time (the row's t_start) for the client's log:
+  -- a grant is recorded even when its transaction does not commit
+  RETURN tok || ' ' || (extract(epoch FROM ts) * 1000000)::bigint;
 END $$;
 EOS
 
@@ -433,6 +444,7 @@ sub _chaos_dir
 }
 
 my @client_pids;
+our @proxy_pids;
 
 END
 {
@@ -444,6 +456,19 @@ END
 		next if waitpid($pid, POSIX::WNOHANG()) != 0;
 		kill('KILL', $pid);
 		waitpid($pid, 0);
+	}
+	# proxies (they would exit on their own within a second of us)
+	foreach my $pid (@proxy_pids)
+	{
+		next if waitpid($pid, POSIX::WNOHANG()) != 0;
+		kill('TERM', $pid);
+		my $deadline = time() + 5;
+		sleep(0.05) while waitpid($pid, POSIX::WNOHANG()) == 0 && time() < $deadline;
+		if (waitpid($pid, POSIX::WNOHANG()) == 0)
+		{
+			kill('KILL', $pid);
+			waitpid($pid, 0);
+		}
 	}
 	my $passing = eval { Test::More->builder->is_passing } // 0;
 	if ($passing && $exit_code == 0 && !$ENV{ZKCHAOS_KEEP})
@@ -739,6 +764,26 @@ sub find_holder
 	return ();
 }
 
+# Wait (bounded) until a backend of $node holds the scenario's lock
+# (granted in zk_lock_local).  Returns the time() it was seen, or undef.
+sub wait_granted
+{
+	my ($run, $node, $timeout) = @_;
+	my $res = $run->{resource};
+	my $seen;
+	ZkLockTest::wait_until(
+		sub {
+			my $n = try_psql($node,
+				    "SELECT count(*) FROM zk_lock_local WHERE resource = '$res'"
+				  . " AND state = 'granted'", 5);
+			$seen = time() if defined $n && $n =~ /^[1-9]/;
+			return defined $seen;
+		},
+		timeout => $timeout // 20,
+		interval => 0.05);
+	return $seen;
+}
+
 # Signal one chaos client backend that waits for the scenario's lock,
 # picked at random, in one statement (so that it still waits when
 # signalled): $how is 'cancel' or 'terminate'.  $s is a ZkLockTest session
@@ -881,8 +926,8 @@ sub _read_client_log
 		{
 			chomp $line;
 			if ($line =~ /^END\t(.*)$/) { $end = $1; next; }
-			my ($seq, $t0, $outcome, $token, $t_sec, $t_com, $msg) =
-			  split /\t/, $line, 7;
+			my ($seq, $t0, $outcome, $token, $t_sec, $t_com, $grant, $msg) =
+			  split /\t/, $line, 8;
 			next unless defined $outcome;
 			push @txns,
 			  {
@@ -893,6 +938,7 @@ sub _read_client_log
 				token   => $token,
 				t_sec   => $t_sec,
 				t_com   => $t_com,
+				grant   => $grant // '',
 				msg     => $msg // ''
 			  };
 		}
@@ -977,6 +1023,30 @@ sub judge
 	{
 		push @v, "row $r->{client} seq $r->{seq} token $r->{token}: no such transaction in the client log"
 		  unless $txn{"$r->{client}/$r->{seq}"} || $killed->{ $r->{client} };
+	}
+	# 3b. no commit lands after another holder was granted the lock: a
+	# grant (when zk_lock_acquire returned, on the same clock as the commit
+	# timestamps) inside a committed section [grant .. commit timestamp] of
+	# another transaction.  A grant whose transaction committed is a row and
+	# was held against the others in 1; this catches the grants whose
+	# transaction did not commit (fenced, failed, connection lost): the lock
+	# was granted to two all the same, and the one that committed did so
+	# after the other was granted.
+	my @grants = sort { $a->{grant} <=> $b->{grant} }
+	  grep { ($_->{grant} // '') =~ /^\d+$/ && !$row{"$_->{client}/$_->{seq}"} } @txns;
+	foreach my $r (@rows)
+	{
+		foreach my $g (@grants)
+		{
+			last if $g->{grant} >= $r->{end};
+			next if $g->{grant} <= $r->{start};
+			push @v,
+			  sprintf(
+				"commit after another grant: %s/%s seq %d token %s [%d..%d] committed %d us after %s seq %d (%s) was granted token %s at %d",
+				$r->{instance}, $r->{client}, $r->{seq}, $r->{token},
+				$r->{start}, $r->{end}, $r->{end} - $g->{grant},
+				$g->{client}, $g->{seq}, $g->{outcome}, $g->{token}, $g->{grant});
+		}
 	}
 	# 4. bounded waits
 	my $commit_bound = $ZkChaos::SESSION_TIMEOUT + $ZkChaos::CONNECT_TIMEOUT + $ZkChaos::MARGIN;
@@ -1077,7 +1147,8 @@ sub pin
 		sprintf("SELECT chaos_section('%s', '%s', '%s', '%s', %d, '30 s')",
 			$self->{scenario}, $self->{resource}, $node->name, $name, $seq),
 		45);
-	my $ok = !$r->{exited} && $r->{sqlstate} eq '00000' && $r->{out} =~ /^\d+$/;
+	my $ok = !$r->{exited} && $r->{sqlstate} eq '00000' && $r->{out} =~ /^(\d+) (\d+)$/;
+	my ($token, $grant) = $ok ? ($1, $2) : ('', '');
 	Test::More::ok($ok, "$self->{scenario}: $name holds the lock")
 	  or Test::More::diag(Test::More::explain($r));
 	if (!$ok)
@@ -1089,8 +1160,9 @@ sub pin
 		return undef;
 	}
 	Test::More::note(sprintf("scenario %s: %s holds the lock (token %s) at +%.2fs",
-			$self->{scenario}, $name, $r->{out}, $self->elapsed));
-	return { s => $s, client => $name, seq => $seq, t0 => $t0, token => $r->{out} };
+			$self->{scenario}, $name, $token, $grant / 1e6 - $self->{t0}));
+	return { s => $s, client => $name, seq => $seq, t0 => $t0, token => $token,
+		grant => $grant };
 }
 
 sub pin_commit_send
@@ -1117,6 +1189,7 @@ sub pin_killed
 		t0      => $pin->{t0},
 		outcome => 'killed',
 		token   => $pin->{token},
+		grant   => $pin->{grant},
 		t_sec   => '',
 		t_com   => '',
 		msg     => $how // ''
@@ -1150,6 +1223,7 @@ sub pin_commit_wait
 		t0      => $pin->{t0},
 		outcome => $outcome,
 		token   => $pin->{token},
+		grant   => $pin->{grant},
 		t_sec   => '',
 		t_com   => sprintf('%.3f', $secs),
 		msg     => $msg
@@ -1162,6 +1236,63 @@ sub pin_commit_wait
 	return $outcome;
 }
 
+# The figures of a stall or partition of one instance, from the checker's
+# result ($res = $run->check): when another instance ($p{other}) was first
+# granted the lock after the fault began, and when the last commit of the
+# cut instance ($p{cut}) of a section granted before that grant landed;
+# both relative to the start of the fault ($p{fault}, from fault_begin;
+# default the first), on the one clock of the history.  Prints them;
+# returns { other_grant => s, last_commit => s or undef } (seconds after the
+# fault began).
+sub fault_figures
+{
+	my ($self, $res, %p) = @_;
+	my $f = $p{fault} // $self->{faults}[0];
+	my ($cut, $other) = ($p{cut}->name, $p{other}->name);
+	my $f0 = $f->{begin} * 1e6;
+	my $inst = sub {
+		my ($c) = @_;
+		return $c =~ /^pinned_(.*)$/ ? $1 : ($c =~ s/_c\d+$//r);
+	};
+	# every grant: committed sections (rows) and the clients' logs
+	my $first;
+	foreach my $g ((map { [ $_->{instance}, $_->{start} ] } @{ $res->{rows} }),
+		(map { [ $inst->($_->{client}), $_->{grant} ] }
+			grep { ($_->{grant} // '') =~ /^\d+$/ } @{ $res->{txns} }))
+	{
+		next unless $g->[0] eq $other && $g->[1] > $f0;
+		next if defined $p{until} && $g->[1] > $p{until} * 1e6;
+		$first = $g->[1] if !defined $first || $g->[1] < $first;
+	}
+	my $last;
+	foreach my $r (@{ $res->{rows} })
+	{
+		next unless $r->{instance} eq $cut && $r->{end} > $f0;
+		next if defined $first && $r->{start} >= $first;
+		$last = $r->{end} if !defined $last || $r->{end} > $last;
+	}
+	my $scn = $self->{scenario};
+	my $msg = sprintf("scenario %s: fault at +%.2fs (%s): %s first granted %s; ",
+		$scn, $f->{begin} - $self->{t0}, $f->{desc}, $other,
+		defined $first ? sprintf('%.2fs after the fault began', ($first - $f0) / 1e6)
+		: 'never (during the run)');
+	if (!defined $last)
+	{
+		$msg .= "no commit of $cut landed after the fault began";
+	}
+	else
+	{
+		$msg .= sprintf("the last commit of %s (of a section granted before that) landed %.2fs after the fault began",
+			$cut, ($last - $f0) / 1e6);
+		$msg .= sprintf(', %.3fs AFTER %s was granted', ($last - $first) / 1e6, $other)
+		  if defined $first && $last > $first;
+	}
+	Test::More::diag($msg);
+	return {
+		other_grant => defined $first ? ($first - $f0) / 1e6 : undef,
+		last_commit => defined $last ? ($last - $f0) / 1e6 : undef,
+	};
+}
 
 # Stop the load: once the scenario's duration is over and the last fault
 # has been over for `settle` seconds (so that the load surely went on after
@@ -1396,6 +1527,125 @@ sub check
 		txns       => \@txns,
 		gap        => $gap,
 	};
+}
+
+# ===========================================================================
+
+package ZkChaos::Proxy;
+
+# A TCP proxy the test owns (test/zk_proxy.py, one process), with named
+# links LISTEN -> TARGET on 127.0.0.1, each of which can be cut (bytes
+# swallowed both ways, sockets left open: a partition, not a reset) and
+# healed (connections that lost bytes are closed then; new ones forward):
+#
+#   my $px = ZkChaos::Proxy->start(links => [ [ 'zk', $listen, $target ] ]);
+#   $px->cut('zk');  ...  $px->heal('zk');   $px->status;   $px->stop;
+#
+# It exits when the test process is gone, after max_seconds (default 900),
+# or when stopped; its log is tmp_check/log/<test>_zk_proxy.log.
+
+use strict;
+use warnings;
+use Carp;
+use IO::Select;
+use IO::Socket::INET;
+use POSIX ();
+use Time::HiRes qw(time sleep);
+
+sub start
+{
+	my ($class, %p) = @_;
+	no warnings 'once';
+	my $ctl = $p{control} // PostgreSQL::Test::Cluster::get_free_port();
+	my $log = $p{log}
+	  // "$PostgreSQL::Test::Utils::log_path/" . ZkLockTest::zk_test_name() . '_zk_proxy.log';
+	my $python = $ENV{ZKLOCK_TEST_PYTHON} || '/usr/bin/python3';
+	my @cmd = (
+		$python, "$HERE/zk_proxy.py",
+		'--control', $ctl, '--owner-pid', $$,
+		'--max-seconds', $p{max_seconds} // 900,
+		'--log', $log,
+		map { ('--link', "$_->[0]=$_->[1]:$_->[2]") } @{ $p{links} });
+	my $pid = ZkChaos::_spawn(\@cmd, $log);
+	push @ZkChaos::proxy_pids, $pid;
+	my $self = bless { pid => $pid, control => $ctl, log => $log,
+		links => { map { ($_->[0] => $_) } @{ $p{links} } } }, $class;
+	my $ok = ZkLockTest::wait_until(
+		sub {
+			croak "zk_proxy.py exited at start; see $log"
+			  if waitpid($pid, POSIX::WNOHANG()) == $pid;
+			return defined eval { $self->command('status', 2) };
+		},
+		timeout => 10, interval => 0.1);
+	croak "zk_proxy.py does not answer on port $ctl; see $log" unless $ok;
+	Test::More::note("zk_proxy.py (pid $pid) control port $ctl: "
+		  . join(', ', map { "$_->[0] $_->[1]->$_->[2]" } @{ $p{links} }));
+	return $self;
+}
+
+# The port a link listens on.
+sub port { return $_[0]->{links}{ $_[1] }[1] // croak "no link $_[1]"; }
+
+# Send one control line; returns the answer's lines before "ok", dies on
+# "error: ..." or no answer within $timeout seconds (default 5).
+sub command
+{
+	my ($self, $line, $timeout) = @_;
+	$timeout //= 5;
+	my $deadline = time() + $timeout;
+	my $sock = IO::Socket::INET->new(
+		PeerAddr => '127.0.0.1',
+		PeerPort => $self->{control},
+		Proto    => 'tcp',
+		Timeout  => $timeout) or croak "zk_proxy control: $!";
+	syswrite($sock, "$line\n");
+	my $sel = IO::Select->new($sock);
+	my $buf = '';
+	while (1)
+	{
+		my $left = $deadline - time();
+		croak "zk_proxy control: no answer to '$line'" if $left <= 0;
+		next unless $sel->can_read($left);
+		my $r = sysread($sock, $buf, 65536, length $buf);
+		last if !defined $r || $r == 0;
+	}
+	close($sock);
+	my @lines = split /\n/, $buf;
+	my $last = pop @lines // '';
+	croak "zk_proxy control: '$line': " . ($last || 'no answer') if $last ne 'ok';
+	return join("\n", grep { $_ ne '' } @lines);
+}
+
+sub cut
+{
+	my ($self, $link) = @_;
+	$self->command("cut $link");
+	Test::More::note("zk_proxy: $link cut");
+	return;
+}
+
+sub heal
+{
+	my ($self, $link, $keep) = @_;
+	$self->command("heal $link" . ($keep ? ' keep' : ''));
+	Test::More::note("zk_proxy: $link healed");
+	return;
+}
+
+sub status { return $_[0]->command('status'); }
+
+sub stop
+{
+	my ($self) = @_;
+	eval { $self->command('quit', 2); };
+	my $deadline = time() + 5;
+	sleep(0.05) while waitpid($self->{pid}, POSIX::WNOHANG()) == 0 && time() < $deadline;
+	if (waitpid($self->{pid}, POSIX::WNOHANG()) == 0)
+	{
+		kill('KILL', $self->{pid});
+		waitpid($self->{pid}, 0);
+	}
+	return;
 }
 
 1;
