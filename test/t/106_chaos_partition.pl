@@ -94,7 +94,5 @@ foreach my $i (0, 1)
 		  || $fig->{last_commit} < $fig->{other_grant},
 		"$scn: round " . ($i + 1) . ": no commit of node1 landed after node2 was granted");
 }
-$px->stop;
-
 zk_done_check();
 done_testing();
