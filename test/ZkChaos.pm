@@ -278,6 +278,95 @@ sub _q
 	return "'$s'";
 }
 
+# Run one transaction, BEGIN; $sql; COMMIT, sent at once; collect the
+# outcome.  $sql's output must match $want.  Returns { outcome, out (of
+# $sql), t_sec, t_com, msg }, outcome:
+# commit, fenced (COMMIT raised 55P03), commit_error:<state>,
+# acquire_error:<state> ($sql failed), begin_error:<state>, hang:<stage>,
+# conn_lost:<stage>, connect_failed.
+sub _run_txn
+{
+	my ($p, $sql, $want, $bound) = @_;
+	my @n = map { _psql_send($p, $_) } ('BEGIN', $sql, 'COMMIT');
+	my %t = (outcome => '', out => '', t_sec => '', t_com => '', msg => '');
+	my @stage = qw(begin section commit);
+	my $t_prev = time();
+	for my $i (0 .. 2)
+	{
+		my $r =
+		  $n[$i]
+		  ? _psql_collect($p, $n[$i], time() + $bound)
+		  : { exited => 1, err => 'could not send' };
+		my $now = time();
+		$t{t_sec} = sprintf('%.3f', $now - $t_prev) if $i == 1;
+		$t{t_com} = sprintf('%.3f', $now - $t_prev) if $i == 2;
+		$t_prev = $now;
+		if ($r->{hang})
+		{
+			$t{outcome} = "hang:$stage[$i]";
+			$t{msg} = "no answer after ${bound}s";
+			_psql_kill($p);
+			last;
+		}
+		if ($r->{exited})
+		{
+			# psql exits when its connection is gone (non-interactive)
+			$t{outcome} =
+			  $i == 0 && $p->{n} <= 3
+			  ? 'connect_failed'
+			  : "conn_lost:$stage[$i]";
+			$t{msg} = _first_error($r->{err});
+			last;
+		}
+		if ($i == 1)
+		{
+			if ($r->{state} eq '00000' && $r->{out} =~ $want)
+			{
+				$t{out} = $r->{out};
+			}
+			else
+			{
+				$t{outcome} = "acquire_error:$r->{state}";
+				$t{msg} = _first_error($r->{err});
+			}
+		}
+		elsif ($i == 2 && $t{outcome} eq '')
+		{
+			if ($r->{state} eq '00000')
+			{
+				$t{outcome} = 'commit';
+			}
+			elsif ($r->{state} eq '55P03')
+			{
+				$t{outcome} = 'fenced';
+				$t{msg} = _first_error($r->{err});
+			}
+			else
+			{
+				$t{outcome} = "commit_error:$r->{state}";
+				$t{msg} = _first_error($r->{err});
+			}
+		}
+		elsif ($i == 0 && $r->{state} ne '00000')
+		{
+			$t{outcome} = "begin_error:$r->{state}";
+			$t{msg} = _first_error($r->{err});
+			# the rest runs outside a transaction block: skip it
+			for my $j (1, 2) { _psql_collect($p, $n[$j], time() + $bound); }
+			last;
+		}
+	}
+	return \%t;
+}
+
+sub _log_txn
+{
+	my ($log, $seq, $t0, $t, $token, $grant) = @_;
+	print $log join("\t", $seq, sprintf('%.6f', $t0), $t->{outcome}, $token // '',
+		$t->{t_sec}, $t->{t_com}, $grant // '', $t->{msg}), "\n";
+	return;
+}
+
 # perl -MZkChaos -e 'ZkChaos::client_main(@ARGV)' -- key=value ...
 sub client_main
 {
@@ -287,6 +376,7 @@ sub client_main
 	{
 		die "client_main: missing $k\n" unless defined $a{$k};
 	}
+	return writer_main(%a) if ($a{mode} // '') eq 'writer';
 	$SIG{PIPE} = 'IGNORE';
 	my $bound = $a{statement_bound} // $STATEMENT_BOUND;
 	open(my $log, '>>', $a{out}) or die "$a{out}: $!";
@@ -307,7 +397,7 @@ sub client_main
 		if (!$p)
 		{
 			print $log join("\t", 0, sprintf('%.6f', time()), 'spawn_failed',
-				'', '', '', '', '', $!), "\n";
+				'', '', '', '', $!), "\n";
 			sleep(0.5);
 			next;
 		}
@@ -316,82 +406,90 @@ sub client_main
 		my $section = sprintf('SELECT chaos_section(%s, %s, %s, %s, %d, %s)',
 			_q($a{scenario}), _q($a{resource}), _q($a{instance}),
 			_q($a{client}), $seq, _q("$a{acquire_timeout} s"));
-		my @n = map { _psql_send($p, $_) } ('BEGIN', $section, 'COMMIT');
-
-		my ($outcome, $token, $grant, $msg) = ('', '', '', '');
-		my ($t_sec, $t_com) = ('', '');
-		my @stage = qw(begin section commit);
-		my $t_prev = $t0;
-		for my $i (0 .. 2)
-		{
-			my $r =
-			  $n[$i]
-			  ? _psql_collect($p, $n[$i], time() + $bound)
-			  : { exited => 1, err => 'could not send' };
-			my $now = time();
-			$t_sec = sprintf('%.3f', $now - $t_prev) if $i == 1;
-			$t_com = sprintf('%.3f', $now - $t_prev) if $i == 2;
-			$t_prev = $now;
-			if ($r->{hang})
-			{
-				$outcome = "hang:$stage[$i]";
-				$msg = "no answer after ${bound}s";
-				_psql_kill($p);
-				last;
-			}
-			if ($r->{exited})
-			{
-				# psql exits when its connection is gone (non-interactive)
-				$outcome =
-				  $i == 0 && $p->{n} <= 3
-				  ? 'connect_failed'
-				  : "conn_lost:$stage[$i]";
-				$msg = _first_error($r->{err});
-				last;
-			}
-			if ($i == 1)
-			{
-				if ($r->{state} eq '00000' && $r->{out} =~ /^(\d+) (\d+)$/)
-				{
-					($token, $grant) = ($1, $2);
-				}
-				else
-				{
-					$outcome = "acquire_error:$r->{state}";
-					$msg = _first_error($r->{err});
-				}
-			}
-			elsif ($i == 2 && $outcome eq '')
-			{
-				if ($r->{state} eq '00000')
-				{
-					$outcome = 'commit';
-				}
-				elsif ($r->{state} eq '55P03')
-				{
-					$outcome = 'fenced';
-					$msg = _first_error($r->{err});
-				}
-				else
-				{
-					$outcome = "commit_error:$r->{state}";
-					$msg = _first_error($r->{err});
-				}
-			}
-			elsif ($i == 0 && $r->{state} ne '00000')
-			{
-				$outcome = "begin_error:$r->{state}";
-				$msg = _first_error($r->{err});
-				# the rest runs outside a transaction block: skip it
-				for my $j (1, 2) { _psql_collect($p, $n[$j], time() + $bound); }
-				last;
-			}
-		}
-		$count{$outcome}++;
-		print $log join("\t", $seq, sprintf('%.6f', $t0), $outcome, $token,
-			$t_sec, $t_com, $grant, $msg), "\n";
+		my $t = _run_txn($p, $section, qr/^\d+ \d+$/, $bound);
+		my ($token, $grant) = $t->{out} =~ /^(\d+) (\d+)$/ ? ($1, $2) : ('', '');
+		$count{ $t->{outcome} }++;
+		_log_txn($log, $seq, $t0, $t, $token, $grant);
 		# no hot loop while the instance is down
-		sleep(0.2) if $outcome eq 'connect_failed' || $outcome =~ /^conn_lost/;
+		sleep(0.2) if $t->{outcome} eq 'connect_failed' || $t->{outcome} =~ /^conn_lost/;
+	}
+	_psql_quit($p) if $p;
+	print $log "END\t"
+	  . join(',', map { "$_=$count{$_}" } sort keys %count) . "\n";
+	close($log);
+	return 0;
+}
+
+# The writer (client_main with mode=writer): one connection that takes the
+# scenario's lock as a SESSION lock (chaos_hold, waiting up to
+# acquire_timeout), then commits one small write transaction after another
+# (chaos_write, every `interval` seconds), each guarded by that lock (a
+# session lock guards a transaction that writes), recording a row in
+# chaos_history whose start is the grant of the hold: the checker takes the
+# hold from its grant to its last commit as one section.  The first
+# transaction that does not commit (the lock lost: 55P03) ends the writer:
+# it releases what it holds and exits; so do the stop files (the run's and
+# its own, stopfile2).  Logged like a client; the hold itself as seq 0,
+# outcome "hold" (or hold_error:<state>).
+sub writer_main
+{
+	my %a = @_;
+	$SIG{PIPE} = 'IGNORE';
+	my $bound = $a{statement_bound} // $STATEMENT_BOUND;
+	my $interval = $a{interval} // 0.02;
+	open(my $log, '>>', $a{out}) or die "$a{out}: $!";
+	$log->autoflush(1);
+	my %count;
+	my $stop = sub {
+		return 1 if time() >= $a{until};
+		return 1 if defined $a{stopfile} && -e $a{stopfile};
+		return 1 if defined $a{stopfile2} && -e $a{stopfile2};
+		return 1 if defined $a{parent} && !kill(0, $a{parent});
+		return 0;
+	};
+	my $p = _psql_start($a{psql}, $a{connstr}, "chaos_$a{client}");
+	my ($token, $grant);
+	if ($p)
+	{
+		my $t0 = time();
+		my $n = _psql_send($p, sprintf('SELECT chaos_hold(%s, %s)',
+				_q($a{resource}), _q("$a{acquire_timeout} s")));
+		my $r = $n ? _psql_collect($p, $n, time() + $bound) : { exited => 1, err => '' };
+		my %t = (t_sec => sprintf('%.3f', time() - $t0), t_com => '', msg => '');
+		if (!$r->{hang} && !$r->{exited} && $r->{state} eq '00000'
+			&& $r->{out} =~ /^(\d+) (\d+)$/)
+		{
+			($token, $grant) = ($1, $2);
+			$t{outcome} = 'hold';
+		}
+		else
+		{
+			$t{outcome} = 'hold_error:' . ($r->{hang} ? 'hang' : $r->{exited} ? 'exited' : $r->{state});
+			$t{msg} = _first_error($r->{err});
+		}
+		$t{t_sec} = '';    # (waited for the lock with its own timeout)
+		$count{ $t{outcome} }++;
+		_log_txn($log, 0, $t0, \%t, $token, $grant);
+	}
+	my $seq = 0;
+	while (defined $token && $p->{alive} && !$stop->())
+	{
+		$seq++;
+		my $t0 = time();
+		my $t = _run_txn($p,
+			sprintf('SELECT chaos_write(%s, %s, %s, %s, %d, %s)',
+				_q($a{scenario}), $token, _q($a{instance}), _q($a{client}),
+				$seq, $grant),
+			qr/^\d+$/, $bound);
+		$count{ $t->{outcome} }++;
+		_log_txn($log, $seq, $t0, $t, $token, $grant);
+		last if $t->{outcome} ne 'commit';
+		sleep($interval);
+	}
+	if ($p && $p->{alive})
+	{
+		my $n = _psql_send($p, 'SELECT zk_lock_release_all()');
+		_psql_collect($p, $n, time() + $bound) if $n;
 	}
 	_psql_quit($p) if $p;
 	print $log "END\t"
@@ -428,6 +526,23 @@ BEGIN
   -- a grant is recorded even when its transaction does not commit
   RETURN tok || ' ' || (extract(epoch FROM ts) * 1000000)::bigint;
 END $$;
+-- the writer's (writer_main): a session lock, then write transactions
+CREATE OR REPLACE FUNCTION chaos_hold(res text, tmo interval)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  tok bigint;
+BEGIN
+  tok := zk_lock_acquire_session(res, 'exclusive', tmo);
+  RETURN tok || ' ' || (extract(epoch FROM clock_timestamp()) * 1000000)::bigint;
+END $$;
+CREATE OR REPLACE FUNCTION chaos_write(scn text, tok bigint, inst text, cl text,
+                                       sq integer, granted_us bigint)
+RETURNS bigint LANGUAGE sql AS $$
+  INSERT INTO chaos_history
+  VALUES (scn, tok, inst, cl, sq,
+          timestamptz 'epoch' + granted_us * interval '1 microsecond', clock_timestamp())
+  RETURNING tok;
+$$;
 EOS
 
 # The folder for the clients' logs and the histories: tmp_check/chaos_XXXX,
@@ -968,10 +1083,28 @@ sub judge
 	my @txns = @{ $p{txns} };
 	my $killed = $p{killed} // {};
 
+	# A section is one hold of the lock, from its grant to its last commit:
+	# a row, or the rows of one writer with one token (a writer's session
+	# lock spans several transactions, each a row whose start is the grant).
+	my (%sec, @sections);
+	foreach my $r (@rows)
+	{
+		my $k = $r->{client} =~ /^writer_/ ? "$r->{client}/$r->{token}" : "$r->{client}/$r->{seq}";
+		if (my $x = $sec{$k})
+		{
+			$x->{end} = $r->{end} if $r->{end} > $x->{end};
+			$x->{start} = $r->{start} if $r->{start} < $x->{start};
+			$x->{n}++;
+			next;
+		}
+		push @sections, $sec{$k} = { %$r, n => 1 };
+	}
+	@sections = sort { $a->{start} <=> $b->{start} || $a->{end} <=> $b->{end} } @sections;
+
 	my @v;    # violations, as text
 	# 1. no two committed sections overlap
 	my ($maxend, $maxrow);
-	foreach my $r (@rows)
+	foreach my $r (@sections)
 	{
 		if (defined $maxend && $r->{start} < $maxend)
 		{
@@ -991,9 +1124,9 @@ sub judge
 		}
 	}
 	# 2. tokens strictly increase in the order of the sections
-	for my $i (1 .. $#rows)
+	for my $i (1 .. $#sections)
 	{
-		my ($x, $y) = @rows[ $i - 1, $i ];
+		my ($x, $y) = @sections[ $i - 1, $i ];
 		push @v,
 		  "token went backwards: $x->{client} seq $x->{seq} token $x->{token}"
 		  . " then $y->{client} seq $y->{seq} token $y->{token}"
@@ -1038,12 +1171,14 @@ sub judge
 	# after the other was granted.
 	my @grants = sort { $a->{grant} <=> $b->{grant} }
 	  grep { ($_->{grant} // '') =~ /^\d+$/ && !$row{"$_->{client}/$_->{seq}"} } @txns;
-	foreach my $r (@rows)
+	foreach my $r (@sections)
 	{
 		foreach my $g (@grants)
 		{
 			last if $g->{grant} >= $r->{end};
 			next if $g->{grant} <= $r->{start};
+			# (the same hold: a writer's failed transaction)
+			next if $g->{client} eq $r->{client} && $g->{token} eq $r->{token};
 			push @v,
 			  sprintf(
 				"commit after another grant: %s/%s seq %d token %s [%d..%d] committed %d us after %s seq %d (%s) was granted token %s at %d",
@@ -1298,6 +1433,108 @@ sub fault_figures
 	};
 }
 
+# A writer on $node (see writer_main): takes the scenario's lock as a
+# session lock, then commits a write transaction every `interval` seconds
+# (default 0.02) until one does not commit (it then releases and exits), or
+# writer_stop.  Its transactions are in the history like a client's.
+# Returns the writer once it holds the lock (bounded wait), or undef (and
+# fails a test) if it could not take it.
+sub writer_start
+{
+	my ($self, $node, %p) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $k = ++$self->{writer_seq};
+	my $name = 'writer_' . $node->name . "_$k";
+	my $dir = $self->{chaos}{dir};
+	my $file = "$dir/$self->{scenario}.$name.log";
+	my $stop2 = "$dir/$self->{scenario}.$name.stop";
+	unlink $file, $stop2;
+	my @cmd = (
+		$^X, "-I$HERE", '-MZkChaos', '-e',
+		'exit ZkChaos::client_main(@ARGV)', '--',
+		'mode=writer',
+		'psql=' . $node->installed_command('psql'),
+		'connstr=' . $node->connstr('postgres'),
+		"scenario=$self->{scenario}",
+		"resource=$self->{resource}",
+		'instance=' . $node->name,
+		"client=$name",
+		"until=$self->{until}",
+		"stopfile=$self->{stopfile}",
+		"stopfile2=$stop2",
+		"parent=$$",
+		'acquire_timeout=' . ($p{acquire_timeout} // 30),
+		'interval=' . ($p{interval} // 0.02),
+		"out=$file");
+	my $pid = ZkChaos::_spawn(\@cmd, "$dir/$self->{scenario}.$name.stdout");
+	push @client_pids, $pid;
+	my $w = { name => $name, node => $node, file => $file, pid => $pid,
+		stop => $stop2, writer => 1 };
+	push @{ $self->{clients} }, $w;
+	# wait (bounded) for the hold and a first commit
+	my ($hold, $first);
+	ZkLockTest::wait_until(
+		sub {
+			my ($t) = ZkChaos::_read_client_log($w);
+			($hold) = grep { $_->{seq} == 0 } @$t;
+			$first = grep { $_->{seq} > 0 } @$t;
+			return ($hold && $hold->{outcome} ne 'hold') || $first
+			  || waitpid($pid, POSIX::WNOHANG()) != 0;
+		},
+		timeout => ($p{acquire_timeout} // 30) + 15, interval => 0.05);
+	my $ok = $hold && $hold->{outcome} eq 'hold' && $first;
+	Test::More::ok($ok, "$self->{scenario}: $name holds the lock and writes")
+	  or Test::More::diag(Test::More::explain($hold));
+	return undef unless $ok;
+	$w->{token} = $hold->{token};
+	$w->{grant} = $hold->{grant};
+	Test::More::note(sprintf("scenario %s: %s holds the lock (token %s) since +%.2fs and writes",
+			$self->{scenario}, $name, $w->{token}, $w->{grant} / 1e6 - $self->{t0}));
+	return $w;
+}
+
+# Stop a writer and wait (bounded) until it has exited; with wait => secs,
+# first give it that long to end by itself (its lock lost).  Returns
+# { commits, last (its last transaction), by_itself, end => its END line }.
+sub writer_stop
+{
+	my ($self, $w, %p) = @_;
+	return undef unless $w;
+	my $by_itself = 0;
+	if ($p{wait})
+	{
+		$by_itself = ZkLockTest::wait_until(
+			sub { return waitpid($w->{pid}, POSIX::WNOHANG()) != 0; },
+			timeout => $p{wait}, interval => 0.05);
+		$w->{status} = $? if $by_itself;
+	}
+	if (open(my $fh, '>', $w->{stop})) { close($fh); }
+	my $deadline = time() + $ZkChaos::STATEMENT_BOUND * 3 + 30;
+	while (!$by_itself && waitpid($w->{pid}, POSIX::WNOHANG()) == 0)
+	{
+		if (time() >= $deadline)
+		{
+			Test::More::diag("writer $w->{name} still running; killing it");
+			kill('KILL', $w->{pid});
+			waitpid($w->{pid}, 0);
+			$w->{killed} = 1;
+			last;
+		}
+		sleep(0.05);
+	}
+	$w->{status} = $? unless $by_itself;
+	$w->{done} = 1;
+	my ($t, $end) = ZkChaos::_read_client_log($w);
+	my @x = grep { $_->{seq} > 0 } @$t;
+	my $r = { commits => scalar(grep { $_->{outcome} eq 'commit' } @x),
+		last => $x[-1], end => $end, by_itself => $by_itself };
+	Test::More::note(sprintf("scenario %s: %s %s: %d commits; its last transaction: %s %s",
+			$self->{scenario}, $w->{name},
+			$by_itself ? 'ended by itself' : 'was stopped', $r->{commits},
+			$r->{last} ? $r->{last}{outcome} : '-', $r->{last} ? $r->{last}{msg} : ''));
+	return $r;
+}
+
 # Stop the load: once the scenario's duration is over and the last fault
 # has been over for `settle` seconds (so that the load surely went on after
 # it), tell the clients to stop; then wait (bounded) for every client
@@ -1322,6 +1559,11 @@ sub finish
 	my $deadline = time() + $ZkChaos::STATEMENT_BOUND * 3 + 30;
 	foreach my $c (@{ $self->{clients} })
 	{
+		if ($c->{writer})
+		{
+			$self->writer_stop($c) unless $c->{done};
+			next;
+		}
 		while (1)
 		{
 			my $r = waitpid($c->{pid}, POSIX::WNOHANG());
@@ -1427,7 +1669,7 @@ sub check
 	$outcomes{ $_->{outcome} =~ s/:.*//r }++ for @txns;
 	my %detail;
 	$detail{ $_->{outcome} }++ for @txns;
-	my $errors = grep { $_->{outcome} ne 'commit' } @txns;
+	my $errors = grep { $_->{outcome} ne 'commit' && $_->{outcome} ne 'hold' } @txns;
 	my $sections = scalar @rows;
 	my $last_end = 0;
 	foreach my $f (@{ $self->{faults} })
@@ -1498,7 +1740,7 @@ sub check
 	{
 		my $n = $after{ $node->name } // 0;
 		# (a node without clients has only the test's pinned holders)
-		next unless grep { $_->{node} == $node } @{ $self->{clients} };
+		next unless grep { $_->{node} == $node && !$_->{writer} } @{ $self->{clients} };
 		Test::More::cmp_ok($n, '>=', $min_after,
 			"$scn: " . $node->name . " committed at least $min_after sections after the last fault");
 	}

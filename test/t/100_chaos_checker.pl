@@ -146,4 +146,22 @@ is( violations(rows(
 	is(violations($r, $t), 1, '... the committed sections\' own grants count once (as rows)');
 }
 
+# A writer: one session-lock hold (one token, its grant as every row's
+# start) over several transactions is one section.
+{
+	my @w = map { [ 'writer_node1_1', $_, 200, 1000, 1000 + 100 * $_ ] } 1 .. 3;
+	my $r = rows(@w, [ 'node2_c1', 1, 201, 1400, 1500 ]);
+	$_->{instance} = 'node1' for grep { $_->{client} =~ /^writer/ } @$r;
+	is(violations($r), 0, 'a writer\'s transactions under one hold are one section');
+	$r = rows(@w, [ 'node2_c1', 1, 201, 1250, 1260 ]);
+	$_->{instance} = 'node1' for grep { $_->{client} =~ /^writer/ } @$r;
+	is(violations($r), 1, 'a writer that commits after another was granted');
+	my $t = txns_for($r,
+		{ client => 'writer_node1_1', seq => 4, outcome => 'fenced', token => 200,
+		  t_sec => '', t_com => '0.01', grant => 1000, msg => '' });
+	$r = rows(@w);
+	is(violations($r, txns_for($r, $t->[-1])), 0,
+		'... its fenced transaction (same hold) is not another grant');
+}
+
 done_testing();

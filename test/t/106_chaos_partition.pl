@@ -6,15 +6,19 @@
 # PostgreSQL instances take one EXCLUSIVE lock over and over (see ZkChaos.pm
 # for the load and the checker).  One ZooKeeper server (tickTime 200 ms).
 #
-#  - zk_partition: node1 holds the lock in an open transaction (a pinned
-#    holder that has written its row).  The proxy cuts node1 off; ZooKeeper
-#    expires node1's session and node2 is granted the lock.
-#    Round 1: the holder sends COMMIT after node2 was granted (the cut still
-#    on, healed a second later): it must fail with 55P03.
-#    Round 2: the holder sends COMMIT as soon as node1's worker says it is
-#    disconnected (before the session can have expired): it may commit or
-#    be fenced, but its commit must not land after node2's grant.
-#    No commit of node1 may land after node2's grant (the checker).
+#  - zk_partition: the proxy cuts node1 off until ZooKeeper has expired
+#    node1's session and node2 has been granted the lock, then heals.
+#    Round 1: a writer on node1 (a session lock, a write transaction
+#    committed every 20 ms) across the cut: its commits must stop (55P03)
+#    before node2's grant.  Round 2: a holder in an open transaction (it has
+#    written its row) sends COMMIT after node2 was granted, the cut still
+#    on (healed a second later): 55P03.
+#    The checker counts any commit of node1 that lands after node2's grant.
+#
+# (Today's code passes this one: with no process stalled, the ZooKeeper
+# client leaves "connected" after 2/3 of the session timeout without a
+# reply, before the server can expire the session.  It stays as a guard of
+# the lease: a lease that outlives the session fails it.)
 use strict;
 use warnings;
 
@@ -37,47 +41,43 @@ my @nodes = (
 my $chaos = ZkChaos->new(nodes => \@nodes);
 
 my $scn = 'zk_partition';
+my @how = ('a writer commits every 20 ms across the cut',
+	'COMMIT after node2 was granted');
 my $run = $chaos->start($scn, duration => 15);
 my $at = 3;
 foreach my $round (1, 2)
 {
-	my $how = $round == 1 ? 'COMMIT after node2 was granted'
-	  : 'COMMIT once node1 noticed the silence';
+	my $how = $how[ $round - 1 ];
 	$run->sleep_until($at);
-	my $pin = $run->pin($nodes[0]);
+	my ($pin, $writer);
+	if ($round == 1) { $writer = $run->writer_start($nodes[0]); }
+	else { $pin = $run->pin($nodes[0]); }
 	$run->fault_begin("node1 cut from ZooKeeper by the proxy (bytes swallowed both ways, "
 		  . "sockets open) until node2 is granted; $how");
 	$px->cut('node1');
 	my $t_cut = time();
-
-	if ($round == 2)
-	{
-		my $noticed = ZkChaos::wait_node_disconnected($nodes[0], $ZkChaos::SESSION_TIMEOUT + 5);
-		note sprintf("%s: round 2: node1's worker %s the silence %.2fs after the cut",
-			$scn, $noticed ? 'noticed' : 'did not notice', time() - $t_cut);
-		$run->pin_commit_send($pin);
-	}
+	my $noticed = ZkChaos::wait_node_disconnected($nodes[0], $ZkChaos::SESSION_TIMEOUT + 5);
+	note sprintf("%s: round %d: node1's worker %s the silence %.2fs after the cut",
+		$scn, $round, $noticed ? 'noticed' : 'did not notice', time() - $t_cut);
 	my $seen = ZkChaos::wait_granted($run, $nodes[1], $ZkChaos::SESSION_TIMEOUT + 15);
 	ok(defined $seen, "$scn: round $round: node2 is granted the lock while node1 is cut off");
 	note sprintf("%s: round %d: node2 seen holding the lock %.2fs after the cut",
 		$scn, $round, ($seen // time()) - $t_cut);
-	if ($round == 1)
-	{
-		$run->pin_commit_send($pin);
-		sleep(1);
-	}
+	$run->pin_commit_send($pin) if $pin;
+	sleep(1);
 	note "zk_proxy status:\n" . $px->status;
 	$px->heal('node1');
-	my $outcome = $run->pin_commit_wait($pin);
-	if ($round == 1)
+	if ($writer)
 	{
-		is($outcome, 'fenced',
-			"$scn: round 1 ($how): node1's holder cannot commit after node2 was granted (55P03)");
+		my $r = $run->writer_stop($writer, wait => $ZkChaos::SESSION_TIMEOUT + $ZkChaos::CONNECT_TIMEOUT + 10);
+		ok($r->{by_itself}, "$scn: round $round ($how): the writer stops by itself (its lock lost)");
+		is($r->{last} ? $r->{last}{outcome} : '', 'fenced',
+			"$scn: round $round ($how): ... its last COMMIT fails with 55P03");
 	}
 	else
 	{
-		like($outcome, qr/^(commit|fenced)$/,
-			"$scn: round 2 ($how): node1's holder commits or is fenced, nothing else");
+		is($run->pin_commit_wait($pin), 'fenced',
+			"$scn: round $round ($how): node1's holder cannot commit after node2 was granted (55P03)");
 	}
 	ok(ZkChaos::wait_node_ready($nodes[0], 30), "$scn: round $round: node1's worker connected again");
 	$run->fault_end;
@@ -94,5 +94,6 @@ foreach my $i (0, 1)
 		  || $fig->{last_commit} < $fig->{other_grant},
 		"$scn: round " . ($i + 1) . ": no commit of node1 landed after node2 was granted");
 }
+
 zk_done_check();
 done_testing();
