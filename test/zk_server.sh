@@ -67,7 +67,7 @@ die() { echo "$PROG: $*" >&2; exit 1; }
 msg() { echo "$PROG: $*" >&2; }
 
 usage() {
-	sed -n '5,20p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+	sed -n '5,22p' "$SELF" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
