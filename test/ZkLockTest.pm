@@ -161,7 +161,8 @@ sub zk_start
 
 	$zk_dir     = $dir;
 	$zk_servers = $servers;
-	local $ENV{ZK_TICK_TIME} = $p{tick_time} if $p{tick_time};
+	# (empty: zk_server.sh's default)
+	local $ENV{ZK_TICK_TIME} = $p{tick_time} // $ENV{ZK_TICK_TIME};
 	my ($rc, $out, $err) = zk_server(
 		'start', '--servers', $servers,
 		'--ports', join(',', @ports),
