@@ -27,7 +27,9 @@
 # probe_start / probe_finish (an acquire must fail with 08006 in time while
 # ZooKeeper is unreachable), wait_session_gone, wait_for_log; and a holder
 # under our control across a fault: $run->pin, pin_commit_send,
-# pin_commit_wait, pin_killed.
+# pin_commit_wait, pin_killed; and a writer that holds the lock as a session
+# lock and commits a write transaction every 20 ms across a fault until its
+# lock is lost: $run->writer_start, writer_stop.
 #
 # The clients.  Each client is a separate process (perl -MZkChaos -e
 # 'ZkChaos::client_main(...)'), so that the test process can block while it
