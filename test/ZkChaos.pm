@@ -20,11 +20,16 @@
 #
 # Helpers for injecting faults: zk_ctl / zk_ctl_parallel (zk_server.sh),
 # zk_leader, zk_wait_serving, wait_node_ready, wait_node_disconnected,
-# worker_pid, session_id, find_holder, signal_waiter, pg_restart_fast,
+# worker_pid, session_id, find_holder, wait_granted, signal_waiter,
+# pg_restart_fast, ZkChaos::Proxy (test/zk_proxy.py: a TCP proxy that
+# partitions a link and heals it), $run->fault_figures (when another
+# instance was granted, when the cut one last committed, relative to a fault),
 # probe_start / probe_finish (an acquire must fail with 08006 in time while
 # ZooKeeper is unreachable), wait_session_gone, wait_for_log; and a holder
 # under our control across a fault: $run->pin, pin_commit_send,
-# pin_commit_wait, pin_killed.
+# pin_commit_wait, pin_killed; and a writer that holds the lock as a session
+# lock and commits a write transaction every 20 ms across a fault until its
+# lock is lost: $run->writer_start, writer_stop.
 #
 # The clients.  Each client is a separate process (perl -MZkChaos -e
 # 'ZkChaos::client_main(...)'), so that the test process can block while it
@@ -41,6 +46,8 @@
 # 5 ms, and inserts (token, instance, client, seq, start, end) into the table
 # chaos_history *in the same transaction*: a row exists if and only if the
 # transaction committed, which is exactly what the commit fence decides.
+# It returns the token and the start (the grant time), which the client
+# logs: a grant is on record even when its transaction does not commit.
 # The instances run with track_commit_timestamp = on, and the checker takes
 # a section to last from its start to its commit timestamp (taken when the
 # commit record is written: after the commit fence, before the release), so
@@ -52,10 +59,14 @@
 # killed).
 #
 # Each client writes one line per transaction to its own file: the outcome
-# as the client saw it.  The checker (judge) then reads the rows of
-# chaos_history of every instance (one machine, so clock_timestamp() is one
-# clock) and counts as violations:
+# as the client saw it, and the grant time.  The checker (judge) then reads
+# the rows of chaos_history of every instance (one machine, so
+# clock_timestamp() and the commit timestamps are one clock) and counts as
+# violations:
 #   - two committed sections that overlap in time,
+#   - a commit that lands after another transaction was granted the lock
+#     (its grant inside the committed section), whether or not that other
+#     transaction committed,
 #   - a fencing token that is not strictly above the one of the section
 #     before (sections ordered by start),
 #   - a row the client was told did not commit (e.g. COMMIT raised 55P03),
@@ -269,6 +280,95 @@ sub _q
 	return "'$s'";
 }
 
+# Run one transaction, BEGIN; $sql; COMMIT, sent at once; collect the
+# outcome.  $sql's output must match $want.  Returns { outcome, out (of
+# $sql), t_sec, t_com, msg }, outcome:
+# commit, fenced (COMMIT raised 55P03), commit_error:<state>,
+# acquire_error:<state> ($sql failed), begin_error:<state>, hang:<stage>,
+# conn_lost:<stage>, connect_failed.
+sub _run_txn
+{
+	my ($p, $sql, $want, $bound) = @_;
+	my @n = map { _psql_send($p, $_) } ('BEGIN', $sql, 'COMMIT');
+	my %t = (outcome => '', out => '', t_sec => '', t_com => '', msg => '');
+	my @stage = qw(begin section commit);
+	my $t_prev = time();
+	for my $i (0 .. 2)
+	{
+		my $r =
+		  $n[$i]
+		  ? _psql_collect($p, $n[$i], time() + $bound)
+		  : { exited => 1, err => 'could not send' };
+		my $now = time();
+		$t{t_sec} = sprintf('%.3f', $now - $t_prev) if $i == 1;
+		$t{t_com} = sprintf('%.3f', $now - $t_prev) if $i == 2;
+		$t_prev = $now;
+		if ($r->{hang})
+		{
+			$t{outcome} = "hang:$stage[$i]";
+			$t{msg} = "no answer after ${bound}s";
+			_psql_kill($p);
+			last;
+		}
+		if ($r->{exited})
+		{
+			# psql exits when its connection is gone (non-interactive)
+			$t{outcome} =
+			  $i == 0 && $p->{n} <= 3
+			  ? 'connect_failed'
+			  : "conn_lost:$stage[$i]";
+			$t{msg} = _first_error($r->{err});
+			last;
+		}
+		if ($i == 1)
+		{
+			if ($r->{state} eq '00000' && $r->{out} =~ $want)
+			{
+				$t{out} = $r->{out};
+			}
+			else
+			{
+				$t{outcome} = "acquire_error:$r->{state}";
+				$t{msg} = _first_error($r->{err});
+			}
+		}
+		elsif ($i == 2 && $t{outcome} eq '')
+		{
+			if ($r->{state} eq '00000')
+			{
+				$t{outcome} = 'commit';
+			}
+			elsif ($r->{state} eq '55P03')
+			{
+				$t{outcome} = 'fenced';
+				$t{msg} = _first_error($r->{err});
+			}
+			else
+			{
+				$t{outcome} = "commit_error:$r->{state}";
+				$t{msg} = _first_error($r->{err});
+			}
+		}
+		elsif ($i == 0 && $r->{state} ne '00000')
+		{
+			$t{outcome} = "begin_error:$r->{state}";
+			$t{msg} = _first_error($r->{err});
+			# the rest runs outside a transaction block: skip it
+			for my $j (1, 2) { _psql_collect($p, $n[$j], time() + $bound); }
+			last;
+		}
+	}
+	return \%t;
+}
+
+sub _log_txn
+{
+	my ($log, $seq, $t0, $t, $token, $grant) = @_;
+	print $log join("\t", $seq, sprintf('%.6f', $t0), $t->{outcome}, $token // '',
+		$t->{t_sec}, $t->{t_com}, $grant // '', $t->{msg}), "\n";
+	return;
+}
+
 # perl -MZkChaos -e 'ZkChaos::client_main(@ARGV)' -- key=value ...
 sub client_main
 {
@@ -278,6 +378,7 @@ sub client_main
 	{
 		die "client_main: missing $k\n" unless defined $a{$k};
 	}
+	return writer_main(%a) if ($a{mode} // '') eq 'writer';
 	$SIG{PIPE} = 'IGNORE';
 	my $bound = $a{statement_bound} // $STATEMENT_BOUND;
 	open(my $log, '>>', $a{out}) or die "$a{out}: $!";
@@ -307,82 +408,90 @@ sub client_main
 		my $section = sprintf('SELECT chaos_section(%s, %s, %s, %s, %d, %s)',
 			_q($a{scenario}), _q($a{resource}), _q($a{instance}),
 			_q($a{client}), $seq, _q("$a{acquire_timeout} s"));
-		my @n = map { _psql_send($p, $_) } ('BEGIN', $section, 'COMMIT');
-
-		my ($outcome, $token, $msg) = ('', '', '');
-		my ($t_sec, $t_com) = ('', '');
-		my @stage = qw(begin section commit);
-		my $t_prev = $t0;
-		for my $i (0 .. 2)
-		{
-			my $r =
-			  $n[$i]
-			  ? _psql_collect($p, $n[$i], time() + $bound)
-			  : { exited => 1, err => 'could not send' };
-			my $now = time();
-			$t_sec = sprintf('%.3f', $now - $t_prev) if $i == 1;
-			$t_com = sprintf('%.3f', $now - $t_prev) if $i == 2;
-			$t_prev = $now;
-			if ($r->{hang})
-			{
-				$outcome = "hang:$stage[$i]";
-				$msg = "no answer after ${bound}s";
-				_psql_kill($p);
-				last;
-			}
-			if ($r->{exited})
-			{
-				# psql exits when its connection is gone (non-interactive)
-				$outcome =
-				  $i == 0 && $p->{n} <= 3
-				  ? 'connect_failed'
-				  : "conn_lost:$stage[$i]";
-				$msg = _first_error($r->{err});
-				last;
-			}
-			if ($i == 1)
-			{
-				if ($r->{state} eq '00000' && $r->{out} =~ /^(\d+)$/)
-				{
-					$token = $1;
-				}
-				else
-				{
-					$outcome = "acquire_error:$r->{state}";
-					$msg = _first_error($r->{err});
-				}
-			}
-			elsif ($i == 2 && $outcome eq '')
-			{
-				if ($r->{state} eq '00000')
-				{
-					$outcome = 'commit';
-				}
-				elsif ($r->{state} eq '55P03')
-				{
-					$outcome = 'fenced';
-					$msg = _first_error($r->{err});
-				}
-				else
-				{
-					$outcome = "commit_error:$r->{state}";
-					$msg = _first_error($r->{err});
-				}
-			}
-			elsif ($i == 0 && $r->{state} ne '00000')
-			{
-				$outcome = "begin_error:$r->{state}";
-				$msg = _first_error($r->{err});
-				# the rest runs outside a transaction block: skip it
-				for my $j (1, 2) { _psql_collect($p, $n[$j], time() + $bound); }
-				last;
-			}
-		}
-		$count{$outcome}++;
-		print $log join("\t", $seq, sprintf('%.6f', $t0), $outcome, $token,
-			$t_sec, $t_com, $msg), "\n";
+		my $t = _run_txn($p, $section, qr/^\d+ \d+$/, $bound);
+		my ($token, $grant) = $t->{out} =~ /^(\d+) (\d+)$/ ? ($1, $2) : ('', '');
+		$count{ $t->{outcome} }++;
+		_log_txn($log, $seq, $t0, $t, $token, $grant);
 		# no hot loop while the instance is down
-		sleep(0.2) if $outcome eq 'connect_failed' || $outcome =~ /^conn_lost/;
+		sleep(0.2) if $t->{outcome} eq 'connect_failed' || $t->{outcome} =~ /^conn_lost/;
+	}
+	_psql_quit($p) if $p;
+	print $log "END\t"
+	  . join(',', map { "$_=$count{$_}" } sort keys %count) . "\n";
+	close($log);
+	return 0;
+}
+
+# The writer (client_main with mode=writer): one connection that takes the
+# scenario's lock as a SESSION lock (chaos_hold, waiting up to
+# acquire_timeout), then commits one small write transaction after another
+# (chaos_write, every `interval` seconds), each guarded by that lock (a
+# session lock guards a transaction that writes), recording a row in
+# chaos_history whose start is the grant of the hold: the checker takes the
+# hold from its grant to its last commit as one section.  The first
+# transaction that does not commit (the lock lost: 55P03) ends the writer:
+# it releases what it holds and exits; so do the stop files (the run's and
+# its own, stopfile2).  Logged like a client; the hold itself as seq 0,
+# outcome "hold" (or hold_error:<state>).
+sub writer_main
+{
+	my %a = @_;
+	$SIG{PIPE} = 'IGNORE';
+	my $bound = $a{statement_bound} // $STATEMENT_BOUND;
+	my $interval = $a{interval} // 0.02;
+	open(my $log, '>>', $a{out}) or die "$a{out}: $!";
+	$log->autoflush(1);
+	my %count;
+	my $stop = sub {
+		return 1 if time() >= $a{until};
+		return 1 if defined $a{stopfile} && -e $a{stopfile};
+		return 1 if defined $a{stopfile2} && -e $a{stopfile2};
+		return 1 if defined $a{parent} && !kill(0, $a{parent});
+		return 0;
+	};
+	my $p = _psql_start($a{psql}, $a{connstr}, "chaos_$a{client}");
+	my ($token, $grant);
+	if ($p)
+	{
+		my $t0 = time();
+		my $n = _psql_send($p, sprintf('SELECT chaos_hold(%s, %s)',
+				_q($a{resource}), _q("$a{acquire_timeout} s")));
+		my $r = $n ? _psql_collect($p, $n, time() + $bound) : { exited => 1, err => '' };
+		my %t = (t_sec => sprintf('%.3f', time() - $t0), t_com => '', msg => '');
+		if (!$r->{hang} && !$r->{exited} && $r->{state} eq '00000'
+			&& $r->{out} =~ /^(\d+) (\d+)$/)
+		{
+			($token, $grant) = ($1, $2);
+			$t{outcome} = 'hold';
+		}
+		else
+		{
+			$t{outcome} = 'hold_error:' . ($r->{hang} ? 'hang' : $r->{exited} ? 'exited' : $r->{state});
+			$t{msg} = _first_error($r->{err});
+		}
+		$t{t_sec} = '';    # (waited for the lock with its own timeout)
+		$count{ $t{outcome} }++;
+		_log_txn($log, 0, $t0, \%t, $token, $grant);
+	}
+	my $seq = 0;
+	while (defined $token && $p->{alive} && !$stop->())
+	{
+		$seq++;
+		my $t0 = time();
+		my $t = _run_txn($p,
+			sprintf('SELECT chaos_write(%s, %s, %s, %s, %d, %s)',
+				_q($a{scenario}), $token, _q($a{instance}), _q($a{client}),
+				$seq, $grant),
+			qr/^\d+$/, $bound);
+		$count{ $t->{outcome} }++;
+		_log_txn($log, $seq, $t0, $t, $token, $grant);
+		last if $t->{outcome} ne 'commit';
+		sleep($interval);
+	}
+	if ($p && $p->{alive})
+	{
+		my $n = _psql_send($p, 'SELECT zk_lock_release_all()');
+		_psql_collect($p, $n, time() + $bound) if $n;
 	}
 	_psql_quit($p) if $p;
 	print $log "END\t"
@@ -406,7 +515,7 @@ CREATE TABLE IF NOT EXISTS chaos_history (
 );
 CREATE OR REPLACE FUNCTION chaos_section(scn text, res text, inst text,
                                          cl text, sq integer, tmo interval)
-RETURNS bigint LANGUAGE plpgsql AS $$
+RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   tok bigint;
   ts  timestamptz;
@@ -415,8 +524,27 @@ BEGIN
   ts := clock_timestamp();
   PERFORM pg_sleep(0.005);
   INSERT INTO chaos_history VALUES (scn, tok, inst, cl, sq, ts, clock_timestamp());
-  RETURN tok;
+  -- the token, and the grant time (the row's t_start) for the client's log:
+  -- a grant is recorded even when its transaction does not commit
+  RETURN tok || ' ' || (extract(epoch FROM ts) * 1000000)::bigint;
 END $$;
+-- the writer's (writer_main): a session lock, then write transactions
+CREATE OR REPLACE FUNCTION chaos_hold(res text, tmo interval)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  tok bigint;
+BEGIN
+  tok := zk_lock_acquire_session(res, 'exclusive', tmo);
+  RETURN tok || ' ' || (extract(epoch FROM clock_timestamp()) * 1000000)::bigint;
+END $$;
+CREATE OR REPLACE FUNCTION chaos_write(scn text, tok bigint, inst text, cl text,
+                                       sq integer, granted_us bigint)
+RETURNS bigint LANGUAGE sql AS $$
+  INSERT INTO chaos_history
+  VALUES (scn, tok, inst, cl, sq,
+          timestamptz 'epoch' + granted_us * interval '1 microsecond', clock_timestamp())
+  RETURNING tok;
+$$;
 EOS
 
 # The folder for the clients' logs and the histories: tmp_check/chaos_XXXX,
@@ -433,6 +561,7 @@ sub _chaos_dir
 }
 
 my @client_pids;
+our @proxy_pids;
 
 END
 {
@@ -444,6 +573,19 @@ END
 		next if waitpid($pid, POSIX::WNOHANG()) != 0;
 		kill('KILL', $pid);
 		waitpid($pid, 0);
+	}
+	# proxies (they would exit on their own within a second of us)
+	foreach my $pid (@proxy_pids)
+	{
+		next if waitpid($pid, POSIX::WNOHANG()) != 0;
+		kill('TERM', $pid);
+		my $deadline = time() + 5;
+		sleep(0.05) while waitpid($pid, POSIX::WNOHANG()) == 0 && time() < $deadline;
+		if (waitpid($pid, POSIX::WNOHANG()) == 0)
+		{
+			kill('KILL', $pid);
+			waitpid($pid, 0);
+		}
 	}
 	my $passing = eval { Test::More->builder->is_passing } // 0;
 	if ($passing && $exit_code == 0 && !$ENV{ZKCHAOS_KEEP})
@@ -458,6 +600,8 @@ END
 }
 
 # ZkChaos->new(nodes => [...], clients_per_node => 3)
+#   clients_per_node: a number, or { node name => number } (default 3 for a
+#   node not named; a node with none only has what the test pins there)
 sub new
 {
 	my ($class, %p) = @_;
@@ -522,7 +666,9 @@ sub start
 
 	foreach my $node ($self->nodes)
 	{
-		for my $k (1 .. $self->{clients_per_node})
+		my $cpn = $self->{clients_per_node};
+		my $nc = ref $cpn ? $cpn->{ $node->name } // 3 : $cpn;
+		for my $k (1 .. $nc)
 		{
 			my $name = $node->name . "_c$k";
 			my $file = "$self->{dir}/$scenario.$name.log";
@@ -739,6 +885,26 @@ sub find_holder
 	return ();
 }
 
+# Wait (bounded) until a backend of $node holds the scenario's lock
+# (granted in zk_lock_local).  Returns the time() it was seen, or undef.
+sub wait_granted
+{
+	my ($run, $node, $timeout) = @_;
+	my $res = $run->{resource};
+	my $seen;
+	ZkLockTest::wait_until(
+		sub {
+			my $n = try_psql($node,
+				    "SELECT count(*) FROM zk_lock_local WHERE resource = '$res'"
+				  . " AND state = 'granted'", 5);
+			$seen = time() if defined $n && $n =~ /^[1-9]/;
+			return defined $seen;
+		},
+		timeout => $timeout // 20,
+		interval => 0.05);
+	return $seen;
+}
+
 # Signal one chaos client backend that waits for the scenario's lock,
 # picked at random, in one statement (so that it still waits when
 # signalled): $how is 'cancel' or 'terminate'.  $s is a ZkLockTest session
@@ -881,8 +1047,8 @@ sub _read_client_log
 		{
 			chomp $line;
 			if ($line =~ /^END\t(.*)$/) { $end = $1; next; }
-			my ($seq, $t0, $outcome, $token, $t_sec, $t_com, $msg) =
-			  split /\t/, $line, 7;
+			my ($seq, $t0, $outcome, $token, $t_sec, $t_com, $grant, $msg) =
+			  split /\t/, $line, 8;
 			next unless defined $outcome;
 			push @txns,
 			  {
@@ -893,6 +1059,7 @@ sub _read_client_log
 				token   => $token,
 				t_sec   => $t_sec,
 				t_com   => $t_com,
+				grant   => $grant // '',
 				msg     => $msg // ''
 			  };
 		}
@@ -918,10 +1085,28 @@ sub judge
 	my @txns = @{ $p{txns} };
 	my $killed = $p{killed} // {};
 
+	# A section is one hold of the lock, from its grant to its last commit:
+	# a row, or the rows of one writer with one token (a writer's session
+	# lock spans several transactions, each a row whose start is the grant).
+	my (%sec, @sections);
+	foreach my $r (@rows)
+	{
+		my $k = $r->{client} =~ /^writer_/ ? "$r->{client}/$r->{token}" : "$r->{client}/$r->{seq}";
+		if (my $x = $sec{$k})
+		{
+			$x->{end} = $r->{end} if $r->{end} > $x->{end};
+			$x->{start} = $r->{start} if $r->{start} < $x->{start};
+			$x->{n}++;
+			next;
+		}
+		push @sections, $sec{$k} = { %$r, n => 1 };
+	}
+	@sections = sort { $a->{start} <=> $b->{start} || $a->{end} <=> $b->{end} } @sections;
+
 	my @v;    # violations, as text
 	# 1. no two committed sections overlap
 	my ($maxend, $maxrow);
-	foreach my $r (@rows)
+	foreach my $r (@sections)
 	{
 		if (defined $maxend && $r->{start} < $maxend)
 		{
@@ -941,9 +1126,9 @@ sub judge
 		}
 	}
 	# 2. tokens strictly increase in the order of the sections
-	for my $i (1 .. $#rows)
+	for my $i (1 .. $#sections)
 	{
-		my ($x, $y) = @rows[ $i - 1, $i ];
+		my ($x, $y) = @sections[ $i - 1, $i ];
 		push @v,
 		  "token went backwards: $x->{client} seq $x->{seq} token $x->{token}"
 		  . " then $y->{client} seq $y->{seq} token $y->{token}"
@@ -977,6 +1162,32 @@ sub judge
 	{
 		push @v, "row $r->{client} seq $r->{seq} token $r->{token}: no such transaction in the client log"
 		  unless $txn{"$r->{client}/$r->{seq}"} || $killed->{ $r->{client} };
+	}
+	# 3b. no commit lands after another holder was granted the lock: a
+	# grant (when zk_lock_acquire returned, on the same clock as the commit
+	# timestamps) inside a committed section [grant .. commit timestamp] of
+	# another transaction.  A grant whose transaction committed is a row and
+	# was held against the others in 1; this catches the grants whose
+	# transaction did not commit (fenced, failed, connection lost): the lock
+	# was granted to two all the same, and the one that committed did so
+	# after the other was granted.
+	my @grants = sort { $a->{grant} <=> $b->{grant} }
+	  grep { ($_->{grant} // '') =~ /^\d+$/ && !$row{"$_->{client}/$_->{seq}"} } @txns;
+	foreach my $r (@sections)
+	{
+		foreach my $g (@grants)
+		{
+			last if $g->{grant} >= $r->{end};
+			next if $g->{grant} <= $r->{start};
+			# (the same hold: a writer's failed transaction)
+			next if $g->{client} eq $r->{client} && $g->{token} eq $r->{token};
+			push @v,
+			  sprintf(
+				"commit after another grant: %s/%s seq %d token %s [%d..%d] committed %d us after %s seq %d (%s) was granted token %s at %d",
+				$r->{instance}, $r->{client}, $r->{seq}, $r->{token},
+				$r->{start}, $r->{end}, $r->{end} - $g->{grant},
+				$g->{client}, $g->{seq}, $g->{outcome}, $g->{token}, $g->{grant});
+		}
 	}
 	# 4. bounded waits
 	my $commit_bound = $ZkChaos::SESSION_TIMEOUT + $ZkChaos::CONNECT_TIMEOUT + $ZkChaos::MARGIN;
@@ -1077,7 +1288,8 @@ sub pin
 		sprintf("SELECT chaos_section('%s', '%s', '%s', '%s', %d, '30 s')",
 			$self->{scenario}, $self->{resource}, $node->name, $name, $seq),
 		45);
-	my $ok = !$r->{exited} && $r->{sqlstate} eq '00000' && $r->{out} =~ /^\d+$/;
+	my $ok = !$r->{exited} && $r->{sqlstate} eq '00000' && $r->{out} =~ /^(\d+) (\d+)$/;
+	my ($token, $grant) = $ok ? ($1, $2) : ('', '');
 	Test::More::ok($ok, "$self->{scenario}: $name holds the lock")
 	  or Test::More::diag(Test::More::explain($r));
 	if (!$ok)
@@ -1089,8 +1301,9 @@ sub pin
 		return undef;
 	}
 	Test::More::note(sprintf("scenario %s: %s holds the lock (token %s) at +%.2fs",
-			$self->{scenario}, $name, $r->{out}, $self->elapsed));
-	return { s => $s, client => $name, seq => $seq, t0 => $t0, token => $r->{out} };
+			$self->{scenario}, $name, $token, $grant / 1e6 - $self->{t0}));
+	return { s => $s, client => $name, seq => $seq, t0 => $t0, token => $token,
+		grant => $grant };
 }
 
 sub pin_commit_send
@@ -1117,6 +1330,7 @@ sub pin_killed
 		t0      => $pin->{t0},
 		outcome => 'killed',
 		token   => $pin->{token},
+		grant   => $pin->{grant},
 		t_sec   => '',
 		t_com   => '',
 		msg     => $how // ''
@@ -1150,6 +1364,7 @@ sub pin_commit_wait
 		t0      => $pin->{t0},
 		outcome => $outcome,
 		token   => $pin->{token},
+		grant   => $pin->{grant},
 		t_sec   => '',
 		t_com   => sprintf('%.3f', $secs),
 		msg     => $msg
@@ -1162,6 +1377,165 @@ sub pin_commit_wait
 	return $outcome;
 }
 
+# The figures of a stall or partition of one instance, from the checker's
+# result ($res = $run->check): when another instance ($p{other}) was first
+# granted the lock after the fault began, and when the last commit of the
+# cut instance ($p{cut}) of a section granted before that grant landed;
+# both relative to the start of the fault ($p{fault}, from fault_begin;
+# default the first), on the one clock of the history.  Prints them;
+# returns { other_grant => s, last_commit => s or undef } (seconds after the
+# fault began).
+sub fault_figures
+{
+	my ($self, $res, %p) = @_;
+	my $f = $p{fault} // $self->{faults}[0];
+	my ($cut, $other) = ($p{cut}->name, $p{other}->name);
+	my $f0 = $f->{begin} * 1e6;
+	my $inst = sub {
+		my ($c) = @_;
+		return $c =~ /^pinned_(.*)$/ ? $1 : ($c =~ s/_c\d+$//r);
+	};
+	# every grant: committed sections (rows) and the clients' logs
+	my $first;
+	foreach my $g ((map { [ $_->{instance}, $_->{start} ] } @{ $res->{rows} }),
+		(map { [ $inst->($_->{client}), $_->{grant} ] }
+			grep { ($_->{grant} // '') =~ /^\d+$/ } @{ $res->{txns} }))
+	{
+		next unless $g->[0] eq $other && $g->[1] > $f0;
+		next if defined $p{until} && $g->[1] > $p{until} * 1e6;
+		$first = $g->[1] if !defined $first || $g->[1] < $first;
+	}
+	my $last;
+	foreach my $r (@{ $res->{rows} })
+	{
+		next unless $r->{instance} eq $cut && $r->{end} > $f0;
+		next if defined $first && $r->{start} >= $first;
+		$last = $r->{end} if !defined $last || $r->{end} > $last;
+	}
+	my $scn = $self->{scenario};
+	my $msg = sprintf("scenario %s: fault at +%.2fs (%s): %s first granted %s; ",
+		$scn, $f->{begin} - $self->{t0}, $f->{desc}, $other,
+		defined $first ? sprintf('%.2fs after the fault began', ($first - $f0) / 1e6)
+		: 'never (during the run)');
+	if (!defined $last)
+	{
+		$msg .= "no commit of $cut landed after the fault began";
+	}
+	else
+	{
+		$msg .= sprintf("the last commit of %s (of a section granted before that) landed %.2fs after the fault began",
+			$cut, ($last - $f0) / 1e6);
+		$msg .= sprintf(', %.3fs AFTER %s was granted', ($last - $first) / 1e6, $other)
+		  if defined $first && $last > $first;
+	}
+	Test::More::diag($msg);
+	return {
+		other_grant => defined $first ? ($first - $f0) / 1e6 : undef,
+		last_commit => defined $last ? ($last - $f0) / 1e6 : undef,
+	};
+}
+
+# A writer on $node (see writer_main): takes the scenario's lock as a
+# session lock, then commits a write transaction every `interval` seconds
+# (default 0.02) until one does not commit (it then releases and exits), or
+# writer_stop.  Its transactions are in the history like a client's.
+# Returns the writer once it holds the lock (bounded wait), or undef (and
+# fails a test) if it could not take it.
+sub writer_start
+{
+	my ($self, $node, %p) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $k = ++$self->{writer_seq};
+	my $name = 'writer_' . $node->name . "_$k";
+	my $dir = $self->{chaos}{dir};
+	my $file = "$dir/$self->{scenario}.$name.log";
+	my $stop2 = "$dir/$self->{scenario}.$name.stop";
+	unlink $file, $stop2;
+	my @cmd = (
+		$^X, "-I$HERE", '-MZkChaos', '-e',
+		'exit ZkChaos::client_main(@ARGV)', '--',
+		'mode=writer',
+		'psql=' . $node->installed_command('psql'),
+		'connstr=' . $node->connstr('postgres'),
+		"scenario=$self->{scenario}",
+		"resource=$self->{resource}",
+		'instance=' . $node->name,
+		"client=$name",
+		"until=$self->{until}",
+		"stopfile=$self->{stopfile}",
+		"stopfile2=$stop2",
+		"parent=$$",
+		'acquire_timeout=' . ($p{acquire_timeout} // 30),
+		'interval=' . ($p{interval} // 0.02),
+		"out=$file");
+	my $pid = ZkChaos::_spawn(\@cmd, "$dir/$self->{scenario}.$name.stdout");
+	push @client_pids, $pid;
+	my $w = { name => $name, node => $node, file => $file, pid => $pid,
+		stop => $stop2, writer => 1 };
+	push @{ $self->{clients} }, $w;
+	# wait (bounded) for the hold and a first commit
+	my ($hold, $first);
+	ZkLockTest::wait_until(
+		sub {
+			my ($t) = ZkChaos::_read_client_log($w);
+			($hold) = grep { $_->{seq} == 0 } @$t;
+			$first = grep { $_->{seq} > 0 } @$t;
+			return ($hold && $hold->{outcome} ne 'hold') || $first
+			  || waitpid($pid, POSIX::WNOHANG()) != 0;
+		},
+		timeout => ($p{acquire_timeout} // 30) + 15, interval => 0.05);
+	my $ok = $hold && $hold->{outcome} eq 'hold' && $first;
+	Test::More::ok($ok, "$self->{scenario}: $name holds the lock and writes")
+	  or Test::More::diag(Test::More::explain($hold));
+	return undef unless $ok;
+	$w->{token} = $hold->{token};
+	$w->{grant} = $hold->{grant};
+	Test::More::note(sprintf("scenario %s: %s holds the lock (token %s) since +%.2fs and writes",
+			$self->{scenario}, $name, $w->{token}, $w->{grant} / 1e6 - $self->{t0}));
+	return $w;
+}
+
+# Stop a writer and wait (bounded) until it has exited; with wait => secs,
+# first give it that long to end by itself (its lock lost).  Returns
+# { commits, last (its last transaction), by_itself, end => its END line }.
+sub writer_stop
+{
+	my ($self, $w, %p) = @_;
+	return undef unless $w;
+	my $by_itself = 0;
+	if ($p{wait})
+	{
+		$by_itself = ZkLockTest::wait_until(
+			sub { return waitpid($w->{pid}, POSIX::WNOHANG()) != 0; },
+			timeout => $p{wait}, interval => 0.05);
+		$w->{status} = $? if $by_itself;
+	}
+	if (open(my $fh, '>', $w->{stop})) { close($fh); }
+	my $deadline = time() + $ZkChaos::STATEMENT_BOUND * 3 + 30;
+	while (!$by_itself && waitpid($w->{pid}, POSIX::WNOHANG()) == 0)
+	{
+		if (time() >= $deadline)
+		{
+			Test::More::diag("writer $w->{name} still running; killing it");
+			kill('KILL', $w->{pid});
+			waitpid($w->{pid}, 0);
+			$w->{killed} = 1;
+			last;
+		}
+		sleep(0.05);
+	}
+	$w->{status} = $? unless $by_itself;
+	$w->{done} = 1;
+	my ($t, $end) = ZkChaos::_read_client_log($w);
+	my @x = grep { $_->{seq} > 0 } @$t;
+	my $r = { commits => scalar(grep { $_->{outcome} eq 'commit' } @x),
+		last => $x[-1], end => $end, by_itself => $by_itself };
+	Test::More::note(sprintf("scenario %s: %s %s: %d commits; its last transaction: %s %s",
+			$self->{scenario}, $w->{name},
+			$by_itself ? 'ended by itself' : 'was stopped', $r->{commits},
+			$r->{last} ? $r->{last}{outcome} : '-', $r->{last} ? $r->{last}{msg} : ''));
+	return $r;
+}
 
 # Stop the load: once the scenario's duration is over and the last fault
 # has been over for `settle` seconds (so that the load surely went on after
@@ -1187,6 +1561,11 @@ sub finish
 	my $deadline = time() + $ZkChaos::STATEMENT_BOUND * 3 + 30;
 	foreach my $c (@{ $self->{clients} })
 	{
+		if ($c->{writer})
+		{
+			$self->writer_stop($c) unless $c->{done};
+			next;
+		}
 		while (1)
 		{
 			my $r = waitpid($c->{pid}, POSIX::WNOHANG());
@@ -1292,7 +1671,7 @@ sub check
 	$outcomes{ $_->{outcome} =~ s/:.*//r }++ for @txns;
 	my %detail;
 	$detail{ $_->{outcome} }++ for @txns;
-	my $errors = grep { $_->{outcome} ne 'commit' } @txns;
+	my $errors = grep { $_->{outcome} ne 'commit' && $_->{outcome} ne 'hold' } @txns;
 	my $sections = scalar @rows;
 	my $last_end = 0;
 	foreach my $f (@{ $self->{faults} })
@@ -1362,6 +1741,8 @@ sub check
 	foreach my $node (@nodes)
 	{
 		my $n = $after{ $node->name } // 0;
+		# (a node without clients has only the test's pinned holders)
+		next unless grep { $_->{node} == $node && !$_->{writer} } @{ $self->{clients} };
 		Test::More::cmp_ok($n, '>=', $min_after,
 			"$scn: " . $node->name . " committed at least $min_after sections after the last fault");
 	}
@@ -1396,6 +1777,125 @@ sub check
 		txns       => \@txns,
 		gap        => $gap,
 	};
+}
+
+# ===========================================================================
+
+package ZkChaos::Proxy;
+
+# A TCP proxy the test owns (test/zk_proxy.py, one process), with named
+# links LISTEN -> TARGET on 127.0.0.1, each of which can be cut (bytes
+# swallowed both ways, sockets left open: a partition, not a reset) and
+# healed (connections that lost bytes are closed then; new ones forward):
+#
+#   my $px = ZkChaos::Proxy->start(links => [ [ 'zk', $listen, $target ] ]);
+#   $px->cut('zk');  ...  $px->heal('zk');   $px->status;   $px->stop;
+#
+# It exits when the test process is gone, after max_seconds (default 900),
+# or when stopped; its log is tmp_check/log/<test>_zk_proxy.log.
+
+use strict;
+use warnings;
+use Carp;
+use IO::Select;
+use IO::Socket::INET;
+use POSIX ();
+use Time::HiRes qw(time sleep);
+
+sub start
+{
+	my ($class, %p) = @_;
+	no warnings 'once';
+	my $ctl = $p{control} // PostgreSQL::Test::Cluster::get_free_port();
+	my $log = $p{log}
+	  // "$PostgreSQL::Test::Utils::log_path/" . ZkLockTest::zk_test_name() . '_zk_proxy.log';
+	my $python = $ENV{ZKLOCK_TEST_PYTHON} || '/usr/bin/python3';
+	my @cmd = (
+		$python, "$HERE/zk_proxy.py",
+		'--control', $ctl, '--owner-pid', $$,
+		'--max-seconds', $p{max_seconds} // 900,
+		'--log', $log,
+		map { ('--link', "$_->[0]=$_->[1]:$_->[2]") } @{ $p{links} });
+	my $pid = ZkChaos::_spawn(\@cmd, $log);
+	push @ZkChaos::proxy_pids, $pid;
+	my $self = bless { pid => $pid, control => $ctl, log => $log,
+		links => { map { ($_->[0] => $_) } @{ $p{links} } } }, $class;
+	my $ok = ZkLockTest::wait_until(
+		sub {
+			croak "zk_proxy.py exited at start; see $log"
+			  if waitpid($pid, POSIX::WNOHANG()) == $pid;
+			return defined eval { $self->command('status', 2) };
+		},
+		timeout => 10, interval => 0.1);
+	croak "zk_proxy.py does not answer on port $ctl; see $log" unless $ok;
+	Test::More::note("zk_proxy.py (pid $pid) control port $ctl: "
+		  . join(', ', map { "$_->[0] $_->[1]->$_->[2]" } @{ $p{links} }));
+	return $self;
+}
+
+# The port a link listens on.
+sub port { return $_[0]->{links}{ $_[1] }[1] // croak "no link $_[1]"; }
+
+# Send one control line; returns the answer's lines before "ok", dies on
+# "error: ..." or no answer within $timeout seconds (default 5).
+sub command
+{
+	my ($self, $line, $timeout) = @_;
+	$timeout //= 5;
+	my $deadline = time() + $timeout;
+	my $sock = IO::Socket::INET->new(
+		PeerAddr => '127.0.0.1',
+		PeerPort => $self->{control},
+		Proto    => 'tcp',
+		Timeout  => $timeout) or croak "zk_proxy control: $!";
+	syswrite($sock, "$line\n");
+	my $sel = IO::Select->new($sock);
+	my $buf = '';
+	while (1)
+	{
+		my $left = $deadline - time();
+		croak "zk_proxy control: no answer to '$line'" if $left <= 0;
+		next unless $sel->can_read($left);
+		my $r = sysread($sock, $buf, 65536, length $buf);
+		last if !defined $r || $r == 0;
+	}
+	close($sock);
+	my @lines = split /\n/, $buf;
+	my $last = pop @lines // '';
+	croak "zk_proxy control: '$line': " . ($last || 'no answer') if $last ne 'ok';
+	return join("\n", grep { $_ ne '' } @lines);
+}
+
+sub cut
+{
+	my ($self, $link) = @_;
+	$self->command("cut $link");
+	Test::More::note("zk_proxy: $link cut");
+	return;
+}
+
+sub heal
+{
+	my ($self, $link, $keep) = @_;
+	$self->command("heal $link" . ($keep ? ' keep' : ''));
+	Test::More::note("zk_proxy: $link healed");
+	return;
+}
+
+sub status { return $_[0]->command('status'); }
+
+sub stop
+{
+	my ($self) = @_;
+	eval { $self->command('quit', 2); };
+	my $deadline = time() + 5;
+	sleep(0.05) while waitpid($self->{pid}, POSIX::WNOHANG()) == 0 && time() < $deadline;
+	if (waitpid($self->{pid}, POSIX::WNOHANG()) == 0)
+	{
+		kill('KILL', $self->{pid});
+		waitpid($self->{pid}, 0);
+	}
+	return;
 }
 
 1;

@@ -141,7 +141,10 @@ sub zk_server
 }
 
 # Start ZooKeeper: zk_start(servers => 1|3).  Returns the connect string.
-# BAIL_OUTs when the servers do not come up.
+# BAIL_OUTs when the servers do not come up.  Options for the chaos tests:
+#   ports     => [...]  the ports (as zk_server.sh --ports; default: free ones)
+#   args      => [...]  more zk_server.sh start options (e.g. --quorum-via)
+#   tick_time => ms     ZooKeeper's tickTime (default zk_server.sh's, 200)
 sub zk_start
 {
 	my (%p) = @_;
@@ -153,14 +156,17 @@ sub zk_start
 
 	my $dir = PostgreSQL::Test::Utils::tempdir('zk');
 	my $nports = $servers == 1 ? 1 : 9;
-	my @ports = map { PostgreSQL::Test::Cluster::get_free_port() } 1 .. $nports;
+	my @ports = $p{ports} ? @{ $p{ports} }
+	  : map { PostgreSQL::Test::Cluster::get_free_port() } 1 .. $nports;
 
 	$zk_dir     = $dir;
 	$zk_servers = $servers;
+	# (empty: zk_server.sh's default)
+	local $ENV{ZK_TICK_TIME} = $p{tick_time} // $ENV{ZK_TICK_TIME};
 	my ($rc, $out, $err) = zk_server(
 		'start', '--servers', $servers,
 		'--ports', join(',', @ports),
-		'--owner-pid', $$);
+		'--owner-pid', $$, @{ $p{args} // [] });
 	if ($rc != 0 || $out !~ /^127\.0\.0\.1:\d+/)
 	{
 		diag("zk_server.sh start failed (rc $rc):\n$err");

@@ -5,7 +5,7 @@
 #
 # Usage:
 #   zk_server.sh start   <dir> [--servers 1|3] [--base-port N | --ports LIST]
-#                              [--owner-pid PID]
+#                              [--owner-pid PID] [--quorum-via LIST]
 #   zk_server.sh stop    <dir>
 #   zk_server.sh status  <dir>          one line per server; exit 0 iff all serve
 #   zk_server.sh hosts   <dir>          print the connect string
@@ -30,6 +30,14 @@
 #
 # Files in <dir>: zk.env (settings), server<N>.cfg, data<N>/ (with myid),
 # server<N>.pid, server<N>.log.
+#
+# --quorum-via LIST (ensemble only): comma-separated "i:j:port" entries;
+# server i then reaches server j's quorum port at 127.0.0.1:port (e.g. a
+# proxy the test owns, test/zk_proxy.py) instead of j's own quorum port:
+# only server i's configuration names it.  A learner connects to its
+# leader's quorum port, so this routes i's traffic with leader j through
+# that port; election traffic stays direct.  (With reconfigEnabled=false a
+# server keeps its own view of the others' addresses.)
 #
 # --owner-pid PID: also start a small watchdog that stops the servers when
 # process PID is gone (so that a test killed hard does not leak Java
@@ -59,7 +67,7 @@ die() { echo "$PROG: $*" >&2; exit 1; }
 msg() { echo "$PROG: $*" >&2; }
 
 usage() {
-	sed -n '5,20p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+	sed -n '5,22p' "$SELF" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -220,7 +228,7 @@ check_n() {
 # commands
 
 cmd_start() {
-	local servers=1 base=21810 ports="" owner=""
+	local servers=1 base=21810 ports="" owner="" via=""
 	while [ $# -gt 0 ]; do
 		case "$1" in
 		--servers) servers=${2:-}; shift 2 ;;
@@ -231,6 +239,8 @@ cmd_start() {
 		--ports=*) ports=${1#*=}; shift ;;
 		--owner-pid) owner=${2:-}; shift 2 ;;
 		--owner-pid=*) owner=${1#*=}; shift ;;
+		--quorum-via) via=${2:-}; shift 2 ;;
+		--quorum-via=*) via=${1#*=}; shift ;;
 		*) die "unknown option $1" ;;
 		esac
 	done
@@ -271,6 +281,20 @@ cmd_start() {
 		done
 	fi
 
+	# qvia[i*10+j]: the port at which server i reaches j's quorum port
+	local -A qvia=()
+	if [ -n "$via" ]; then
+		[ "$servers" -gt 1 ] || die "--quorum-via needs an ensemble"
+		local ent vi vj vp
+		IFS=, read -r -a vlist <<<"$via"
+		for ent in "${vlist[@]}"; do
+			IFS=: read -r vi vj vp <<<"$ent"
+			[[ "$vi" =~ ^[1-3]$ && "$vj" =~ ^[1-3]$ && "$vp" =~ ^[0-9]+$ && "$vi" != "$vj" ]] ||
+				die "bad --quorum-via entry '$ent' (want i:j:port, i != j)"
+			qvia[$((vi * 10 + vj))]=$vp
+		done
+	fi
+
 	{
 		echo "SERVERS=$servers"
 		for ((i = 1; i <= servers; i++)); do
@@ -300,7 +324,7 @@ cmd_start() {
 				echo "standaloneEnabled=false"
 				local j
 				for ((j = 1; j <= servers; j++)); do
-					echo "server.$j=127.0.0.1:${q[j]}:${e[j]};127.0.0.1:${c[j]}"
+					echo "server.$j=127.0.0.1:${qvia[$((i * 10 + j))]:-${q[j]}}:${e[j]};127.0.0.1:${c[j]}"
 				done
 			fi
 		} >"$DIR/server$i.cfg"

@@ -123,4 +123,45 @@ is( violations(rows(
 	is(violations($r, $t), 1, 'an acquire that waited past its bound');
 }
 
+# A commit after another instance was granted the lock, where that other
+# transaction did not commit (no row of its own to overlap with): the grant
+# in the clients' log is held against the committed sections.
+{
+	my $r = rows([ 'node1_c1', 1, 100, 1000, 5000 ], [ 'node2_c1', 2, 102, 6000, 6100 ]);
+	my $granted = sub {
+		my ($at, $outcome) = @_;
+		return { client => 'node2_c1', seq => 1, outcome => $outcome, token => 101,
+			t_sec => '0.01', t_com => '0.01', grant => $at, msg => '' };
+	};
+	is(violations($r, txns_for($r, $granted->(3000, 'fenced'))), 1,
+		'a commit that lands after another (fenced) transaction was granted');
+	is(violations($r, txns_for($r, $granted->(3000, 'conn_lost:section'))), 1,
+		'... or after a grant whose connection was lost');
+	is(violations($r, txns_for($r, $granted->(5500, 'fenced'))), 0,
+		'a grant after the commit is fine');
+	is(violations($r, txns_for($r, $granted->('', 'acquire_error:55P03'))), 0,
+		'a request that was not granted is fine');
+	my $t = txns_for($r, $granted->(3000, 'fenced'));
+	$_->{grant} = $_->{client} eq 'node1_c1' ? 1000 : 6000 for @$t[0, 1];
+	is(violations($r, $t), 1, '... the committed sections\' own grants count once (as rows)');
+}
+
+# A writer: one session-lock hold (one token, its grant as every row's
+# start) over several transactions is one section.
+{
+	my @w = map { [ 'writer_node1_1', $_, 200, 1000, 1000 + 100 * $_ ] } 1 .. 3;
+	my $r = rows(@w, [ 'node2_c1', 1, 201, 1400, 1500 ]);
+	$_->{instance} = 'node1' for grep { $_->{client} =~ /^writer/ } @$r;
+	is(violations($r), 0, 'a writer\'s transactions under one hold are one section');
+	$r = rows(@w, [ 'node2_c1', 1, 201, 1250, 1260 ]);
+	$_->{instance} = 'node1' for grep { $_->{client} =~ /^writer/ } @$r;
+	is(violations($r), 1, 'a writer that commits after another was granted');
+	my $t = txns_for($r,
+		{ client => 'writer_node1_1', seq => 4, outcome => 'fenced', token => 200,
+		  t_sec => '', t_com => '0.01', grant => 1000, msg => '' });
+	$r = rows(@w);
+	is(violations($r, txns_for($r, $t->[-1])), 0,
+		'... its fenced transaction (same hold) is not another grant');
+}
+
 done_testing();

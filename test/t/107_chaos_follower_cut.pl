@@ -1,0 +1,142 @@
+
+# Chaos: on a three-server ensemble with ZooKeeper's default tickTime of
+# 2000 ms (so that tick-sized effects are not hidden), the follower that
+# node1 talks to is cut from the leader while it goes on answering node1.
+# Every server reaches the others' quorum ports through a proxy the test
+# owns (test/zk_proxy.py; zk_server.sh --quorum-via), and a learner talks
+# to its leader over the leader's quorum port: cutting the link "follower
+# -> leader" swallows the follower's quorum traffic both ways, sockets open.
+# Election traffic stays direct.  node1's zklock.hosts names that follower
+# only; node2's names the two other servers.  See ZkChaos.pm for the load
+# and the checker.
+#
+#  - follower_cut: node1 runs no clients of its own, so that no write of its
+#    session is stuck in the cut follower (which would hold back its pings
+#    too, as ZooKeeper orders a session's requests): only what the test
+#    pins there.  The follower is cut from the leader.  It answers node1's
+#    pings for syncLimit x tickTime (20 s), but no longer reports node1's
+#    session to the leader, which expires it after the session timeout
+#    (rounded to a tick) and grants node2.  node1's worker stays connected,
+#    to a server that has lost the leader: only a lease renewed through the
+#    leader (a sync) can refuse node1's commits.  Then the link heals (the
+#    broken connection is closed, the follower rejoins).
+#    Round 1: a writer on node1 (a session lock, a write transaction
+#    committed every 20 ms) across the cut: its commits must stop (55P03)
+#    before node2's grant.  Round 2: a holder in an open transaction (it has
+#    written its row) sends COMMIT after node2 was granted: 55P03.
+#    Finally a new holder on node1 commits (node1 works again).
+#    The checker counts any commit of node1 that lands after node2's grant.
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/..";
+use ZkLockTest;
+use ZkChaos;
+
+use PostgreSQL::Test::Cluster;
+use Test::More;
+use Time::HiRes qw(sleep time);
+
+my $TICK = 2000;
+
+# client, quorum and election port of each server; a proxy link "i>j" for
+# server i to reach server j's quorum port
+my @ports = map { PostgreSQL::Test::Cluster::get_free_port() } 1 .. 9;
+my %cport = map { ($_ => $ports[ 3 * ($_ - 1) ]) } 1 .. 3;
+my %qport = map { ($_ => $ports[ 3 * ($_ - 1) + 1 ]) } 1 .. 3;
+my (@links, @via);
+foreach my $i (1 .. 3)
+{
+	foreach my $j (grep { $_ != $i } 1 .. 3)
+	{
+		my $p = PostgreSQL::Test::Cluster::get_free_port();
+		push @links, [ "$i>$j", $p, $qport{$j} ];
+		push @via, "$i:$j:$p";
+	}
+}
+my $px = ZkChaos::Proxy->start(links => \@links);
+zk_start(servers => 3, ports => \@ports, tick_time => $TICK,
+	args => [ '--quorum-via', join(',', @via) ]);
+
+my $leader = ZkChaos::zk_leader(60);
+my ($follower) = grep { $_ != $leader } 1 .. 3;
+my ($other) = grep { $_ != $leader && $_ != $follower } 1 .. 3;
+note "leader $leader; node1 on follower $follower; node2 on $leader and $other";
+
+my @nodes = (
+	zk_node('node1', hosts => "127.0.0.1:$cport{$follower}",
+		extra_conf => ZkChaos::node_conf()),
+	zk_node('node2', hosts => "127.0.0.1:$cport{$leader},127.0.0.1:$cport{$other}",
+		extra_conf => ZkChaos::node_conf()));
+my $chaos = ZkChaos->new(nodes => \@nodes, clients_per_node => { node1 => 0, node2 => 3 });
+
+my $scn = 'follower_cut';
+my @how = ('a writer commits every 20 ms across the cut',
+	'COMMIT after node2 was granted');
+my $run = $chaos->start($scn, duration => 15);
+my $link = "$follower>$leader";
+my $at = 4;
+foreach my $round (1, 2)
+{
+	my $how = $how[ $round - 1 ];
+	$run->sleep_until($at);
+	my ($pin, $writer);
+	if ($round == 1) { $writer = $run->writer_start($nodes[0]); }
+	else { $pin = $run->pin($nodes[0]); }
+	is(ZkChaos::zk_leader(30), $leader, "$scn: round $round: server $leader still leads");
+	$run->fault_begin("follower $follower (node1's server) cut from leader $leader "
+		  . "(its quorum link $link swallows bytes both ways, sockets open) until node2 is granted; $how");
+	$px->cut($link);
+	my $t_cut = time();
+
+	my $seen = ZkChaos::wait_granted($run, $nodes[1],
+		$ZkChaos::SESSION_TIMEOUT + 2 * $TICK / 1000 + 15);
+	ok(defined $seen,
+		"$scn: round $round: node2 is granted the lock while node1's follower is cut from the leader");
+	my $state = ZkChaos::try_psql($nodes[0], 'SELECT state FROM zk_lock_status', 5) // '?';
+	note sprintf("%s: round %d: node2 seen holding the lock %.2fs after the cut; node1's worker says '%s'",
+		$scn, $round, ($seen // time()) - $t_cut, $state);
+	$run->pin_commit_send($pin) if $pin;
+	sleep(1);
+	note "zk_proxy status:\n" . $px->status;
+	$px->heal($link);
+	if ($writer)
+	{
+		my $r = $run->writer_stop($writer, wait => $ZkChaos::SESSION_TIMEOUT + $ZkChaos::CONNECT_TIMEOUT + 20);
+		ok($r->{by_itself}, "$scn: round $round ($how): the writer stops by itself (its lock lost)");
+		is($r->{last} ? $r->{last}{outcome} : '', 'fenced',
+			"$scn: round $round ($how): ... its last COMMIT fails with 55P03");
+	}
+	else
+	{
+		is($run->pin_commit_wait($pin), 'fenced',
+			"$scn: round $round ($how): node1's holder cannot commit after the leader expired its session and granted node2 (55P03)");
+	}
+	ok(ZkChaos::zk_wait_serving(60), "$scn: round $round: the follower serves again");
+	ok(ZkChaos::wait_node_ready($nodes[0], 60), "$scn: round $round: node1's worker connected again");
+	$run->fault_end;
+	$at = $run->elapsed + 3;
+}
+
+# node1 works again: a new holder there commits
+$run->sleep_until($at - 1);
+my $pin = $run->pin($nodes[0]);
+$run->pin_commit_send($pin);
+is($run->pin_commit_wait($pin), 'commit', "$scn: after the heal, a holder on node1 commits");
+
+my $res = $run->check;
+foreach my $i (0, 1)
+{
+	my $f = $run->{faults}[$i];
+	my $next = $run->{faults}[ $i + 1 ];
+	my $fig = $run->fault_figures($res, fault => $f, cut => $nodes[0], other => $nodes[1],
+		until => $next ? $next->{begin} : undef);
+	ok( !defined $fig->{last_commit} || !defined $fig->{other_grant}
+		  || $fig->{last_commit} < $fig->{other_grant},
+		"$scn: round " . ($i + 1) . ": no commit of node1 landed after node2 was granted");
+}
+
+# (the proxy carries every quorum link: it stays until the end)
+zk_done_check();
+done_testing();
