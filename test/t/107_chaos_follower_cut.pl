@@ -64,11 +64,16 @@ my ($follower) = grep { $_ != $leader } 1 .. 3;
 my ($other) = grep { $_ != $leader && $_ != $follower } 1 .. 3;
 note "leader $leader; node1 on follower $follower; node2 on $leader and $other";
 
+# With a 2 s tick, zklock.lease_margin must cover half a tick (1 s: how late
+# the follower tells the leader about node1's session) plus a pause; and the
+# session timeout three times the margin (README, Settings).
+$ZkChaos::SESSION_TIMEOUT = 8;
+my %lease = (session_timeout => "${ZkChaos::SESSION_TIMEOUT}s", lease_margin => '1500ms');
 my @nodes = (
 	zk_node('node1', hosts => "127.0.0.1:$cport{$follower}",
-		extra_conf => ZkChaos::node_conf()),
+		extra_conf => ZkChaos::node_conf(), %lease),
 	zk_node('node2', hosts => "127.0.0.1:$cport{$leader},127.0.0.1:$cport{$other}",
-		extra_conf => ZkChaos::node_conf()));
+		extra_conf => ZkChaos::node_conf(), %lease));
 my $chaos = ZkChaos->new(nodes => \@nodes, clients_per_node => { node1 => 0, node2 => 3 });
 
 my $scn = 'follower_cut';
