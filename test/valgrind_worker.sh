@@ -100,6 +100,21 @@ psql_ -c "SELECT zk_lock_acquire('vg/w', timeout => '300 ms')" >/dev/null 2>&1 |
 psql_ -c "SELECT zk_lock_acquire('vg/w', timeout => '20 s')" >/dev/null
 wait "$holder"
 
+# listings at once, some withdrawn by a statement timeout mid-walk
+psql_ -c "SELECT count(zk_lock_acquire_session('vg/l/' || i, parents => false)) FROM generate_series(1, 20) i; SELECT pg_sleep(25);" >/dev/null &
+holder=$!
+sleep 5
+listers=()
+for _ in 1 2 3; do
+	psql_ -c "$(printf "SELECT count(*) FROM zk_locks; %.0s" 1 2 3 4 5)" >/dev/null &
+	listers+=($!)
+done
+for ms in 5 20 50 100 200 400; do
+	psql_ -c "SET statement_timeout = '${ms}ms'; SELECT count(*) FROM zk_locks" >/dev/null 2>&1 || true
+done
+wait "${listers[@]}"
+wait "$holder"
+
 echo "valgrind_worker: stopping" >&2
 as_owner "$pgbin/pg_ctl" -D "$work/data" -m fast -t 180 -w stop >/dev/null
 
