@@ -34,7 +34,11 @@ trap cleanup EXIT
 port=$(( 30000 + RANDOM % 20000 ))
 hosts=$(bash "$src/test/zk_server.sh" start "$work/zk" --base-port $((port + 1)) --owner-pid $$)
 as_owner "$pgbin/initdb" -D "$work/data" -A trust -U postgres --no-sync >/dev/null
+# digest credentials from a file, as a production setup has them
+(umask 077; echo "digest:vg:vg-$RANDOM$RANDOM" > "$work/zk_credentials")
+[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$work/zk_credentials"
 cat >> "$work/data/postgresql.conf" <<CONF
+zklock.auth_file = '$work/zk_credentials'
 listen_addresses = ''
 unix_socket_directories = '$work'
 port = $port
