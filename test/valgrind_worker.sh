@@ -113,7 +113,7 @@ for _ in 1 2 3; do
 	psql_ -c "$(printf "SELECT count(*) FROM zk_locks; %.0s" 1 2 3 4 5)" >/dev/null &
 	listers+=($!)
 done
-for ms in 5 20 50 100 200 400; do
+for ms in 5 20 50 100 200 400 800 1600 3200 6400; do
 	psql_ -c "SET statement_timeout = '${ms}ms'; SELECT count(*) FROM zk_locks" >/dev/null 2>&1 || true
 done
 wait "${listers[@]}"
