@@ -229,7 +229,7 @@ zklock_credentials(void)
 	static char *credentials = NULL;
 	bool		from_file = (zklock_auth_file != NULL && zklock_auth_file[0] != '\0');
 	bool		from_setting = (zklock_auth != NULL && zklock_auth[0] != '\0');
-	const char *what = from_file ? "the contents of zklock.auth_file" : "zklock.auth";
+	const char *what = from_file ? "the file named by zklock.auth_file" : "zklock.auth";
 	char	   *value;
 	char	   *colon;
 
@@ -252,7 +252,7 @@ zklock_credentials(void)
 		value = MemoryContextStrdup(TopMemoryContext, zklock_auth);
 		ereport(WARNING,
 				(errmsg("zklock: zklock.auth is deprecated"),
-				 errdetail("Its value stands in a configuration file, which pg_file_settings shows to the roles allowed to read that view."),
+				 errdetail("Its value is in a configuration file, which pg_file_settings shows to the roles allowed to read that view."),
 				 errhint("Put \"digest:user:password\" in a file that only the server's OS user can read, and name it in zklock.auth_file.")));
 	}
 
@@ -268,7 +268,7 @@ zklock_credentials(void)
 		strpbrk(value, "\n\r") != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock: %s is not of the form \"digest:user:password\"",
+				 errmsg("zklock: %s does not hold \"digest:user:password\"",
 						what),
 				 errdetail("The value is not shown: it holds a password.")));
 	credentials = value + 7;

@@ -218,7 +218,7 @@ write_file_mode($file3, "digest:$bad[3]\n", 0600);
 $node3->append_conf('postgresql.conf', "zklock.auth = ''\nzklock.auth_file = '$file3'");
 $node3->restart;
 my $off = 0;
-ok(wait_log($node3, qr/the contents of zklock\.auth_file is not of the form "digest:user:password"/, $off),
+ok(wait_log($node3, qr/the file named by zklock\.auth_file does not hold "digest:user:password"/, $off),
 	'a malformed credentials file: the worker says so');
 $off = -s $node3->logfile;
 write_file_mode($file3, "digest:zklock:$secret\n", 0640);
