@@ -146,9 +146,8 @@ typedef struct WorkEntry
 	char		parent[ZKLOCK_MAX_PATH + 1];	/* the resource node */
 	char		prefix[32];
 	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1];
-	/* zk_locks walk */
-	int			list_pending;
-	StringInfo	list_buf;
+	/* zk_locks walk: its own memory, NULL when none */
+	struct Listing *listing;
 } WorkEntry;
 
 /* The sweeper of expired explicit locks has its own tag index */
@@ -182,7 +181,6 @@ static bool recovery_needed = false;	/* some entry is PH_RECOVERING */
 static TimestampTz last_recovery = 0;
 static int64 session_id = 0;
 static uint32 incarnation = 0;
-static MemoryContext list_context = NULL;
 
 static void send_create(int idx, bool with_parents);
 static void send_children(int idx);
@@ -198,6 +196,9 @@ static void finish_release(int idx);
 static void list_start(int idx);
 static void list_event(int idx, ZkEvent *ev);
 static void list_finish(int idx, bool ok, const char *why);
+static void list_next(void);
+static bool list_is_waiting(int idx);
+static void list_disconnected(void);
 static void admin_start(int idx);
 static void sweep_event(ZkEvent *ev);
 static void orphan_event(ZkEvent *ev);
@@ -238,8 +239,6 @@ zklock_protocol_init(uint32 worker_incarnation)
 				 errmsg("zklock.max_locks_per_backend is too large for this many backends")));
 	work = MemoryContextAllocZero(TopMemoryContext,
 								  mul_size(nwork, sizeof(WorkEntry)));
-	list_context = AllocSetContextCreate(TopMemoryContext, "zklock listing",
-										 ALLOCSET_DEFAULT_SIZES);
 	incarnation = worker_incarnation;
 }
 
@@ -272,7 +271,6 @@ zklock_protocol_request(int idx)
 		zklock_format_node_prefix(w->prefix, sizeof(w->prefix), incarnation,
 								  idx, gen, w->persistent);
 		w->node[0] = '\0';
-		w->list_buf = NULL;
 		w->since = GetCurrentTimestamp();
 		if (!connected)
 			w->phase = PH_DEFERRED;
@@ -305,6 +303,10 @@ zklock_protocol_request(int idx)
 				/* nothing was sent: nothing to delete */
 				finish_release(idx);
 				break;
+			case PH_LISTING:
+				/* drop the walk now; its late replies find the entry idle */
+				list_finish(idx, false, NULL);
+				break;
 			case PH_WATCHING:
 			case PH_HELD:
 				send_delete(idx);
@@ -313,7 +315,6 @@ zklock_protocol_request(int idx)
 			case PH_GRANTING:
 			case PH_RECOVERING:
 			case PH_DELETING:
-			case PH_LISTING:
 			case PH_ADMIN:
 				/* the reply in flight (or the reconnection) sees w->release */
 				break;
@@ -338,7 +339,7 @@ start_request(int idx)
 		case ZKR_TRY_ACQUIRE:
 			if (zklock_root_refused())
 				fail(idx, ERRCODE_INSUFFICIENT_PRIVILEGE,
-					 "zklock.root \"%s\" is open to clients without zklock.auth's credentials (see the server log)",
+					 "zklock.root \"%s\" is open to clients without zklock's ZooKeeper credentials (see the server log)",
 					 zklock_root);
 			else
 				send_create(idx, false);
@@ -1514,6 +1515,7 @@ zklock_protocol_connected(int64 new_session_id)
 	orphan_next();
 	for (int i = 0; i < nwork; i++)
 		resume(i);
+	list_next();				/* listings that waited for a slot */
 }
 
 void
@@ -1522,6 +1524,7 @@ zklock_protocol_disconnected(void)
 	connected = false;
 	sweep_abandon();			/* its replies fail; sweep again later */
 	orphan_busy = false;
+	list_disconnected();
 }
 
 /*
@@ -1622,7 +1625,8 @@ zklock_protocol_tick(void)
 		WorkEntry  *w = &work[i];
 		TimestampTz deadline;
 
-		if (w->phase != PH_DEFERRED && w->phase != PH_RECOVERING)
+		if (w->phase != PH_DEFERRED && w->phase != PH_RECOVERING &&
+			!list_is_waiting(i))
 			continue;
 		if (w->phase == PH_RECOVERING && (w->created || w->release))
 			continue;			/* a held or released node: keep trying */
@@ -1654,104 +1658,250 @@ zklock_protocol_tick(void)
  * zk_locks: walk the tree under the root, read every lock node, and hand
  * the rows to the backend through its DSM segment.  A row is
  * "path \t czxid \t ephemeralOwner \t data", with data escaped.
+ *
+ * Any role may list, as often and as many at once as it likes, so a listing
+ * must not be able to hurt the worker or ZooKeeper:
+ *
+ *	- Each listing owns its memory: a context of its own, holding its queue
+ *	  of paths still to read and its rows, deleted when the listing ends,
+ *	  whichever way it ends (done, failed, session lost, no connection in
+ *	  time, or withdrawn by its backend).  Replies that arrive after that
+ *	  carry the entry's old generation, or find it idle: they are dropped
+ *	  without touching anything of the listing.
+ *	- A listing keeps at most LIST_IN_FLIGHT requests in flight, walking
+ *	  depth first as the sweep does, so a big tree is a trickle, not a burst;
+ *	  at most LIST_MAX_ACTIVE listings walk at once, the others wait for a
+ *	  slot in arrival order.
+ *	- Rows beyond the size of the backend's segment are counted, not kept:
+ *	  the backend asks again with the size needed.
  */
+#define LIST_IN_FLIGHT		32
+#define LIST_MAX_ACTIVE		4
+
+typedef struct ListItem
+{
+	bool		data;			/* read the node's data, or list its children */
+	char		path[FLEXIBLE_ARRAY_MEMBER];
+} ListItem;
+
+typedef struct Listing
+{
+	MemoryContext cxt;			/* owns this struct and all below */
+	bool		active;			/* walking; else waiting for a slot */
+	int			pending;		/* requests in flight */
+	List	   *queue;			/* ListItems not sent yet */
+	Size		room;			/* the backend's segment size */
+	Size		needed;			/* bytes of all rows so far */
+	bool		overflow;		/* rows no longer kept, only counted */
+	StringInfoData rows;
+} Listing;
+
+static MemoryContext listings_context = NULL;	/* parent of each listing's */
+static int	list_active = 0;	/* listings walking */
+static List *list_waiting = NIL;	/* entries waiting for a slot, in order */
+static bool list_starting = false;	/* inside list_next() */
+
+static void list_activate(int idx);
+static void list_drop(int idx);
+static bool list_issue(int idx);
+
+static void
+list_push(Listing *l, const char *dir, const char *name, bool data)
+{
+	MemoryContext old = MemoryContextSwitchTo(l->cxt);
+	ListItem   *item;
+	Size		len = strlen(dir) + (name ? 1 + strlen(name) : 0);
+
+	item = palloc(offsetof(ListItem, path) + len + 1);
+	item->data = data;
+	if (name)
+		snprintf(item->path, len + 1, "%s/%s", dir, name);
+	else
+		strcpy(item->path, dir);
+	l->queue = lappend(l->queue, item);
+	MemoryContextSwitchTo(old);
+}
+
 static void
 list_start(int idx)
 {
 	WorkEntry  *w = &work[idx];
+	Listing    *l;
+	MemoryContext cxt;
+	size_t		len;
 
+	if (listings_context == NULL)
+		listings_context = AllocSetContextCreate(TopMemoryContext,
+												 "zklock listings",
+												 ALLOCSET_SMALL_SIZES);
+	if (w->listing != NULL)
+		list_drop(idx);			/* cannot happen; never leak it */
+
+	cxt = AllocSetContextCreate(listings_context, "zklock listing",
+								ALLOCSET_DEFAULT_SIZES);
+	l = MemoryContextAllocZero(cxt, sizeof(Listing));
+	l->cxt = cxt;
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	l->room = entry(idx)->list_size;
+	LWLockRelease(zklock_shared->lock);
+	w->listing = l;
 	w->phase = PH_LISTING;
-	w->list_pending = 1;
-	w->list_buf = NULL;
+
 	/* w->parent is the root, or the subtree asked for, "<root>/<subtree>" */
-	if (strcmp(w->parent + strlen(w->parent) - 1, "/") == 0)
-		w->parent[strlen(w->parent) - 1] = '\0';
-	if (!zkc_get_children(w->parent, TAG(w->generation, OP_LIST_CHILDREN, idx)))
-		list_finish(idx, false, "not connected to ZooKeeper");
+	len = strlen(w->parent);
+	if (len > 1 && w->parent[len - 1] == '/')
+		w->parent[len - 1] = '\0';
+
+	if (list_active >= LIST_MAX_ACTIVE || list_waiting != NIL || !connected)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		list_waiting = lappend_int(list_waiting, idx);
+		MemoryContextSwitchTo(old);
+		w->since = GetCurrentTimestamp();
+		return;
+	}
+	list_activate(idx);
+}
+
+/* A listing gets a slot: start walking */
+static void
+list_activate(int idx)
+{
+	Listing    *l = work[idx].listing;
+
+	l->active = true;
+	list_active++;
+	list_push(l, work[idx].parent, NULL, false);
+	(void) list_issue(idx);
+}
+
+/*
+ * Send queued requests while fewer than LIST_IN_FLIGHT are out; end the
+ * listing when nothing is left.  Returns false when the listing ended.
+ */
+static bool
+list_issue(int idx)
+{
+	WorkEntry  *w = &work[idx];
+	Listing    *l = w->listing;
+
+	while (l->queue != NIL && l->pending < LIST_IN_FLIGHT)
+	{
+		ListItem   *item = llast(l->queue);
+		bool		sent;
+
+		/* depth first: the queue stays short, and a pop costs nothing */
+		l->queue = list_delete_last(l->queue);
+		sent = item->data ?
+			zkc_get_data(item->path, TAG(w->generation, OP_LIST_DATA, idx)) :
+			zkc_get_children(item->path, TAG(w->generation, OP_LIST_CHILDREN, idx));
+		pfree(item);
+		if (!sent)
+		{
+			list_finish(idx, false, "not connected to ZooKeeper");
+			return false;
+		}
+		l->pending++;
+	}
+	if (l->pending == 0 && l->queue == NIL)
+	{
+		list_finish(idx, true, NULL);
+		return false;
+	}
+	return true;
+}
+
+/* One row, escaped; kept while it fits the backend's segment */
+static void
+list_row(Listing *l, ZkEvent *ev)
+{
+	MemoryContext old = MemoryContextSwitchTo(l->cxt);
+	StringInfo	buf = &l->rows;
+	int			start;
+
+	if (buf->data == NULL)
+		initStringInfo(buf);
+	start = buf->len;
+	appendStringInfo(buf, "%s\t" INT64_FORMAT "\t" INT64_FORMAT "\t",
+					 ev->path, ev->czxid, ev->ephemeral_owner);
+	for (int i = 0; i < ev->datalen; i++)
+	{
+		char		c = ev->data[i];
+
+		if (c == '\\')
+			appendStringInfoString(buf, "\\\\");
+		else if (c == '\n')
+			appendStringInfoString(buf, "\\n");
+		else if (c == '\t')
+			appendStringInfoString(buf, "\\t");
+		else if (c == '\0' || c == '\r')
+			appendStringInfoChar(buf, ' ');
+		else
+			appendStringInfoChar(buf, c);
+	}
+	appendStringInfoChar(buf, '\n');
+	l->needed += buf->len - start;
+	if (l->overflow || (Size) buf->len + 1 > l->room)
+	{
+		/* too big for the segment: the backend asks again, bigger */
+		l->overflow = true;
+		buf->len = start;
+		buf->data[start] = '\0';
+	}
+	MemoryContextSwitchTo(old);
 }
 
 static void
 list_event(int idx, ZkEvent *ev)
 {
 	WorkEntry  *w = &work[idx];
-	MemoryContext old;
+	Listing    *l = w->listing;
 
-	if (w->phase != PH_LISTING)
+	if (w->phase != PH_LISTING || l == NULL || !l->active || l->pending <= 0)
 		return;
-	w->list_pending--;
+	l->pending--;
 	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
 	{
-		w->list_pending = -1;	/* failed: ignore the rest */
 		list_finish(idx, false, zkc_result_text(ev->zoo_rc));
 		return;
 	}
-
-	old = MemoryContextSwitchTo(list_context);
-	if (w->list_buf == NULL)
-		w->list_buf = makeStringInfo();
 
 	if (ev->rc == ZKC_OK && TAG_OP(ev->tag) == OP_LIST_CHILDREN)
 	{
 		for (int i = 0; i < ev->nchildren; i++)
 		{
-			char	   *child = psprintf("%s/%s", ev->path, ev->children[i]);
-			int			op = zklock_parse_node_name(ev->children[i], NULL, NULL) ?
-				OP_LIST_DATA : OP_LIST_CHILDREN;
-			bool		ok;
+			const char *c = ev->children[i];
 
-			ok = (op == OP_LIST_DATA) ?
-				zkc_get_data(child, TAG(w->generation, op, idx)) :
-				zkc_get_children(child, TAG(w->generation, op, idx));
-			pfree(child);
-			if (!ok)
-			{
-				MemoryContextSwitchTo(old);
-				list_finish(idx, false, "not connected to ZooKeeper");
-				return;
-			}
-			w->list_pending++;
+			list_push(l, ev->path, c, zklock_parse_node_name(c, NULL, NULL));
 		}
 	}
 	else if (ev->rc == ZKC_OK)
-	{
-		appendStringInfo(w->list_buf, "%s\t" INT64_FORMAT "\t" INT64_FORMAT "\t",
-						 ev->path, ev->czxid, ev->ephemeral_owner);
-		for (int i = 0; i < ev->datalen; i++)
-		{
-			char		c = ev->data[i];
+		list_row(l, ev);
 
-			if (c == '\\')
-				appendStringInfoString(w->list_buf, "\\\\");
-			else if (c == '\n')
-				appendStringInfoString(w->list_buf, "\\n");
-			else if (c == '\t')
-				appendStringInfoString(w->list_buf, "\\t");
-			else if (c == '\0' || c == '\r')
-				appendStringInfoChar(w->list_buf, ' ');
-			else
-				appendStringInfoChar(w->list_buf, c);
-		}
-		appendStringInfoChar(w->list_buf, '\n');
-	}
-	MemoryContextSwitchTo(old);
-
-	if (w->list_pending == 0)
-		list_finish(idx, true, NULL);
+	(void) list_issue(idx);
 }
 
+/*
+ * The listing ends: hand the rows (ok) or the error to the backend, or free
+ * the entry if the backend withdrew it; then drop everything the listing
+ * had, and give its slot to the next one waiting.
+ */
 static void
 list_finish(int idx, bool ok, const char *why)
 {
 	WorkEntry  *w = &work[idx];
+	Listing    *l = w->listing;
 	ZkLockEntry *e;
 	dsm_handle	handle;
 	Size		size;
-	Size		needed = w->list_buf ? w->list_buf->len + 1 : 1;
+	Size		needed = (l ? l->needed : 0) + 1;
 
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	e = entry(idx);
 	handle = e->list_handle;
 	size = e->list_size;
+	ok = ok && e->state == ZKE_REQUESTED;
 	LWLockRelease(zklock_shared->lock);
 
 	if (ok && needed <= size)
@@ -1764,8 +1914,9 @@ list_finish(int idx, bool ok, const char *why)
 		{
 			char	   *dst = dsm_segment_address(seg);
 
-			if (w->list_buf)
-				memcpy(dst, w->list_buf->data, w->list_buf->len);
+			Assert(l == NULL || !l->overflow);
+			if (l && l->rows.data)
+				memcpy(dst, l->rows.data, l->rows.len);
 			dst[needed - 1] = '\0';
 			dsm_detach(seg);
 		}
@@ -1792,7 +1943,62 @@ list_finish(int idx, bool ok, const char *why)
 		zklock_entry_free(idx);
 	LWLockRelease(zklock_shared->lock);
 
-	MemoryContextReset(list_context);
-	w->list_buf = NULL;
+	list_drop(idx);
 	w->phase = PH_IDLE;
+	list_next();
+}
+
+/* Free what a listing had, and its slot or its place in the line */
+static void
+list_drop(int idx)
+{
+	Listing    *l = work[idx].listing;
+
+	if (l == NULL)
+		return;
+	if (l->active)
+		list_active--;
+	else
+		list_waiting = list_delete_int(list_waiting, idx);
+	work[idx].listing = NULL;
+	MemoryContextDelete(l->cxt);
+}
+
+/* A listing waiting for a slot (or for the connection)? */
+static bool
+list_is_waiting(int idx)
+{
+	return work[idx].phase == PH_LISTING && work[idx].listing != NULL &&
+		!work[idx].listing->active;
+}
+
+/*
+ * Disconnected: listings waiting for a slot now wait for the connection,
+ * up to zklock.connect_timeout from now (zklock_protocol_tick).
+ */
+static void
+list_disconnected(void)
+{
+	ListCell   *lc;
+	TimestampTz now = GetCurrentTimestamp();
+
+	foreach(lc, list_waiting)
+		work[lfirst_int(lc)].since = now;
+}
+
+/* Give free slots to the listings waiting for one, in arrival order */
+static void
+list_next(void)
+{
+	if (list_starting)
+		return;					/* the caller's loop goes on */
+	list_starting = true;
+	while (connected && list_active < LIST_MAX_ACTIVE && list_waiting != NIL)
+	{
+		int			idx = linitial_int(list_waiting);
+
+		list_waiting = list_delete_first(list_waiting);
+		list_activate(idx);
+	}
+	list_starting = false;
 }

@@ -1,10 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * root.c
- *		With zklock.auth set, make sure nobody else can create or delete
+ *		With credentials (zklock.auth_file), make sure nobody else can create or delete
  *		nodes under zklock.root.
  *
- * zklock creates its nodes with an ACL that only zklock.auth's credentials
+ * zklock creates its nodes with an ACL that only zklock's ZooKeeper credentials
  * pass.  That protects a lock node only if its parent, the resource node,
  * is zklock's too: ZooKeeper checks the right to delete a node on its
  * parent, so a resource node that someone else created first, with
@@ -72,7 +72,7 @@ static int	root_walk_pending = 0;
 bool
 zklock_root_needs_check(int64 session_id)
 {
-	return zklock_auth != NULL && zklock_auth[0] != '\0' &&
+	return zklock_credentials() != NULL &&
 		root_checked_session != session_id;
 }
 
@@ -127,7 +127,7 @@ root_done(bool refused, const char *why)
 		ereport(LOG,
 				(errmsg("zklock: refusing to take locks under zklock.root \"%s\": %s",
 						zklock_root, why),
-				 errhint("Give \"%s\" an ACL that grants only zklock.auth's credentials more than READ, or choose another zklock.root.",
+				 errhint("Give \"%s\" an ACL that grants only zklock's ZooKeeper credentials more than READ, or choose another zklock.root.",
 						 zklock_root)));
 	return true;
 }
@@ -215,7 +215,7 @@ zklock_root_event(ZkEvent *ev)
 				ereport(LOG,
 						(errmsg("zklock: could not restrict the ACL of \"%s\": %s",
 								ev->path, zkc_result_text(ev->zoo_rc))));
-				return root_done(true, "a node under it cannot be restricted to zklock.auth's credentials");
+				return root_done(true, "a node under it cannot be restricted to zklock's ZooKeeper credentials");
 			}
 			return root_walk_issue();
 		case RS_CREATE:
@@ -223,7 +223,7 @@ zklock_root_event(ZkEvent *ev)
 			return false;		/* NODEEXISTS is fine; the probe tells */
 		case RS_PROBE:
 			if (ev->rc != ZKC_OK)
-				return root_done(true, "cannot create nodes under it with zklock.auth's credentials");
+				return root_done(true, "cannot create nodes under it with zklock's ZooKeeper credentials");
 			(void) zkc_get_acl(ev->path, TAG(root_generation, RS_PROBE_ACL, ROOT_IDX));
 			(void) zkc_delete(ev->path, TAG(root_generation, RS_PROBE_DELETE, ROOT_IDX));
 			return false;
@@ -247,9 +247,9 @@ zklock_root_event(ZkEvent *ev)
 			return false;
 		case RS_SET_ACL:
 			if (ev->rc != ZKC_OK)
-				return root_done(true, "clients without zklock.auth's credentials may create or delete nodes under it, and its ACL cannot be changed");
+				return root_done(true, "clients without zklock's ZooKeeper credentials may create or delete nodes under it, and its ACL cannot be changed");
 			ereport(LOG,
-					(errmsg("zklock: zklock.root \"%s\" was open to clients without zklock.auth's credentials; its ACL, and that of every node under it, now grants zklock.auth's credentials alone",
+					(errmsg("zklock: zklock.root \"%s\" was open to clients without zklock's ZooKeeper credentials; its ACL, and that of every node under it, now grants zklock's ZooKeeper credentials alone",
 							zklock_root)));
 			/* a send that fails ends in a connection loss: done again then */
 			root_walk_pending = 1;	/* the listing of the root itself */

@@ -82,13 +82,14 @@ zklock_register_worker(void)
 	RegisterBackgroundWorker(&bgw);
 }
 
-/* "user:password" of zklock.auth = "digest:user:password", or NULL */
+/*
+ * "user:password" for the digest scheme, or NULL: from zklock.auth_file or
+ * (deprecated) zklock.auth, checked without ever quoting them (zklock.c)
+ */
 static const char *
 auth_credentials(void)
 {
-	if (zklock_auth == NULL || strncmp(zklock_auth, "digest:", 7) != 0)
-		return NULL;
-	return zklock_auth + 7;
+	return zklock_credentials();
 }
 
 static void

@@ -11,10 +11,16 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 
 #include "zklock.h"
 #include "failpoint.h"
@@ -27,6 +33,7 @@ int			zklock_session_timeout = 10000;
 int			zklock_connect_timeout = 5000;
 char	   *zklock_node_name = NULL;
 char	   *zklock_auth = NULL;
+char	   *zklock_auth_file = NULL;
 char	   *zklock_node_naming = NULL;
 int			zklock_max_locks_per_backend = 32;
 int			zklock_max_locks = 0;
@@ -104,28 +111,173 @@ check_hosts(char **newval, void **extra, GucSource source)
 	return true;
 }
 
-static bool
-check_auth(char **newval, void **extra, GucSource source)
+/*
+ * zklock.auth (deprecated: zklock.auth_file) holds a password, so no value
+ * of it may reach anyone but the server's OS user:
+ *
+ *	- SHOW and current_setting() show a mask, whoever asks (on PostgreSQL 15
+ *	  GUC_SUPERUSER_ONLY still shows the value to pg_read_all_settings, i.e.
+ *	  to pg_monitor); GUC_NO_SHOW_ALL keeps it out of pg_settings and SHOW
+ *	  ALL;
+ *	- there is no check hook: core logs a rejected value in full ("invalid
+ *	  value for parameter"), so every value is accepted here and the worker
+ *	  judges it when it uses it (worker.c, auth_credentials), in messages
+ *	  that never quote it.
+ *
+ * pg_file_settings still shows the line of the configuration file to whoever
+ * may read that view (superusers, unless granted): hence zklock.auth_file.
+ */
+static const char *
+show_auth(void)
 {
-	const char *a = *newval;
+	return (zklock_auth != NULL && zklock_auth[0] != '\0') ? "********" : "";
+}
 
-	if (a == NULL || a[0] == '\0')
-		return true;
-	if (strncmp(a, "digest:", 7) != 0)
+#define AUTH_FILE_MAX	1024
+
+/*
+ * The contents of zklock.auth_file, one line.  As PostgreSQL demands of
+ * ssl_key_file: a regular file owned by the server's OS user with no group
+ * or world access, or owned by root with at most group read access.
+ */
+static char *
+read_auth_file(const char *path)
+{
+	char		buf[AUTH_FILE_MAX + 2];
+	struct stat st;
+	int			fd;
+	ssize_t		len;
+	int			save_errno;
+	char	   *result;
+
+	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("zklock: could not open zklock.auth_file \"%s\": %m",
+						path)));
+	if (fstat(fd, &st) != 0)
 	{
-		if (strncmp(a, "sasl:", 5) == 0 || strncmp(a, "x509:", 5) == 0 ||
-			strncmp(a, "tls:", 4) == 0)
-			GUC_check_errdetail("ZooKeeper's C client, as Debian builds it, supports neither SASL nor TLS.");
-		else
-			GUC_check_errdetail("zklock.auth must be \"digest:user:password\", or empty.");
-		return false;
+		save_errno = errno;
+		CloseTransientFile(fd);
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("zklock: could not stat zklock.auth_file \"%s\": %m",
+						path)));
 	}
-	if (strchr(a + 7, ':') == NULL || a[7] == ':')
+	if (!S_ISREG(st.st_mode) ||
+		(st.st_uid != geteuid() && st.st_uid != 0) ||
+		(st.st_uid == geteuid() && (st.st_mode & (S_IRWXG | S_IRWXO))) ||
+		(st.st_uid == 0 && (st.st_mode & (S_IWGRP | S_IXGRP | S_IRWXO))))
 	{
-		GUC_check_errdetail("zklock.auth must be \"digest:user:password\", or empty.");
-		return false;
+		CloseTransientFile(fd);
+		if (!S_ISREG(st.st_mode))
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("zklock: zklock.auth_file \"%s\" is not a regular file",
+							path)));
+		if (st.st_uid != geteuid() && st.st_uid != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("zklock: zklock.auth_file \"%s\" must be owned by the database user or root",
+							path)));
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("zklock: zklock.auth_file \"%s\" has group or world access",
+						path),
+				 errdetail("File must have permissions u=rw (0600) or less if owned by the database user, or permissions u=rw,g=r (0640) or less if owned by root.")));
 	}
-	return true;
+	len = read(fd, buf, sizeof(buf) - 1);
+	save_errno = errno;
+	CloseTransientFile(fd);
+	if (len < 0)
+	{
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("zklock: could not read zklock.auth_file \"%s\": %m",
+						path)));
+	}
+	if (len > AUTH_FILE_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("zklock: zklock.auth_file \"%s\" is longer than %d bytes",
+						path, AUTH_FILE_MAX)));
+	buf[len] = '\0';
+	/* one line: its line break is not part of the password */
+	if (len > 0 && buf[len - 1] == '\n')
+		buf[--len] = '\0';
+	if (len > 0 && buf[len - 1] == '\r')
+		buf[--len] = '\0';
+	if (strlen(buf) != (size_t) len)
+		buf[0] = '\0';			/* a NUL inside: malformed, said below */
+	result = MemoryContextStrdup(TopMemoryContext, buf);
+	explicit_bzero(buf, sizeof(buf));
+	return result;
+}
+
+/*
+ * The credentials for ZooKeeper's digest scheme, "user:password", or NULL
+ * for none.  The worker asks each time it starts a session; they are read
+ * once per worker process, from zklock.auth_file or (deprecated)
+ * zklock.auth.  A value that cannot be used raises an ERROR, which ends the
+ * worker (it is started again a second later, and reads them again):
+ * connecting without the credentials asked for would create lock nodes
+ * that anyone may delete.  No message quotes the value.
+ */
+const char *
+zklock_credentials(void)
+{
+	static bool known = false;
+	static char *credentials = NULL;
+	bool		from_file = (zklock_auth_file != NULL && zklock_auth_file[0] != '\0');
+	bool		from_setting = (zklock_auth != NULL && zklock_auth[0] != '\0');
+	const char *what = from_file ? "the file named by zklock.auth_file" : "zklock.auth";
+	char	   *value;
+	char	   *colon;
+
+	if (known)
+		return credentials;
+	if (from_file && from_setting)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock: zklock.auth and zklock.auth_file are both set"),
+				 errhint("Remove zklock.auth, which is deprecated.")));
+	if (!from_file && !from_setting)
+	{
+		known = true;
+		return NULL;
+	}
+	if (from_file)
+		value = read_auth_file(zklock_auth_file);
+	else
+	{
+		value = MemoryContextStrdup(TopMemoryContext, zklock_auth);
+		ereport(WARNING,
+				(errmsg("zklock: zklock.auth is deprecated"),
+				 errdetail("Its value is in a configuration file, which pg_file_settings shows to the roles allowed to read that view."),
+				 errhint("Put \"digest:user:password\" in a file that only the server's OS user can read, and name it in zklock.auth_file.")));
+	}
+
+	if (strncmp(value, "sasl:", 5) == 0 || strncmp(value, "x509:", 5) == 0 ||
+		strncmp(value, "tls:", 4) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock: %s asks for an authentication scheme zklock does not support",
+						what),
+				 errdetail("ZooKeeper's C client, as Debian builds it, supports neither SASL nor TLS.")));
+	colon = strncmp(value, "digest:", 7) == 0 ? strchr(value + 7, ':') : NULL;
+	if (colon == NULL || colon == value + 7 ||
+		strpbrk(value, "\n\r") != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock: %s does not hold \"digest:user:password\"",
+						what),
+				 errdetail("The value is not shown: it holds a password.")));
+	credentials = value + 7;
+	known = true;
+	return credentials;
 }
 
 static bool
@@ -224,14 +376,23 @@ zklock_define_settings(void)
 							   0,
 							   check_node_name, NULL, NULL);
 
+	DefineCustomStringVariable("zklock.auth_file",
+							   "File holding the ZooKeeper credentials, as digest:user:password.",
+							   "Read by the worker when it starts; readable only by the server's OS user (or root-owned with mode 0640). When set, lock nodes are created readable and writable by these credentials only.",
+							   &zklock_auth_file,
+							   "",
+							   PGC_POSTMASTER,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
 	DefineCustomStringVariable("zklock.auth",
-							   "ZooKeeper credentials, as digest:user:password.",
-							   "When set, lock nodes are created readable and writable by these credentials only.",
+							   "Deprecated: ZooKeeper credentials, as digest:user:password; use zklock.auth_file.",
+							   "Never shown; checked by the worker, which refuses to start a session with a malformed value.",
 							   &zklock_auth,
 							   "",
 							   PGC_POSTMASTER,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
-							   check_auth, NULL, NULL);
+							   NULL, NULL, show_auth);
 
 	DefineCustomStringVariable("zklock.node_naming",
 							   "How zklock names its lock nodes under given resource subtrees.",

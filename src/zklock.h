@@ -229,6 +229,8 @@ extern int	zklock_session_timeout;
 extern int	zklock_connect_timeout;
 extern char *zklock_node_name;
 extern char *zklock_auth;
+extern char *zklock_auth_file;
+extern const char *zklock_credentials(void);
 extern char *zklock_node_naming;
 extern int	zklock_max_locks_per_backend;
 extern int	zklock_max_locks;

@@ -34,7 +34,11 @@ trap cleanup EXIT
 port=$(( 30000 + RANDOM % 20000 ))
 hosts=$(bash "$src/test/zk_server.sh" start "$work/zk" --base-port $((port + 1)) --owner-pid $$)
 as_owner "$pgbin/initdb" -D "$work/data" -A trust -U postgres --no-sync >/dev/null
+# digest credentials from a file, as a production setup has them
+(umask 077; echo "digest:vg:vg-$RANDOM$RANDOM" > "$work/zk_credentials")
+[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$work/zk_credentials"
 cat >> "$work/data/postgresql.conf" <<CONF
+zklock.auth_file = '$work/zk_credentials'
 listen_addresses = ''
 unix_socket_directories = '$work'
 port = $port
@@ -98,6 +102,21 @@ holder=$!
 sleep 1
 psql_ -c "SELECT zk_lock_acquire('vg/w', timeout => '300 ms')" >/dev/null 2>&1 || true
 psql_ -c "SELECT zk_lock_acquire('vg/w', timeout => '20 s')" >/dev/null
+wait "$holder"
+
+# listings at once, some withdrawn by a statement timeout mid-walk
+psql_ -c "SELECT count(zk_lock_acquire_session('vg/l/' || i, parents => false)) FROM generate_series(1, 20) i; SELECT pg_sleep(25);" >/dev/null &
+holder=$!
+sleep 5
+listers=()
+for _ in 1 2 3; do
+	psql_ -c "$(printf "SELECT count(*) FROM zk_locks; %.0s" 1 2 3 4 5)" >/dev/null &
+	listers+=($!)
+done
+for ms in 5 20 50 100 200 400 800 1600 3200 6400; do
+	psql_ -c "SET statement_timeout = '${ms}ms'; SELECT count(*) FROM zk_locks" >/dev/null 2>&1 || true
+done
+wait "${listers[@]}"
 wait "$holder"
 
 echo "valgrind_worker: stopping" >&2

@@ -84,7 +84,7 @@ kz('intruder:pw', 'mkprivate', $root2);
 my $auth = "zklock.auth = 'digest:zklock:$secret'";
 my $node1 = zk_node('node1', extra_conf => $auth);
 like(slurp_file($node1->logfile),
-	qr/zklock.root "\Q$root\E" was open to clients without zklock.auth's credentials/,
+	qr/zklock.root "\Q$root\E" was open to clients without zklock's ZooKeeper credentials/,
 	'the worker restricts the root it found open, and says so');
 
 my $h = zk_session($node1, 'holder');
@@ -105,7 +105,7 @@ $h->query_ok(q{SELECT zk_lock_release_all()});
 my $node2 = zk_node('node2', extra_conf => $auth, root => $root2);
 my $r = zk_session($node2, 'refused')->query(q{SELECT zk_lock_try_acquire('x')});
 is($r->{sqlstate}, '42501', 'a root that others control makes lock requests fail with 42501');
-like($r->{err}, qr/open to clients without zklock.auth's credentials/, '... saying why');
+like($r->{err}, qr/open to clients without zklock's ZooKeeper credentials/, '... saying why');
 like(slurp_file($node2->logfile), qr/refusing to take locks under zklock.root "\Q$root2\E"/,
 	'and the log says so');
 
