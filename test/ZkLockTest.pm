@@ -622,4 +622,68 @@ sub _kill
 	return;
 }
 
+
+# ---------------------------------------------------------------------------
+# helpers of the hunting tools (040_stress, 041_model, 042_fuzz)
+
+package ZkLockTest;
+
+push @EXPORT, qw(zk_session_as zk_log_crashes zk_errors_of zk_quiet_sessions);
+
+# zk_session_as($node, $name, $role, %p): a zk_session connected as $role
+# (through PGUSER), with psql's VERBOSITY verbose so that every error line
+# carries its SQLSTATE (see zk_errors_of).
+sub zk_session_as
+{
+	my ($node, $name, $role, %p) = @_;
+	local $ENV{PGUSER} = $role if defined $role;
+	my $s = zk_session($node, $name, %p);
+	$s->query_ok('\set VERBOSITY verbose');
+	return $s;
+}
+
+# The (LEVEL, SQLSTATE, message) of every ERROR/FATAL/PANIC line in psql's
+# stderr of one command (VERBOSITY verbose), in order.
+sub zk_errors_of
+{
+	my ($err) = @_;
+	my @e;
+	while ($err =~ /\b(ERROR|FATAL|PANIC):\s+([0-9A-Z]{5}):\s*([^\n]*)/g)
+	{
+		push @e, [ $1, $2, $3 ];
+	}
+	return @e;
+}
+
+# Lines of a node's server log (from byte $offset) that show a crash: a
+# process ended by a signal, a server process that exited abnormally, a
+# PANIC or a failed assertion.
+sub zk_log_crashes
+{
+	my ($node, $offset) = @_;
+	my $log = PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset // 0);
+	return grep {
+		/terminated by signal|server process .*(exited with exit code [^0]|was terminated)|\bPANIC\b|\bTRAP\b/
+	} split /\n/, $log;
+}
+
+# Silence the per-command notes of every session (a stress run sends tens
+# of thousands of commands); returns a guard that restores them.
+sub zk_quiet_sessions
+{
+	no warnings 'redefine';
+	my $orig = \&ZkLockTest::Session::note;
+	*ZkLockTest::Session::note = sub { };
+	return bless { orig => $orig }, 'ZkLockTest::QuietGuard';
+}
+
+package ZkLockTest::QuietGuard;
+
+sub DESTROY
+{
+	no warnings 'redefine';
+	*ZkLockTest::Session::note = $_[0]->{orig};
+	return;
+}
+
 1;
