@@ -657,13 +657,14 @@ sub zk_errors_of
 
 # Lines of a node's server log (from byte $offset) that show a crash: a
 # process ended by a signal, a server process that exited abnormally, a
-# PANIC or a failed assertion.
+# PANIC or a failed assertion; a background worker (zklock's) that exited
+# with an error.
 sub zk_log_crashes
 {
 	my ($node, $offset) = @_;
 	my $log = PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset // 0);
 	return grep {
-		/terminated by signal|server process .*(exited with exit code [^0]|was terminated)|\bPANIC\b|\bTRAP\b/
+		/terminated by signal|(server process|background worker) .*exited with exit code [1-9]|server process .*was terminated|\bPANIC\b|\bTRAP\b/
 	} split /\n/, $log;
 }
 
