@@ -648,8 +648,10 @@ sub zk_errors_of
 {
 	my ($err) = @_;
 	my @e;
-	while ($err =~ /\b(ERROR|FATAL|PANIC):\s+([0-9A-Z]{5}):\s*([^\n]*)/g)
+	while ($err =~ /\b(ERROR|FATAL|PANIC|WARNING):\s+([0-9A-Z]{5}):\s*([^\n]*)/g)
 	{
+		# warnings only when they end the connection (crash of another process)
+		next if $1 eq 'WARNING' && $2 ne '57P02';
 		push @e, [ $1, $2, $3 ];
 	}
 	return @e;

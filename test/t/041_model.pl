@@ -163,6 +163,8 @@ sub reset_backend_state
 	$b->{tainted} = 0;
 	$b->{dying}   = 0;
 	$b->{taint_ops} = [];
+	delete $b->{dying_since};
+	delete $b->{probed};
 	delete $b->{fence_op};
 	delete $b->{fence_res};
 	$b->{gen}++;
@@ -663,6 +665,7 @@ sub snapshot_check
 	if ($r->{exited} || @errs)
 	{
 		push @{ $unexpected{ @errs ? $errs[0][1] : 'checker lost' } }, "checker: zk_locks failed: $r->{err}";
+		worker_gone($checker->{node}) if $r->{exited} || grep { $_->[1] =~ /08006|55000|57P02/ } @errs;
 		return;
 	}
 	my (%rows, %tok);
@@ -749,6 +752,14 @@ while ($steps < $STEPS && time() < $end && @violations < 20)
 		{
 			# a terminated backend gets no more work; it goes soon
 			$b->{dying_since} //= time();
+			# psql notices that its idle backend went only when it sends
+			# something: a probe
+			if (time() - $b->{dying_since} > 0.3 && time() - ($b->{probed} // 0) > 1)
+			{
+				$b->{probed} = time();
+				send_op($b, { kind => 'probe', sql => 'SELECT 1' });
+				next;
+			}
 			if (time() - $b->{dying_since} > 10 && $b->{dying} == 1)
 			{
 				push @{ $unexpected{'terminate ignored'} }, "$b->{name} survived pg_terminate_backend for 10 s";
@@ -786,9 +797,19 @@ while ($steps < $STEPS && time() < $end && @violations < 20)
 		send_op($b, choose_op($b));
 		$steps++;
 	}
+	# a controller or the checker lost with its instance (a crash, reported
+	# on its own) is started again
+	foreach my $c (@C, $checker)
+	{
+		next if $c->{s} && ($c->{s}{pending} || $c->{s}->alive);
+		$c->{s} = new_session($c->{node}, $c->{name});
+		if (!$c->{s}) { $c->{s} = undef; next; }
+		worker_gone($c->{node});
+	}
 	for my $ci (0 .. $#C)
 	{
 		my $c = $C[$ci];
+		next unless $c->{s};
 		if ($ctl_pending[$ci])
 		{
 			next unless $c->{s}->done;
@@ -806,6 +827,7 @@ while ($steps < $STEPS && time() < $end && @violations < 20)
 		}
 		elsif (time() >= $next_ctl)
 		{
+			next unless $c->{s}->alive;
 			my $op = ctl_op($ci);
 			$ctl_pending[$ci] = $op;
 			tlog("$c->{name} > $op->{sql}");
@@ -814,7 +836,10 @@ while ($steps < $STEPS && time() < $end && @violations < 20)
 			$next_ctl = time() + 0.3 + rand(0.7);
 		}
 	}
-	if ($checker->{s}{pending})
+	if (!$checker->{s})
+	{
+	}
+	elsif ($checker->{s}{pending})
 	{
 		snapshot_check($checker->{s}->wait(1)) if $checker->{s}->done;
 	}
@@ -832,6 +857,11 @@ while ($steps < $STEPS && time() < $end && @violations < 20)
 foreach my $x (@B, @C, $checker)
 {
 	next unless $x->{s} && defined $x->{s}{pending};
+	if (!$x->{s}->alive && $x->{s}->done)
+	{
+		$x->{s}->wait(1);
+		next;
+	}
 	my $r = $x->{s}->wait(40);
 	push @{ $unexpected{'hung'} }, "$x->{name}: a command did not end within 40 s" unless defined $r;
 	on_result($x, $r) if defined $r && grep { $_ == $x } @B;
@@ -852,7 +882,7 @@ my %exseen;
 foreach my $e (@explicit, map { { res => $_, mode => 'shared' }, { res => $_, mode => 'exclusive' } } @LEAF)
 {
 	next if $exseen{"$e->{res}|$e->{mode}"}++;
-	$C[0]{s}->query("SELECT zk_lock_release_explicit('$e->{res}', '$e->{mode}')", 30);
+	psql1($nodes[0], "SET client_min_messages = error; SELECT zk_lock_release_explicit('$e->{res}', '$e->{mode}')");
 }
 
 ok(!@violations, 'no violation of the model') or diag(join("\n", @violations[ 0 .. ($#violations < 19 ? $#violations : 19) ]));
