@@ -20,7 +20,8 @@
 # (finding 7), names and node data cross encodings correctly (finding 11).
 #
 # Default: 40 s of fuzzing.  Longer: ZKLOCK_FUZZ_SECONDS=600; replay the
-# random choices with ZKLOCK_FUZZ_SEED=N (printed at the start and on failure).
+# random choices with ZKLOCK_FUZZ_SEED=N (printed at the start and on failure);
+# ZKLOCK_FUZZ_ONLY=fz_utf8,fz_latin1 runs only these fuzzing sessions.
 use strict;
 use warnings;
 
@@ -322,6 +323,11 @@ my @F = (
 	{ name => 'fz_latin1',   db => 'lat1',     role => undef },
 	{ name => 'fz_sqlascii', db => 'sqlascii', role => undef },
 );
+if ($ENV{ZKLOCK_FUZZ_ONLY})    # e.g. fz_utf8: one session, to narrow a failure down
+{
+	my %only = map { $_ => 1 } split /,/, $ENV{ZKLOCK_FUZZ_ONLY};
+	@F = grep { $only{ $_->{name} } } @F;
+}
 $_->{s} = fuzz_session($_->{name}, $_->{db}, $_->{role}) foreach @F;
 
 my (%codes, %unexpected, $calls, @slow);
