@@ -155,7 +155,7 @@ $d->query("SELECT zk_lock_release_all()");
 	# right text, never other characters
 	$d->query_ok(q{SELECT zk_lock_acquire_session('fzenc2/' || chr(12354))});
 	$l->query_ok(q{SET client_encoding = 'UTF8'});
-	my ($c2, $r2) = sqlstate_of($l, q{SELECT resource FROM zk_lock_nodes('fzenc2')});
+	my ($c2, $r2) = sqlstate_of($l, q{SELECT resource FROM zk_lock_nodes('fzenc2') WHERE resource <> 'fzenc2'});
 	ok($c2 =~ /^22/ || $r2->{out} eq "fzenc2/\xe3\x81\x82",
 		"LATIN1 database: a UTF-8 name it cannot represent is an error, not other characters (finding 11: got $c2 '"
 		  . join(' ', map { sprintf '%02x', ord } split //, $r2->{out}) . "')");
