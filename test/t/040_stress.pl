@@ -456,14 +456,16 @@ if ($VALGRIND)
 		{
 			next unless $b =~ /^==\d+== [A-Z]/m;
 			$total++;
-			if ($b =~ /zklock\.so/)
+			# a frame in zklock: "(in .../zklock.so)" without debug
+			# information, its source files or zklock_* functions with it
+			if ($b =~ /zklock\.so|\bzklock_\w+ \(|\((?:protocol|zk_client|shmem|backend|worker|resource|zklock|functions)\.c:\d+\)/)
 			{
 				$ours++;
 				diag("memcheck error through zklock.so in $f:\n$b") if $ours <= 5;
 			}
 		}
 	}
-	is($ours, 0, "valgrind: no memcheck error through zklock.so (all errors: $total)");
+	is($ours, 0, "valgrind: no memcheck error through zklock's code (all errors: $total; finding 2 is a use after free in list_event after list_finish's reset)");
 }
 
 done_testing();
