@@ -680,6 +680,65 @@ sub zk_quiet_sessions
 	return bless { orig => $orig }, 'ZkLockTest::QuietGuard';
 }
 
+# zk_dump_start(): starts "zkutil.py dump <root>" without waiting; returns
+# a handle for zk_dump_done.  zk_dump_done($h) returns undef while it runs,
+# then a ref to the list of lock nodes under the root, read straight from
+# ZooKeeper, each a hash: path, resource, node, mode ('exclusive'/'shared'
+# for Hive/zklock names, else undef), seq, czxid, data (key => value of
+# zklock's node data), granted (by Hive's rule, among the nodes listed).
+push @EXPORT, qw(zk_dump_start zk_dump_done);
+
+sub zk_dump_start
+{
+	my $h = { out => '', err => '', started => time() };
+	$h->{run} = IPC::Run::start([ $PYTHON, $ZKUTIL, $zk_hosts, 'dump', $zk_root ],
+		'<', \undef, '>', \$h->{out}, '2>', \$h->{err}, IPC::Run::timeout(120));
+	return $h;
+}
+
+sub zk_dump_done
+{
+	my ($h) = @_;
+	my $r = $h->{run};
+	eval { $r->pump_nb if $r->pumpable; 1; };
+	return undef if $r->pumpable;
+	eval { $r->finish; };
+	my $rc = $r->result(0) // -1;
+	croak "zkutil.py dump failed (rc $rc): $h->{err}" if $rc != 0;
+	my (@rows, %by_res);
+	foreach my $line (split /\n/, $h->{out})
+	{
+		my ($path, $czxid, $data) = split /\t/, $line, 3;
+		my ($parent, $node) = $path =~ m{^(.*)/([^/]+)$} or next;
+		my $res = substr($parent, length($zk_root) + 1);
+		my %d;
+		foreach my $kv (split /\\n/, $data // '')
+		{
+			my ($k, $v) = split /=/, $kv, 2;
+			$d{$k} = $v if defined $v;
+		}
+		my $mode = $node =~ /LOCK-EXCLUSIVE-/ ? 'exclusive' : $node =~ /LOCK-SHARED-/ ? 'shared' : undef;
+		my ($seq) = $node =~ /(\d{10})$/;
+		my $row = { path => $path, resource => $res, node => $node, mode => $mode,
+			seq => $seq + 0, czxid => $czxid, data => \%d };
+		push @rows, $row;
+		push @{ $by_res{$res} }, $row;
+	}
+	foreach my $list (values %by_res)
+	{
+		my $lower_any = 0;
+		my $lower_x = 0;
+		foreach my $row (sort { $a->{seq} <=> $b->{seq} } @$list)
+		{
+			my $m = $row->{mode} // 'exclusive';
+			$row->{granted} = $m eq 'exclusive' ? !$lower_any : !$lower_x;
+			$lower_any = 1;
+			$lower_x = 1 if $m eq 'exclusive';
+		}
+	}
+	return \@rows;
+}
+
 package ZkLockTest::QuietGuard;
 
 sub DESTROY

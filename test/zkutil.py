@@ -17,6 +17,10 @@ Usage:
   zkutil.py HOSTS get PATH               print the data of one znode
   zkutil.py HOSTS exists PATH            exit 0 if PATH exists, 1 if not
   zkutil.py HOSTS delete-r PATH          delete PATH and everything below it
+  zkutil.py HOSTS dump PATH              one line per lock node below PATH:
+                                         path <TAB> czxid <TAB> data, with
+                                         backslash, tab and newline escaped
+                                         as \\, \t and \n
 
 Exit status 2 on usage errors or when ZooKeeper cannot be reached within
 ZKUTIL_CONNECT_TIMEOUT seconds (default 10).
@@ -120,6 +124,16 @@ def main(argv):
                 except NoNodeError:
                     continue
                 sys.stdout.write("%s\t%d\t%x\n" % (p, st.czxid, st.ephemeralOwner))
+            return 0
+        if cmd == "dump" and not args:
+            for p in lock_nodes(zk, path):
+                try:
+                    data, st = zk.get(p)
+                except NoNodeError:
+                    continue
+                text = (data or b"").decode("utf-8", "replace")
+                text = text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+                sys.stdout.write("%s\t%d\t%s\n" % (p, st.czxid, text))
             return 0
         if cmd == "wait-empty" and len(args) == 1:
             return wait_count(zk, path, 0, float(args[0]))

@@ -195,6 +195,10 @@ my @locker_ops = (
 		return "BEGIN; SELECT zk_lock_fence('$r', zk_lock_acquire('$r', 'exclusive', '" . rtmo() . "')); COMMIT";
 	},
 	sub { return "SELECT zk_lock_outer_role() > 0"; },
+	# admin calls from every role (42501 for the plain and pg_monitor roles)
+	sub { return "SELECT zk_lock_revoke('" . rname() . "', 'cancel')"; },
+	sub { return "SELECT zk_lock_force_release('" . rname() . "', 'zk0.0.0-LOCK-EXCLUSIVE-0000000000')"; },
+	sub { return "SELECT zk_lock_admin_node('" . rname() . "', 'zk0.0.0-LOCK-SHARED-0000000000', 'delete', NULL)"; },
 	sub { return "SELECT count(*) FROM zk_locks WHERE resource LIKE 'st%'"; },
 	sub { return "SELECT count(*) FROM zk_lock_local"; },
 	sub { return "SELECT state FROM zk_lock_status"; },

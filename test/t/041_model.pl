@@ -21,7 +21,8 @@
 #    backends and explicit locks (Hive's rule: EXCLUSIVE conflicts with
 #    everything, SHARED with EXCLUSIVE; parents are held SHARED implicitly);
 #  - every definite hold is backed by its node, granted, in ZooKeeper
-#    (zk_locks snapshots, taken while the load runs);
+#    (snapshots of the tree read with zkutil.py while the load runs, not
+#    through the extension);
 #  - the fencing tokens of conflicting grants of a resource increase in the
 #    order the grants are seen;
 #  - a transaction whose lock node was force-released cannot COMMIT once the
@@ -122,12 +123,12 @@ sub rtmo { return pick('0', '50 ms', '300 ms', '1 s', '3 s'); }
 # state
 
 my @B;           # backends: slot, node, s, units, in_txn, aborted, sp, pending, gen, ...
-my @C;           # controllers (one per node) and the checker (last)
+my @C;           # controllers, one per node
 my @explicit;    # { res, mode, token, slot }
 my %disturbed;   # resource -> time of the last force release / revocation sent
 my %grants;      # resource -> [ [token, mode] ... ] grants seen
 my @violations;
-my (%errors, %unexpected, @trace, %stats);
+my (%errors, %unexpected, @trace, %stats, %notes);
 my $t0 = time();
 
 sub tlog
@@ -188,8 +189,7 @@ for my $ni (0 .. $#nodes)
 	push @C, { node => $nodes[$ni], name => 'ctl' . $nodes[$ni]->name,
 		s => new_session($nodes[$ni], 'ctl' . $nodes[$ni]->name) };
 }
-my $checker = { node => $nodes[0], name => 'checker', s => new_session($nodes[0], 'checker') };
-$_->{s} or BAIL_OUT("controller session") foreach (@C, $checker);
+$_->{s} or BAIL_OUT("controller session") foreach @C;
 
 # what a backend holds for sure: resource -> mode
 sub effective
@@ -674,28 +674,29 @@ sub snapshot_send
 		$exp{ $b->{slot} } = { gen => $b->{gen}, pid => $b->{s}->pid, eff => $eff };
 	}
 	my @ex = map { { %$_ } } grep { !$_->{released} } @explicit;
-	$snap = { exp => \%exp, explicit => \@ex, sent => time() };
-	$checker->{s}->send(q{SELECT instance, pid, resource, mode, granted, scope, token FROM zk_locks});
+	# the tree is read straight from ZooKeeper (zkutil.py), not through
+	# the extension
+	$snap = { exp => \%exp, explicit => \@ex, sent => time(), h => zk_dump_start() };
 	return;
 }
 
 sub snapshot_check
 {
-	my ($r) = @_;
+	my ($rows) = @_;
 	$stats{snapshots}++;
-	my @errs = zk_errors_of($r->{err});
-	if ($r->{exited} || @errs)
-	{
-		push @{ $unexpected{ @errs ? $errs[0][1] : 'checker lost' } }, "checker: zk_locks failed: $r->{err}";
-		worker_gone($checker->{node}) if $r->{exited} || grep { $_->[1] =~ /08006|55000|57P02/ } @errs;
-		return;
-	}
 	my (%rows, %tok);
-	foreach my $line (split /\n/, $r->{out})
+	foreach my $n (@$rows)
 	{
-		my ($inst, $pid, $res, $mode, $granted, $scope, $token) = split /\|/, $line;
-		$rows{"$inst|$pid|$res"} = [ $mode, $granted ] if $scope ne 'explicit';
-		$tok{$token} = [ $res, $mode, $granted ] if $scope eq 'explicit';
+		my $d = $n->{data};
+		my $g = $n->{granted} ? 't' : 'f';
+		if (($d->{scope} // '') eq 'explicit')
+		{
+			$tok{ $n->{czxid} } = [ $n->{resource}, $n->{mode}, $g ];
+		}
+		elsif (defined $d->{instance} && defined $d->{pid})
+		{
+			$rows{"$d->{instance}|$d->{pid}|$n->{resource}"} = [ $n->{mode} // '?', $g ];
+		}
 	}
 	foreach my $slot (sort keys %{ $snap->{exp} })
 	{
@@ -713,6 +714,13 @@ sub snapshot_check
 			elsif ($row->[1] ne 't')
 			{
 				violation("$b->{name} ($b->{inst} pid $e->{pid}) holds $res $e->{eff}{$res} but its node is not granted");
+			}
+			elsif ($row->[0] ne $e->{eff}{$res} && $e->{eff}{$res} eq 'shared' && $row->[0] eq 'exclusive')
+			{
+				# more than it needs, not unsafe: a parent once held
+				# EXCLUSIVE stays so while a child needs it after the
+				# EXCLUSIVE hold was released (a note, not a failure)
+				$notes{"$res held EXCLUSIVE where only SHARED is still needed (its EXCLUSIVE hold was released while a child keeps the parent)"}++;
 			}
 			elsif ($row->[0] ne $e->{eff}{$res})
 			{
@@ -745,7 +753,7 @@ my $quiet = zk_quiet_sessions();
 my $end = $t0 + $MAXSECS;
 my $steps = 0;
 my $next_ctl = time() + 1;
-my $next_snap = time() + 0.5;
+my $next_snap = time() + 0.3;
 while ($steps < $STEPS && time() < $end && @violations < 20)
 {
 	my $busy = 0;
@@ -819,9 +827,9 @@ while ($steps < $STEPS && time() < $end && @violations < 20)
 		send_op($b, choose_op($b));
 		$steps++;
 	}
-	# a controller or the checker lost with its instance (a crash, reported
+	# a controller lost with its instance (a crash, reported
 	# on its own) is started again
-	foreach my $c (@C, $checker)
+	foreach my $c (@C)
 	{
 		next if $c->{s} && ($c->{s}{pending} || $c->{s}->alive);
 		$c->{s} = new_session($c->{node}, $c->{name});
@@ -858,17 +866,19 @@ while ($steps < $STEPS && time() < $end && @violations < 20)
 			$next_ctl = time() + 0.3 + rand(0.7);
 		}
 	}
-	if (!$checker->{s})
+	if ($snap && $snap->{h})
 	{
-	}
-	elsif ($checker->{s}{pending})
-	{
-		snapshot_check($checker->{s}->wait(1)) if $checker->{s}->done;
+		my $rows = zk_dump_done($snap->{h});
+		if ($rows)
+		{
+			delete $snap->{h};
+			snapshot_check($rows);
+		}
 	}
 	elsif (time() >= $next_snap)
 	{
 		snapshot_send();
-		$next_snap = time() + 0.5;
+		$next_snap = time() + 0.3;
 	}
 	sleep(0.002) unless $busy;
 }
@@ -876,7 +886,14 @@ while ($steps < $STEPS && time() < $end && @violations < 20)
 # ---------------------------------------------------------------------------
 # wind down: let everything finish, then release what is left
 
-foreach my $x (@B, @C, $checker)
+if ($snap && $snap->{h})
+{
+	my $rows;
+	wait_until(sub { $rows = zk_dump_done($snap->{h}) }, timeout => 60);
+	snapshot_check($rows) if $rows;
+}
+
+foreach my $x (@B, @C)
 {
 	next unless $x->{s} && defined $x->{s}{pending};
 	if (!$x->{s}->alive && $x->{s}->done)
@@ -907,6 +924,7 @@ foreach my $e (@explicit, map { { res => $_, mode => 'shared' }, { res => $_, mo
 	psql1($nodes[0], "SET client_min_messages = error; SELECT zk_lock_release_explicit('$e->{res}', '$e->{mode}')");
 }
 
+diag("041_model: note: $_ (seen $notes{$_} times)") foreach sort keys %notes;
 ok(!@violations, 'no violation of the model') or diag(join("\n", @violations[ 0 .. ($#violations < 19 ? $#violations : 19) ]));
 foreach my $k (sort keys %unexpected)
 {
@@ -917,7 +935,6 @@ foreach my $k (sort keys %unexpected)
 		'08006' => 'finding 2: "the zklock worker stopped" (it crashed)',
 		'55000' => 'finding 2: the worker was not running or not responding',
 		'session lost' => 'finding 2: the instance restarted after a crash',
-		'checker lost' => 'finding 2: the instance restarted after a crash',
 	);
 	fail("unexpected: $k (seed $SEED)" . ($why{$k} ? " ($why{$k})" : ''));
 	diag(join("\n", @l[ 0 .. ($#l < 4 ? $#l : 4) ]));
