@@ -235,14 +235,16 @@ sub check_grant
 		next unless claimable($o);
 		my $m = effective($o, 1)->{$res} or next;
 		violation("$who was granted $res $mode while $o->{name} ($o->{inst} pid "
-			  . $o->{s}->pid . ") holds it $m") if conflicts($m, $mode);
+			  . $o->{s}->pid . ") holds it $m" . ($pending_kind ? ' (finding 4: an explicit lock granted without its node)' : ''))
+		  if conflicts($m, $mode);
 	}
 	foreach my $e (@explicit)
 	{
 		next unless $e->{res} eq $res;
 		next if defined $pending_kind && $pending_kind eq 'explicit' && defined $token && $e->{token} == $token;
 		next if ($e->{released} // 0);
-		violation("$who was granted $res $mode while explicit lock $e->{mode} (token $e->{token}, taken by $e->{by}) holds it")
+		violation("$who was granted $res $mode while explicit lock $e->{mode} (token $e->{token}, taken by $e->{by}) holds it"
+			  . ' (finding 4: explicit locks granted twice or without a node)')
 		  if conflicts($e->{mode}, $mode);
 	}
 	if (defined $token)
@@ -250,7 +252,8 @@ sub check_grant
 		foreach my $g (@{ $grants{$res} // [] })
 		{
 			next unless conflicts($g->[1], $mode) && $g->[0] != $token;
-			violation("fencing token of $res went backwards: $who got $token ($mode) after $g->[0] ($g->[1])")
+			violation("fencing token of $res went backwards: $who got $token ($mode) after $g->[0] ($g->[1])"
+				  . ($pending_kind ? ' (finding 4: an explicit request granted after its node was deleted)' : ''))
 			  if $g->[0] > $token;
 		}
 		push @{ $grants{$res} }, [ $token, $mode ];
