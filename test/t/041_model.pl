@@ -129,6 +129,7 @@ my %disturbed;   # resource -> time of the last force release / revocation sent
 my %grants;      # resource -> [ [token, mode] ... ] grants seen
 my @violations;
 my (%errors, %unexpected, @trace, %stats, %notes);
+my %unlocks;     # "res|mode" -> zk_lock_release_explicit commands sent
 my $t0 = time();
 
 sub tlog
@@ -363,6 +364,7 @@ sub send_op
 			next unless $p->{kind} eq 'explicit' && $p->{items}[0][0] eq $op->{res} && $p->{items}[0][1] eq $op->{mode};
 			$p->{maybe_released} = 1 unless $blocked;
 		}
+		push @{ $unlocks{"$op->{res}|$op->{mode}"} }, $op;
 		# every explicit lock of (res, mode) may go from now on
 		$_->{released} = 1 foreach grep { $_->{res} eq $op->{res} && $_->{mode} eq $op->{mode} } @explicit;
 	}
@@ -519,11 +521,17 @@ sub on_result
 		my ($tok) = tokens_of($r->{out});
 		return unless defined $tok;
 		check_grant("explicit lock of $b->{name} ($b->{inst})", undef, $res, $mode, $tok, $op->{sent}, 'explicit');
+		# an UNLOCK of (res, mode) or a force release of res that ran
+		# after this request was sent may have removed it legitimately
+		my $gone = $op->{maybe_released} || ($disturbed{$res} // -1) >= $op->{sent}
+		  || grep { $_->{sent} < $op->{sent} && (!defined $_->{done} || $_->{done} > $op->{sent}) }
+		  @{ $unlocks{"$res|$mode"} // [] };
 		push @explicit, { res => $res, mode => $mode, token => $tok, by => $b->{name}, obs => time(),
-			released => $op->{maybe_released} };
+			released => $gone };
 	}
 	elsif ($k eq 'release_explicit')
 	{
+		$op->{done} = time();
 		@explicit = grep { !($_->{res} eq $op->{res} && $_->{mode} eq $op->{mode} && $_->{released}) } @explicit;
 		txn_error($b) if $failed;
 	}
