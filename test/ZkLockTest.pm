@@ -634,4 +634,130 @@ sub _kill
 	return;
 }
 
+
+# ---------------------------------------------------------------------------
+# helpers of the hunting tools (040_stress, 041_model, 042_fuzz)
+
+package ZkLockTest;
+
+push @EXPORT, qw(zk_session_as zk_log_crashes zk_errors_of zk_quiet_sessions);
+
+# zk_session_as($node, $name, $role, %p): a zk_session connected as $role
+# (through PGUSER), with psql's VERBOSITY verbose so that every error line
+# carries its SQLSTATE (see zk_errors_of).
+sub zk_session_as
+{
+	my ($node, $name, $role, %p) = @_;
+	local $ENV{PGUSER} = $role if defined $role;
+	my $s = zk_session($node, $name, %p);
+	$s->query_ok('\set VERBOSITY verbose');
+	return $s;
+}
+
+# The (LEVEL, SQLSTATE, message) of every ERROR/FATAL/PANIC line in psql's
+# stderr of one command (VERBOSITY verbose), in order.
+sub zk_errors_of
+{
+	my ($err) = @_;
+	my @e;
+	while ($err =~ /\b(ERROR|FATAL|PANIC|WARNING):\s+([0-9A-Z]{5}):\s*([^\n]*)/g)
+	{
+		# warnings only when they end the connection (crash of another process)
+		next if $1 eq 'WARNING' && $2 ne '57P02';
+		push @e, [ $1, $2, $3 ];
+	}
+	return @e;
+}
+
+# Lines of a node's server log (from byte $offset) that show a crash: a
+# process ended by a signal, a server process that exited abnormally, a
+# PANIC or a failed assertion; a background worker (zklock's) that exited
+# with an error.
+sub zk_log_crashes
+{
+	my ($node, $offset) = @_;
+	my $log = PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset // 0);
+	return grep {
+		/terminated by signal|(server process|background worker) .*exited with exit code [1-9]|server process .*was terminated|\bPANIC\b|\bTRAP\b/
+	} split /\n/, $log;
+}
+
+# Silence the per-command notes of every session (a stress run sends tens
+# of thousands of commands); returns a guard that restores them.
+sub zk_quiet_sessions
+{
+	no warnings 'redefine';
+	my $orig = \&ZkLockTest::Session::note;
+	*ZkLockTest::Session::note = sub { };
+	return bless { orig => $orig }, 'ZkLockTest::QuietGuard';
+}
+
+# zk_dump_start(): starts "zkutil.py dump <root>" without waiting; returns
+# a handle for zk_dump_done.  zk_dump_done($h) returns undef while it runs,
+# then a ref to the list of lock nodes under the root, read straight from
+# ZooKeeper, each a hash: path, resource, node, mode ('exclusive'/'shared'
+# for Hive/zklock names, else undef), seq, czxid, data (key => value of
+# zklock's node data), granted (by Hive's rule, among the nodes listed).
+push @EXPORT, qw(zk_dump_start zk_dump_done);
+
+sub zk_dump_start
+{
+	my $h = { out => '', err => '', started => time() };
+	$h->{run} = IPC::Run::start([ $PYTHON, $ZKUTIL, $zk_hosts, 'dump', $zk_root ],
+		'<', \undef, '>', \$h->{out}, '2>', \$h->{err}, IPC::Run::timeout(120));
+	return $h;
+}
+
+sub zk_dump_done
+{
+	my ($h) = @_;
+	my $r = $h->{run};
+	eval { $r->pump_nb if $r->pumpable; 1; };
+	return undef if $r->pumpable;
+	eval { $r->finish; };
+	my $rc = $r->result(0) // -1;
+	croak "zkutil.py dump failed (rc $rc): $h->{err}" if $rc != 0;
+	my (@rows, %by_res);
+	foreach my $line (split /\n/, $h->{out})
+	{
+		my ($path, $czxid, $data) = split /\t/, $line, 3;
+		my ($parent, $node) = $path =~ m{^(.*)/([^/]+)$} or next;
+		my $res = substr($parent, length($zk_root) + 1);
+		my %d;
+		foreach my $kv (split /\\n/, $data // '')
+		{
+			my ($k, $v) = split /=/, $kv, 2;
+			$d{$k} = $v if defined $v;
+		}
+		my $mode = $node =~ /LOCK-EXCLUSIVE-/ ? 'exclusive' : $node =~ /LOCK-SHARED-/ ? 'shared' : undef;
+		my ($seq) = $node =~ /(\d{10})$/;
+		my $row = { path => $path, resource => $res, node => $node, mode => $mode,
+			seq => $seq + 0, czxid => $czxid, data => \%d };
+		push @rows, $row;
+		push @{ $by_res{$res} }, $row;
+	}
+	foreach my $list (values %by_res)
+	{
+		my $lower_any = 0;
+		my $lower_x = 0;
+		foreach my $row (sort { $a->{seq} <=> $b->{seq} } @$list)
+		{
+			my $m = $row->{mode} // 'exclusive';
+			$row->{granted} = $m eq 'exclusive' ? !$lower_any : !$lower_x;
+			$lower_any = 1;
+			$lower_x = 1 if $m eq 'exclusive';
+		}
+	}
+	return \@rows;
+}
+
+package ZkLockTest::QuietGuard;
+
+sub DESTROY
+{
+	no warnings 'redefine';
+	*ZkLockTest::Session::note = $_[0]->{orig};
+	return;
+}
+
 1;

@@ -25,6 +25,10 @@ Usage:
   zkutil.py HOSTS create-seq-hex PATH HEX  create the persistent sequential node
                                          PATH<seq> (parents too) with the data
                                          HEX (bytes, hex-encoded); print its path
+  zkutil.py HOSTS dump PATH              one line per lock node below PATH:
+                                         path <TAB> czxid <TAB> data, with
+                                         backslash, tab and newline escaped
+                                         as \\, \t and \n
 
 Exit status 2 on usage errors or when ZooKeeper cannot be reached within
 ZKUTIL_CONNECT_TIMEOUT seconds (default 10).
@@ -128,6 +132,16 @@ def main(argv):
                 except NoNodeError:
                     continue
                 sys.stdout.write("%s\t%d\t%x\n" % (p, st.czxid, st.ephemeralOwner))
+            return 0
+        if cmd == "dump" and not args:
+            for p in lock_nodes(zk, path):
+                try:
+                    data, st = zk.get(p)
+                except NoNodeError:
+                    continue
+                text = (data or b"").decode("utf-8", "replace")
+                text = text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+                sys.stdout.write("%s\t%d\t%s\n" % (p, st.czxid, text))
             return 0
         if cmd == "wait-empty" and len(args) == 1:
             return wait_count(zk, path, 0, float(args[0]))
