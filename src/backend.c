@@ -421,6 +421,8 @@ describe_holder(char *buf, size_t buflen, const char *scope, bool implicit,
 	char	   *dbname = get_database_name(MyDatabaseId);
 	int			room;
 	int64		since;
+	char	   *utf8;
+	int			len;
 
 	initStringInfo(&s);
 	/* since: Unix epoch seconds, readable whatever anyone's DateStyle */
@@ -459,7 +461,18 @@ describe_holder(char *buf, size_t buflen, const char *scope, bool implicit,
 		/* the query may have been cut inside a multibyte character */
 		s.data[pg_mbcliplen(s.data, s.len, s.len)] = '\0';
 	}
-	strlcpy(buf, s.data, buflen);
+	/*
+	 * Node data is UTF-8, as ZooKeeper's own text; cut again if it grew.  A
+	 * SQL_ASCII database's bytes have no known encoding: they go as they
+	 * are, and readers replace what is not UTF-8.
+	 */
+	utf8 = GetDatabaseEncoding() == PG_SQL_ASCII ? s.data :
+		(char *) pg_server_to_any(s.data, strlen(s.data), PG_UTF8);
+	len = strlen(utf8);
+	if (len > (int) buflen - 1)
+		len = pg_encoding_mbcliplen(PG_UTF8, utf8, len, buflen - 1);
+	memcpy(buf, utf8, len);
+	buf[len] = '\0';
 	pfree(s.data);
 }
 

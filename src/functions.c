@@ -39,6 +39,24 @@ PG_FUNCTION_INFO_V1(zklock_nodes);
 PG_FUNCTION_INFO_V1(zklock_status);
 PG_FUNCTION_INFO_V1(zklock_local);
 
+/*
+ * Resource names are UTF-8 inside zklock, as ZooKeeper reads them, whatever
+ * the database encoding: converted on the way in (a SQL_ASCII database's
+ * bytes are taken as they are, and checked as UTF-8), and back on the way
+ * out (a name the database encoding cannot hold is an error, 22P05).
+ */
+static char *
+resource_in(char *name)
+{
+	return (char *) pg_server_to_any(name, strlen(name), PG_UTF8);
+}
+
+static char *
+resource_out(char *name)
+{
+	return (char *) pg_any_to_server(name, strlen(name), PG_UTF8);
+}
+
 /* resource and mode arguments; NULLs are errors, not silent NULLs */
 static char *
 resource_arg(FunctionCallInfo fcinfo)
@@ -47,7 +65,7 @@ resource_arg(FunctionCallInfo fcinfo)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("zklock resource name must not be null")));
-	return text_to_cstring(PG_GETARG_TEXT_PP(0));
+	return resource_in(text_to_cstring(PG_GETARG_TEXT_PP(0)));
 }
 
 static ZkLockMode
@@ -199,7 +217,7 @@ lock_set_common(FunctionCallInfo fcinfo, bool session, bool wait)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("zklock resource and mode lists must not contain nulls")));
-		resources[i] = TextDatumGetCString(rdatums[i]);
+		resources[i] = resource_in(TextDatumGetCString(rdatums[i]));
 		modes[i] = mdatums ?
 			zklock_parse_mode(TextDatumGetCString(mdatums[i])) : ZKLOCK_EXCLUSIVE;
 	}
@@ -278,22 +296,19 @@ unescape(char *s)
 }
 
 /*
- * Text read from ZooKeeper (names, node data) is whatever bytes its writer
- * sent: make it valid in the database encoding, replacing each byte that
- * does not begin a valid character with "?" (in place: never longer), so
- * that one foreign node cannot fail a whole listing.
+ * Text read from ZooKeeper is whatever bytes its writer sent.  Names must
+ * be UTF-8 (ZooKeeper's own rule): replace each byte that does not begin a
+ * valid character with "?" (in place: never longer), so that one foreign
+ * node cannot fail a whole listing.
  */
 static char *
-valid_text(char *s)
+valid_utf8(char *s)
 {
-	int			encoding = GetDatabaseEncoding();
 	size_t		len = strlen(s);
 
-	if (pg_verifymbstr(s, len, true))
-		return s;
 	for (char *p = s; *p;)
 	{
-		int			l = pg_encoding_verifymbchar(encoding, p, len - (p - s));
+		int			l = pg_encoding_verifymbchar(PG_UTF8, p, len - (p - s));
 
 		if (l < 0)
 		{
@@ -301,6 +316,33 @@ valid_text(char *s)
 			continue;
 		}
 		p += l;
+	}
+	return s;
+}
+
+/*
+ * Node data (who holds a lock: user, application, query) is written in
+ * UTF-8 (1.0 wrote its database's encoding).  Shown in a UTF-8 database it
+ * is made valid as above; in another encoding, every character beyond
+ * ASCII becomes "?", so that a holder's query text never fails a listing.
+ */
+static char *
+valid_text(char *s)
+{
+	valid_utf8(s);
+	if (GetDatabaseEncoding() == PG_UTF8)
+		return s;
+	for (char *r = s, *w = s; *r;)
+	{
+		if (IS_HIGHBIT_SET(*r))
+		{
+			r += pg_utf_mblen((unsigned char *) r);
+			*w++ = '?';
+		}
+		else
+			*w++ = *r++;
+		if (*r == '\0')
+			*w = '\0';
 	}
 	return s;
 }
@@ -375,7 +417,7 @@ zklock_nodes(PG_FUNCTION_ARGS)
 	rootlen = strlen(zklock_root);
 	if (PG_NARGS() > 0 && !PG_ARGISNULL(0))
 	{
-		subtree = text_to_cstring(PG_GETARG_TEXT_PP(0));
+		subtree = resource_in(text_to_cstring(PG_GETARG_TEXT_PP(0)));
 		zklock_check_resource(subtree);
 	}
 	InitMaterializedSRF(fcinfo, 0);
@@ -417,13 +459,11 @@ zklock_nodes(PG_FUNCTION_ARGS)
 			continue;
 		*slash = '\0';
 		unescape(fields[3]);
-		valid_text(fields[0]);
-		valid_text(slash + 1);
 		valid_text(fields[3]);
 
 		memset(nulls, 0, sizeof(nulls));
-		values[0] = CStringGetTextDatum(fields[0] + rootlen + 1);	/* resource */
-		values[1] = CStringGetTextDatum(slash + 1); /* node */
+		values[0] = CStringGetTextDatum(resource_out(valid_utf8(fields[0] + rootlen + 1)));
+		values[1] = CStringGetTextDatum(resource_out(valid_utf8(slash + 1)));
 		values[2] = CStringGetTextDatum(zklock_mode_name(mode));
 		values[3] = Int64GetDatum(seq);
 		values[4] = Int64GetDatum(strtoll(fields[1], NULL, 10));	/* token */
@@ -626,7 +666,7 @@ zklock_admin(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("resource, node and action must not be null")));
-	resource = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	resource = resource_in(text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	node = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	action = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	if (!PG_ARGISNULL(3))

@@ -1781,6 +1781,51 @@ sub check
 
 # ===========================================================================
 
+# The verdict of one stall or partition round on the cut instance: a writer
+# ($writer) must stop by itself with its last COMMIT fenced (55P03); a pinned
+# holder ($pin) must be fenced.
+sub round_verdict
+{
+	my ($self, $round, $how, %p) = @_;
+	my $scn = $self->scenario;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	if ($p{writer})
+	{
+		my $r = $self->writer_stop($p{writer},
+			wait => $ZkChaos::SESSION_TIMEOUT + $ZkChaos::CONNECT_TIMEOUT + 20);
+		Test::More::ok($r->{by_itself},
+			"$scn: round $round ($how): the writer stops by itself (its lock lost)");
+		Test::More::is($r->{last} ? $r->{last}{outcome} : '', 'fenced',
+			"$scn: round $round ($how): ... its last COMMIT fails with 55P03");
+	}
+	else
+	{
+		Test::More::is($self->pin_commit_wait($p{pin}), 'fenced',
+			"$scn: round $round ($how): node1's holder cannot commit after node2 was granted (55P03)");
+	}
+	return;
+}
+
+# After check(): for each of the first $n faults, no commit of $cut landed
+# after $other was first granted during that fault.
+sub no_commit_after_grant
+{
+	my ($self, $res, $cut, $other, $n) = @_;
+	my $scn = $self->scenario;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	foreach my $i (0 .. $n - 1)
+	{
+		my $f = $self->{faults}[$i];
+		my $next = $self->{faults}[ $i + 1 ];
+		my $fig = $self->fault_figures($res, fault => $f, cut => $cut, other => $other,
+			until => $next ? $next->{begin} : undef);
+		Test::More::ok(!defined $fig->{last_commit} || !defined $fig->{other_grant}
+			  || $fig->{last_commit} < $fig->{other_grant},
+			"$scn: round " . ($i + 1) . ": no commit of node1 landed after node2 was granted");
+	}
+	return;
+}
+
 package ZkChaos::Proxy;
 
 # A TCP proxy the test owns (test/zk_proxy.py, one process), with named

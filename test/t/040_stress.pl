@@ -55,6 +55,7 @@ my %EXPECTED = (
 	'57P01' => 'terminating connection: pg_terminate_backend, zk_lock_revoke(terminate)',
 	'25P02' => 'in failed transaction: the statements after an error in BEGIN ... COMMIT',
 	'42501' => 'permission denied: the plain and pg_monitor roles calling admin functions',
+	'53400' => 'a backend\'s own share of lock entries (zklock.max_locks_per_backend) is used up',
 );
 # What each finding of issue 9 looks like to this test.
 my %FINDING = (
@@ -69,6 +70,7 @@ my %FINDING = (
 zk_start();
 my $conf = <<'EOC';
 zklock.sweep_interval = '500ms'
+zklock.max_locks_per_backend = 128
 max_connections = 60
 restart_after_crash = on
 EOC
@@ -316,8 +318,13 @@ sub collect
 	if ($r->{exited})
 	{
 		$stats{exits}++;
-		# lost without an error line: the instance went away under it
-		if ($r->{err} !~ /57P01|terminating connection due to administrator command/)
+		# lost without an error line: the instance went away under it --
+		# unless the server log says the session was terminated (a session
+		# terminated while idle may see only the closed connection)
+		my $pid = $x->{s} ? $x->{s}->pid : 0;
+		if ($r->{err} !~ /57P01|terminating connection due to administrator command/
+			&& !($pid && slurp_file($x->{node}->logfile) =~
+				/\[$pid\] .*FATAL:  terminating connection due to administrator command/))
 		{
 			push @{ $unexpected{'lost connection'} },
 			  "$x->{name}: psql exited: " . substr($r->{err}, -300)

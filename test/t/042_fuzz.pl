@@ -53,7 +53,7 @@ sub expected_code
 {
 	my ($c) = @_;
 	return 1 if $c =~ /^22/;                  # data exception
-	return 1 if $c =~ /^(42622|54000|55P03|57014|42501|0A000)$/;
+	return 1 if $c =~ /^(42622|54000|53400|55P03|57014|42501|0A000)$/;
 	return 0;
 }
 my %FINDING = (

@@ -106,18 +106,7 @@ foreach my $round (1, 2)
 	sleep(1);
 	note "zk_proxy status:\n" . $px->status;
 	$px->heal($link);
-	if ($writer)
-	{
-		my $r = $run->writer_stop($writer, wait => $ZkChaos::SESSION_TIMEOUT + $ZkChaos::CONNECT_TIMEOUT + 20);
-		ok($r->{by_itself}, "$scn: round $round ($how): the writer stops by itself (its lock lost)");
-		is($r->{last} ? $r->{last}{outcome} : '', 'fenced',
-			"$scn: round $round ($how): ... its last COMMIT fails with 55P03");
-	}
-	else
-	{
-		is($run->pin_commit_wait($pin), 'fenced',
-			"$scn: round $round ($how): node1's holder cannot commit after the leader expired its session and granted node2 (55P03)");
-	}
+	$run->round_verdict($round, $how, writer => $writer, pin => $pin);
 	ok(ZkChaos::zk_wait_serving(60), "$scn: round $round: the follower serves again");
 	ok(ZkChaos::wait_node_ready($nodes[0], 60), "$scn: round $round: node1's worker connected again");
 	$run->fault_end;
@@ -131,16 +120,7 @@ $run->pin_commit_send($pin);
 is($run->pin_commit_wait($pin), 'commit', "$scn: after the heal, a holder on node1 commits");
 
 my $res = $run->check;
-foreach my $i (0, 1)
-{
-	my $f = $run->{faults}[$i];
-	my $next = $run->{faults}[ $i + 1 ];
-	my $fig = $run->fault_figures($res, fault => $f, cut => $nodes[0], other => $nodes[1],
-		until => $next ? $next->{begin} : undef);
-	ok( !defined $fig->{last_commit} || !defined $fig->{other_grant}
-		  || $fig->{last_commit} < $fig->{other_grant},
-		"$scn: round " . ($i + 1) . ": no commit of node1 landed after node2 was granted");
-}
+$run->no_commit_after_grant($res, $nodes[0], $nodes[1], 2);
 
 # (the proxy carries every quorum link: it stays until the end)
 zk_done_check();
