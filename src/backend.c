@@ -92,6 +92,8 @@ static void backend_exit(int code, Datum arg);
 static bool is_lost(LocalLock *lock);
 static void check_lost(int elevel);
 static void commit_fence(void);
+static void prove_held(LocalLock *lock, TimestampTz start, int bound_ms,
+					   const char *what);
 
 /*
  * First use in this backend: check that zklock can work at all, then set up
@@ -627,6 +629,10 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 						 errhint("Take it the same way, or release it first.")));
 			lock->parents = step->parents;
 		}
+		/* reported as held again: it must be held */
+		prove_held(lock, GetCurrentTimestamp(),
+				   zklock_session_timeout + zklock_connect_timeout,
+				   "it is not taken again");
 		add_hold(lock, session, step->implicit);
 		return lock;
 	}
@@ -1233,14 +1239,48 @@ check_lost(int elevel)
 }
 
 /*
- * The commit fence, run before the commit record is written and before
- * PREPARE.  Every lock that guards the transaction must be held by a
- * session that the lease proves alive for at least zklock.lease_margin
- * more (lease.c): a state flag written by a worker that may be stalled, or
- * a follower cut from its leader, proves nothing.  A lock known lost fails
- * at once.  A lock the lease does not cover waits, bounded by the session
- * timeout plus zklock.connect_timeout, for the worker to renew the lease
- * (it does so by itself when the lease runs short), and then fails.
+ * Is a lock held by a session that the lease proves alive for at least
+ * zklock.lease_margin more (lease.c)?  A state flag written by a worker
+ * that may be stalled, or a follower cut from its leader, proves nothing.
+ * Raises 55P03 when the lock is lost; when the lease does not cover it,
+ * waits for the worker to renew the lease (it does so by itself when the
+ * lease runs short) until bound_ms after start, then raises 55P03.
+ */
+static void
+prove_held(LocalLock *lock, TimestampTz start, int bound_ms, const char *what)
+{
+	int64		left;
+
+	for (;;)
+	{
+		if (is_lost(lock))
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("zklock lock on resource \"%s\" was lost; %s",
+							lock->key.resource, what),
+					 errdetail("Another holder may have been granted the lock since.")));
+		if (zklock_lease_covers(lock->session_id, &left))
+			return;
+		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), bound_ms))
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("zklock lock on resource \"%s\" is not proven held; %s",
+							lock->key.resource, what),
+					 errdetail("For %d ms, no answer of the ZooKeeper leader has proven that this instance's session is alive for zklock.lease_margin (%d ms) more.",
+							   bound_ms, zklock_lease_margin),
+					 errhint("Another holder may have been granted the lock. zk_lock_status shows the worker's session and lease.")));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 50, ZKLOCK_WAIT_EVENT);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * The commit fence, run before the commit record is written: every lock
+ * that guards the transaction must be proven held (prove_held), within one
+ * bound of the session timeout plus zklock.connect_timeout.  A lost lock
+ * fails at once, naming the most specific one (a child, not its parent).
  *
  * The locks that guard a transaction are its transaction-level locks and,
  * when it wrote anything (has an xid), the backend's session-level locks
@@ -1253,7 +1293,7 @@ commit_fence(void)
 {
 	HASH_SEQ_STATUS seq;
 	LocalLock  *lock;
-	bool		any = false;
+	LocalLock  *lost = NULL;
 	bool		wrote = TransactionIdIsValid(GetTopTransactionIdIfAny());
 	TimestampTz start = GetCurrentTimestamp();
 	int			bound_ms = zklock_session_timeout + zklock_connect_timeout;
@@ -1263,51 +1303,20 @@ commit_fence(void)
 
 	hash_seq_init(&seq, local_locks);
 	while ((lock = hash_seq_search(&seq)) != NULL)
-		any |= GUARDS(lock);
-	if (!any)
-		return;
-
-	for (;;)
 	{
-		LocalLock  *lost = NULL;
-		LocalLock  *unproven = NULL;
-		int64		left;
+		if (GUARDS(lock) && is_lost(lock) &&
+			(lost == NULL ||
+			 strlen(lock->key.resource) > strlen(lost->key.resource)))
+			lost = lock;
+	}
+	if (lost)
+		prove_held(lost, start, bound_ms, "the transaction cannot commit");
 
-		/* name the most specific lost lock: a child, not its parent */
-		hash_seq_init(&seq, local_locks);
-		while ((lock = hash_seq_search(&seq)) != NULL)
-		{
-			if (!GUARDS(lock))
-				continue;
-			if (is_lost(lock))
-			{
-				if (lost == NULL ||
-					strlen(lock->key.resource) > strlen(lost->key.resource))
-					lost = lock;
-			}
-			else if (!zklock_lease_covers(lock->session_id, &left))
-				unproven = lock;
-		}
-		if (lost)
-			ereport(ERROR,
-					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("zklock lock on resource \"%s\" was lost; the transaction cannot commit",
-							lost->key.resource),
-					 errdetail("Another holder may have been granted the lock since.")));
-		if (unproven == NULL)
-			return;
-		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), bound_ms))
-			ereport(ERROR,
-					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("zklock lock on resource \"%s\" is not proven held; the transaction cannot commit",
-							unproven->key.resource),
-					 errdetail("For %d ms, no answer of the ZooKeeper leader has proven that this instance's session is alive for zklock.lease_margin (%d ms) more.",
-							   bound_ms, zklock_lease_margin),
-					 errhint("Another holder may have been granted the lock. zk_lock_status shows the worker's session and lease.")));
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 50, ZKLOCK_WAIT_EVENT);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
+	hash_seq_init(&seq, local_locks);
+	while ((lock = hash_seq_search(&seq)) != NULL)
+	{
+		if (GUARDS(lock))
+			prove_held(lock, start, bound_ms, "the transaction cannot commit");
 	}
 #undef GUARDS
 }
@@ -1422,8 +1431,27 @@ xact_callback(XactEvent event, void *arg)
 							 errmsg("cannot PREPARE a transaction that holds zklock transaction-level locks")));
 				}
 			}
-			/* session locks guarding its writes: fenced as a commit is */
-			commit_fence();
+			/*
+			 * Nor while this backend holds session-level locks: COMMIT
+			 * PREPARED comes later, from any session, and no fence can run
+			 * then, so a write could land after the lock was lost and
+			 * granted to another holder.  (PREPARE assigns a transaction
+			 * id before this callback, so a writing transaction cannot be
+			 * told from a read-only one here: both are refused.)
+			 */
+			hash_seq_init(&seq, local_locks);
+			while ((lock = hash_seq_search(&seq)) != NULL)
+			{
+				if (lock->session_count + lock->session_implicit > 0)
+				{
+					hash_seq_term(&seq);
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("cannot PREPARE a transaction while this session holds zklock locks"),
+							 errdetail("COMMIT PREPARED is not fenced: a write could land after the lock was lost."),
+							 errhint("Release the session-level locks with zk_lock_release_all() first, or commit without two-phase commit.")));
+				}
+			}
 			break;
 
 		case XACT_EVENT_COMMIT:

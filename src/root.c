@@ -22,10 +22,14 @@
  *	  others is restricted with setACL when ZooKeeper allows it (and the
  *	  log says so); otherwise every lock request fails with 42501 until an
  *	  operator fixes the root.
- *	- when the root had to be restricted, every node that others could
- *	  have made under it meanwhile is restricted too (a walk of the tree,
- *	  a few requests in flight at a time); a node whose ACL cannot be
- *	  changed makes every lock request fail, as above, naming it in the log.
+ *	- every node that others could have made under the root while it was
+ *	  open is restricted too: a walk of the tree, a few requests in flight
+ *	  at a time, after which the anchor's data says so.  A walk cut short
+ *	  (connection lost, worker restarted) is therefore done again at the
+ *	  next check, although the root itself is restricted by then.  The
+ *	  anchor is restricted before the walk, so nobody else can write that
+ *	  mark.  A node whose ACL cannot be changed makes every lock request
+ *	  fail, as above, naming it in the log.
  *
  * Once the root is the credentials' alone, nobody else can create a node
  * under it, so every resource node is zklock's and stays so.  Requests wait,
@@ -53,9 +57,15 @@ typedef enum RootStep
 	RS_PROBE_DELETE,
 	RS_ROOT_ACL,				/* the root's ACL */
 	RS_SET_ACL,					/* restrict the root */
+	RS_ANCHOR_DATA,				/* has a walk been completed? */
+	RS_ANCHOR_ACL,				/* restrict the anchor, before a walk */
 	RS_WALK,					/* list a node under the root */
-	RS_WALK_SET					/* restrict it */
+	RS_WALK_SET,				/* restrict it */
+	RS_ANCHOR_MARK				/* a walk is complete: say so */
 } RootStep;
+
+/* The anchor's data once a walk has restricted everything under the root */
+#define ROOT_WALKED		"zklock: every node under the root restricted"
 
 #define ROOT_WALK_IN_FLIGHT 16
 
@@ -133,9 +143,17 @@ root_done(bool refused, const char *why)
 }
 
 /* List queued nodes while fewer than ROOT_WALK_IN_FLIGHT are out */
+static void
+root_anchor_path(char *path, size_t size)
+{
+	snprintf(path, size, "%s/%s", zklock_root, ROOT_ANCHOR);
+}
+
 static bool
 root_walk_issue(void)
 {
+	char		path[ZKLOCK_MAX_ROOT_LEN + 64];
+
 	while (root_walk != NIL && root_walk_pending < ROOT_WALK_IN_FLIGHT)
 	{
 		char	   *path = llast(root_walk);
@@ -149,7 +167,11 @@ root_walk_issue(void)
 		return false;
 	MemoryContextReset(root_walk_cxt);
 	root_walk = NIL;
-	return root_done(false, NULL);
+	/* everything is restricted: mark it on the anchor */
+	root_anchor_path(path, sizeof(path));
+	(void) zkc_set_data(path, ROOT_WALKED, strlen(ROOT_WALKED),
+						TAG(root_generation, RS_ANCHOR_MARK, ROOT_IDX));
+	return false;
 }
 
 /* A node under the root was listed: restrict and walk its children */
@@ -174,6 +196,16 @@ root_walk_event(ZkEvent *ev)
 			root_walk_pending--;
 	}
 	return root_walk_issue();
+}
+
+/* Restrict the anchor first, then walk (RS_ANCHOR_ACL goes on) */
+static void
+root_walk_start(void)
+{
+	char		path[ZKLOCK_MAX_ROOT_LEN + 64];
+
+	root_anchor_path(path, sizeof(path));
+	(void) zkc_set_acl_private(path, TAG(root_generation, RS_ANCHOR_ACL, ROOT_IDX));
 }
 
 /* Does an ACL entry "<perms> <scheme>:<id>" give anyone else a right? */
@@ -240,21 +272,42 @@ zklock_root_event(ZkEvent *ev)
 				return root_done(true, "could not read its ACL");
 			for (int i = 0; i < ev->nchildren; i++)
 				foreign |= root_entry_foreign(ev->children[i]);
-			if (!foreign)
-				return root_done(false, NULL);
-			(void) zkc_set_acl_private(zklock_root,
-									   TAG(root_generation, RS_SET_ACL, ROOT_IDX));
+			if (foreign)
+				(void) zkc_set_acl_private(zklock_root,
+										   TAG(root_generation, RS_SET_ACL, ROOT_IDX));
+			else
+			{
+				/* the root is ours: was the tree under it walked? */
+				char		path[ZKLOCK_MAX_ROOT_LEN + 64];
+
+				root_anchor_path(path, sizeof(path));
+				(void) zkc_get_data(path, TAG(root_generation, RS_ANCHOR_DATA, ROOT_IDX));
+			}
 			return false;
+		case RS_ANCHOR_DATA:
+			if (ev->rc == ZKC_OK && strcmp(ev->data, ROOT_WALKED) == 0)
+				return root_done(false, NULL);
+			root_walk_start();
+			return false;
+		case RS_ANCHOR_ACL:
+			if (ev->rc != ZKC_OK)
+				return root_done(true, "its child " ROOT_ANCHOR " cannot be restricted to zklock's ZooKeeper credentials");
+			/* a send that fails ends in a connection loss: done again then */
+			root_walk_pending = 1;	/* the listing of the root itself */
+			(void) zkc_get_children(zklock_root,
+									TAG(root_generation, RS_WALK, ROOT_IDX));
+			return false;
+		case RS_ANCHOR_MARK:
+			if (ev->rc != ZKC_OK)
+				return root_done(true, "could not mark its anchor node once every node under it was restricted");
+			return root_done(false, NULL);
 		case RS_SET_ACL:
 			if (ev->rc != ZKC_OK)
 				return root_done(true, "clients without zklock's ZooKeeper credentials may create or delete nodes under it, and its ACL cannot be changed");
 			ereport(LOG,
 					(errmsg("zklock: zklock.root \"%s\" was open to clients without zklock's ZooKeeper credentials; its ACL, and that of every node under it, now grants zklock's ZooKeeper credentials alone",
 							zklock_root)));
-			/* a send that fails ends in a connection loss: done again then */
-			root_walk_pending = 1;	/* the listing of the root itself */
-			(void) zkc_get_children(zklock_root,
-									TAG(root_generation, RS_WALK, ROOT_IDX));
+			root_walk_start();
 			return false;
 	}
 	return false;

@@ -466,8 +466,16 @@ handle_session_event(ZkEvent *ev)
 						(errmsg("zklock: reconnected to ZooKeeper, session 0x%llx",
 								(unsigned long long) zkc_session_id())));
 			if (!was_connected)
+			{
 				zklock_lease_session_started(zkc_session_id(),
 											 session_asked_at);
+				if (zkc_negotiated_timeout() < 3 * zklock_lease_margin)
+					ereport(WARNING,
+							(errmsg("zklock: the negotiated session timeout (%d ms) is less than three times zklock.lease_margin (%d ms)",
+									zkc_negotiated_timeout(), zklock_lease_margin),
+							 errdetail("Commits under zklock locks will wait for the lease, or fail."),
+							 errhint("Raise zklock.session_timeout (and ZooKeeper's maxSessionTimeout), or lower zklock.lease_margin.")));
+			}
 			was_connected = true;
 			if (zklock_root_needs_check(zkc_session_id()))
 				zklock_root_check_start(zkc_session_id());

@@ -129,8 +129,40 @@ ok(zk_wait_connected($node1, 30), 'node1\'s worker has a new session');
 	$waiter->quit;
 }
 
-# --- finding 3: PREPARE under a lost session lock -----------------------------
+# --- a lock taken again is proven held again ---------------------------------
+# (every path that reports a lock as held checks the lease: a stacked acquire
+# returns the token only while the session is proven alive)
+{
+	my $s1 = zk_session($node1, 'stacker');
+	$s1->query_ok(q{SELECT zk_lock_acquire_session('lease/s', parents => false)});
+	my $s2 = zk_session($node2, 'stack_waiter');
+	$s2->send(q{SELECT zk_lock_acquire_session('lease/s', parents => false) > 0});
+	ok(wait_for_waiting($node2, $s2->pid), 'node2 waits for the lock');
+	my $pid = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
+	kill 'STOP', $pid;
+	my $g = $s2->wait(30);
+	ok($g && $g->{out} eq 't', 'node2 is granted once node1\'s session expired');
+	my $res = $s1->query(q{SELECT zk_lock_try_acquire_session('lease/s', parents => false)}, 30);
+	kill 'CONT', $pid;
+	is($res->{sqlstate}, '55P03',
+		'taking the lock again on node1 fails instead of returning its token');
+	$s2->query_ok(q{SELECT zk_lock_release_all()});
+	$s1->query(q{SELECT zk_lock_release_all()});
+	$s1->quit;
+	$s2->quit;
+	ok(zk_wait_connected($node1, 30), 'node1\'s worker has a new session');
+}
+
+# --- finding 3: PREPARE of a write under session locks ---------------------
+# COMMIT PREPARED comes later, from any session, and cannot be fenced: so no
+# transaction can be prepared while its backend holds session locks, whether
+# the lock is still held or already lost.
 $h->query_ok(q{SELECT zk_lock_acquire_session('lease/p')});
+$h->query_ok('BEGIN');
+$h->query_ok('INSERT INTO guarded VALUES (3)');
+$r = $h->query(q{PREPARE TRANSACTION 'lease_p'});
+is($r->{sqlstate}, '0A000', 'PREPARE under a held session lock is refused (finding 3)');
+like($r->{err}, qr/COMMIT PREPARED is not fenced/, '... saying why');
 my ($path) = zk_lock_nodes(zk_path('lease/p'));
 my ($rc) = ZkLockTest::zkutil('delete-r', $path);
 is($rc, 0, 'an administrator deletes the session lock\'s node');
@@ -143,12 +175,17 @@ ok( wait_until(
 $h->query_ok('BEGIN');
 $h->query_ok('INSERT INTO guarded VALUES (3)');
 $r = $h->query(q{PREPARE TRANSACTION 'lease_p'});
-is($r->{sqlstate}, '55P03', 'PREPARE of a write under a lost session lock fails (finding 3)');
+is($r->{sqlstate}, '0A000', 'so is PREPARE under a lost session lock');
 is(psql1($node1, 'SELECT count(*) FROM pg_prepared_xacts'), '0', 'nothing was prepared');
 $node1->safe_psql('postgres', q{ROLLBACK PREPARED 'lease_p'})
   if psql1($node1, 'SELECT count(*) FROM pg_prepared_xacts') ne '0';
-is(psql1($node1, 'SELECT count(*) FROM guarded'), '1', '... and the write is not visible');
+is(psql1($node1, 'SELECT count(*) FROM guarded'), '1', '... and neither write is visible');
 $h->query(q{SELECT zk_lock_release_all()});
+$h->query_ok('BEGIN');
+$h->query_ok('INSERT INTO guarded VALUES (3)');
+$r = $h->query(q{PREPARE TRANSACTION 'lease_ok'});
+is($r->{err} // '', '', 'without session locks the transaction can be prepared');
+$node1->safe_psql('postgres', q{ROLLBACK PREPARED 'lease_ok'});
 
 # --- finding 6: a guard that could not be set is set again --------------------
 my $log_at = -s $node1->logfile;

@@ -109,6 +109,22 @@ like($r->{err}, qr/open to clients without zklock's ZooKeeper credentials/, '...
 like(slurp_file($node2->logfile), qr/refusing to take locks under zklock.root "\Q$root2\E"/,
 	'and the log says so');
 
+# a walk cut short (connection lost, worker restarted) leaves the root
+# restricted and nodes under it open: the next check must walk again
+# (reviewer's case: before, a restricted root was taken as safe as it was)
+my $root3 = "${root}_walk";
+kz("zklock:$secret", 'mkprivate', $root3);
+kz("zklock:$secret", 'mkopen', "$root3/pre/made");
+my $node3 = zk_node('node3', extra_conf => $auth, root => $root3);
+my $h3 = zk_session($node3, 'holder3');
+$h3->query_ok(q{SELECT zk_lock_acquire_session('pre/made')});
+my @locks3 = grep { m{/pre/made/} } split /\n/, kz("zklock:$secret", 'locks', $root3);
+is(scalar @locks3, 1, 'a lock node under a node left open by a walk cut short');
+like(kz('-', 'attack', $locks3[0], $root3), qr/^delete-lock denied$/m,
+	'a client without the credentials cannot delete it: the walk was done again');
+$h3->query_ok(q{SELECT zk_lock_release_all()});
+$h3->quit;
+
 $h->quit;
 # the tree is readable with the credentials only
 ok(wait_until(sub { kz("zklock:$secret", 'locks', $root) eq '' }, timeout => 15),
