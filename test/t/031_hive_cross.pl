@@ -115,6 +115,13 @@ ok(ZkLockTest::zk_wait_connected($node1, 30), 'node1 is back');
 my $h = zk_session($node1, 'revoked_holder');
 $h->send(q{BEGIN; SELECT zk_lock_acquire('rv/r'); SELECT pg_sleep(60);});
 ok(zk_wait_count(zk_path('rv/r'), 1, 10), 'the holder on node1 has its node');
+# the revocation must find the holder in its sleep, not still in the acquire
+ok( wait_until(
+		sub {
+			psql1($node1, 'SELECT wait_event FROM pg_stat_activity WHERE pid = ' . $h->pid) eq 'PgSleep';
+		},
+		timeout => 10),
+	'the holder has the lock and sleeps');
 my $w = zk_session($node2, 'revoke_waiter');
 $w->send(q{SELECT zk_lock_acquire('rv/r', timeout => '20 s') > 0});
 ok(wait_for_waiting($node2, $w->pid), 'a waiter on node2 queues');
