@@ -6,6 +6,7 @@
 # Usage:
 #   zk_server.sh start   <dir> [--servers 1|3] [--base-port N | --ports LIST]
 #                              [--owner-pid PID] [--quorum-via LIST]
+#                              [--config FILE]
 #   zk_server.sh stop    <dir>
 #   zk_server.sh status  <dir>          one line per server; exit 0 iff all serve
 #   zk_server.sh hosts   <dir>          print the connect string
@@ -39,6 +40,12 @@
 # that port; election traffic stays direct.  (With reconfigEnabled=false a
 # server keeps its own view of the others' addresses.)
 #
+# --config FILE (ensemble only): take every setting from FILE (e.g. the
+# operators' example, scripts/zookeeper/zoo.cfg) except dataDir, dataLogDir,
+# clientPort, clientPortAddress and the server.N lines, which are this
+# script's (loopback, the ports above, <dir>/data<N>).  ZK_TICK_TIME and this
+# script's other defaults then do not apply; FILE must allow the srvr word.
+#
 # --owner-pid PID: also start a small watchdog that stops the servers when
 # process PID is gone (so that a test killed hard does not leak Java
 # processes).
@@ -67,7 +74,7 @@ die() { echo "$PROG: $*" >&2; exit 1; }
 msg() { echo "$PROG: $*" >&2; }
 
 usage() {
-	sed -n '5,22p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+	sed -n '5,23p' "$SELF" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -228,7 +235,7 @@ check_n() {
 # commands
 
 cmd_start() {
-	local servers=1 base=21810 ports="" owner="" via=""
+	local servers=1 base=21810 ports="" owner="" via="" config=""
 	while [ $# -gt 0 ]; do
 		case "$1" in
 		--servers) servers=${2:-}; shift 2 ;;
@@ -241,11 +248,17 @@ cmd_start() {
 		--owner-pid=*) owner=${1#*=}; shift ;;
 		--quorum-via) via=${2:-}; shift 2 ;;
 		--quorum-via=*) via=${1#*=}; shift ;;
+		--config) config=${2:-}; shift 2 ;;
+		--config=*) config=${1#*=}; shift ;;
 		*) die "unknown option $1" ;;
 		esac
 	done
 	case "$servers" in 1 | 3) ;; *) die "--servers must be 1 or 3" ;; esac
 	[[ "$base" =~ ^[0-9]+$ ]] || die "bad --base-port"
+	if [ -n "$config" ]; then
+		[ "$servers" -gt 1 ] || die "--config needs an ensemble (--servers 3)"
+		[ -r "$config" ] || die "cannot read $config"
+	fi
 
 	mkdir -p "$DIR" || die "cannot create $DIR"
 	DIR=$(cd "$DIR" && pwd)
@@ -304,6 +317,20 @@ cmd_start() {
 
 	for ((i = 1; i <= servers; i++)); do
 		mkdir -p "$DIR/data$i"
+		if [ -n "$config" ]; then
+			{
+				echo "# written by $PROG from $config"
+				grep -vE '^[[:space:]]*(#|$)' "$config" |
+					grep -vE '^[[:space:]]*(dataDir|dataLogDir|clientPort|clientPortAddress|server\.[0-9]+)[[:space:]]*='
+				echo "dataDir=$DIR/data$i"
+				local j
+				for ((j = 1; j <= servers; j++)); do
+					echo "server.$j=127.0.0.1:${qvia[$((i * 10 + j))]:-${q[j]}}:${e[j]};127.0.0.1:${c[j]}"
+				done
+			} >"$DIR/server$i.cfg"
+			echo "$i" >"$DIR/data$i/myid"
+			continue
+		fi
 		{
 			echo "# written by $PROG"
 			echo "tickTime=$ZK_TICK_TIME"
