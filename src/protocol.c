@@ -337,7 +337,11 @@ start_request(int idx)
 			break;
 		case ZKR_ACQUIRE:
 		case ZKR_TRY_ACQUIRE:
-			if (zklock_root_refused())
+			if (zklock_root_missing_chroot() != NULL)
+				fail(idx, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+					 "the ZooKeeper chroot \"%s\" of zklock.hosts does not exist (see the server log)",
+					 zklock_root_missing_chroot());
+			else if (zklock_root_refused())
 				fail(idx, ERRCODE_INSUFFICIENT_PRIVILEGE,
 					 "zklock.root \"%s\" is open to clients without zklock's ZooKeeper credentials (see the server log)",
 					 zklock_root);

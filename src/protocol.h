@@ -28,6 +28,7 @@ extern bool zklock_root_needs_check(int64 session_id);
 extern void zklock_root_check_start(int64 session_id);
 extern bool zklock_root_event(ZkEvent *ev);
 extern bool zklock_root_refused(void);
+extern const char *zklock_root_missing_chroot(void);
 
 extern void zklock_protocol_init(uint32 worker_incarnation);
 extern void zklock_protocol_request(int idx);

@@ -35,6 +35,17 @@
  * under it, so every resource node is zklock's and stays so.  Requests wait,
  * as for a connection, until the check is done.
  *
+ * With a chroot in zklock.hosts ("zk1:2181/pgzk"), with or without
+ * credentials, the check first makes sure the chroot exists: the C client
+ * sends every path with the chroot in front, "/" being the chroot itself,
+ * and cannot create the chroot (nor its parents).  zklock does not create
+ * it either: a chroot is the ZooKeeper administrator's namespace, and one
+ * misspelt on one instance would otherwise silently split the locks into
+ * two namespaces.  A missing chroot makes every lock request fail at once
+ * (55000) naming it, says so in the log and in zk_lock_status.last_error,
+ * and is watched: once someone creates it, the check runs again and locks
+ * work, without a restart.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -51,7 +62,8 @@
 
 typedef enum RootStep
 {
-	RS_CREATE = 1,				/* the root, its ancestors, the anchor */
+	RS_CHROOT = 1,				/* does the chroot exist? (with a watch) */
+	RS_CREATE,					/* the root, its ancestors, the anchor */
 	RS_PROBE,					/* the probe node */
 	RS_PROBE_ACL,				/* the probe's ACL: who we are */
 	RS_PROBE_DELETE,
@@ -77,13 +89,49 @@ static char root_self[256];		/* "scheme:id" of our credentials */
 static List *root_walk = NIL;	/* paths still to list, in root_walk_cxt */
 static MemoryContext root_walk_cxt = NULL;
 static int	root_walk_pending = 0;
+static bool root_chroot_missing = false;	/* refused: no such chroot */
+static bool root_rechecking = false;	/* again, after the chroot's watch */
+
+/*
+ * The chroot of zklock.hosts, as the C client reads it (from the first '/';
+ * "/" alone is none), or NULL
+ */
+static const char *
+root_chroot(void)
+{
+	const char *c = zklock_hosts ? strchr(zklock_hosts, '/') : NULL;
+
+	return (c == NULL || c[1] == '\0') ? NULL : c;
+}
+
+const char *
+zklock_root_missing_chroot(void)
+{
+	return root_refused_flag && root_chroot_missing ? root_chroot() : NULL;
+}
+
+/* zk_lock_status.last_error */
+static void
+root_set_last_error(const char *error)
+{
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	strlcpy(zklock_shared->last_error, error,
+			sizeof(zklock_shared->last_error));
+	LWLockRelease(zklock_shared->lock);
+}
 
 /* Is a check due for this session (not done, not under way)? */
 bool
 zklock_root_needs_check(int64 session_id)
 {
-	return zklock_credentials() != NULL &&
-		root_checked_session != session_id;
+	if (zklock_credentials() == NULL && root_chroot() == NULL)
+	{
+		/* nothing to check (zklock.hosts may have lost its chroot) */
+		root_refused_flag = false;
+		root_chroot_missing = false;
+		return false;
+	}
+	return root_checked_session != session_id;
 }
 
 bool
@@ -92,14 +140,42 @@ zklock_root_refused(void)
 	return root_refused_flag;
 }
 
-/* Start the check: create what must exist, and the probe, pipelined */
+static void root_acl_check_start(void);
+
+/* Start the check: first the chroot, if any; then the credentials' part */
+static void
+root_check_begin(int64 session_id)
+{
+	++root_generation;
+	root_checking_session = session_id;
+	if (root_chroot() != NULL)
+		(void) zkc_exists("/", true,
+						  TAG(root_generation, RS_CHROOT, ROOT_IDX));
+	else
+		root_acl_check_start();
+	/* a send that failed ends in a connection loss: checked again then */
+}
+
 void
 zklock_root_check_start(int64 session_id)
 {
-	char		path[ZKLOCK_MAX_ROOT_LEN + 64];
-	uint32		gen = ++root_generation;
+	root_rechecking = false;
+	if (root_chroot_missing)
+	{
+		/* a new session, maybe with another chroot: said again if so */
+		root_chroot_missing = false;
+		root_set_last_error("");
+	}
+	root_check_begin(session_id);
+}
 
-	root_checking_session = session_id;
+/* The credentials' part: create what must exist, and the probe, pipelined */
+static void
+root_acl_check_start(void)
+{
+	char		path[ZKLOCK_MAX_ROOT_LEN + 64];
+	uint32		gen = root_generation;
+
 	root_self[0] = '\0';
 	root_walk = NIL;
 	root_walk_pending = 0;
@@ -133,13 +209,70 @@ root_done(bool refused, const char *why)
 {
 	root_refused_flag = refused;
 	root_checked_session = root_checking_session;
-	if (refused)
+	if (refused && root_chroot_missing)
+		;						/* said already */
+	else if (refused)
 		ereport(LOG,
 				(errmsg("zklock: refusing to take locks under zklock.root \"%s\": %s",
 						zklock_root, why),
 				 errhint("Give \"%s\" an ACL that grants only zklock's ZooKeeper credentials more than READ, or choose another zklock.root.",
 						 zklock_root)));
-	return true;
+	/* after a recheck, requests are going already */
+	return !root_rechecking;
+}
+
+/* The chroot's existence, or a change of it (its watch) */
+static bool
+root_chroot_event(ZkEvent *ev)
+{
+	const char *chroot = root_chroot();
+	char		msg[ZKLOCK_MAX_ERROR_LEN + 1];
+
+	if (chroot == NULL)
+		return false;
+	if (ev->kind == ZKEV_WATCH)
+	{
+		/* created or deleted: check again once this check is over */
+		if (root_checked_session == root_checking_session &&
+			root_checking_session == zkc_session_id())
+		{
+			root_rechecking = true;
+			root_checked_session = 0;	/* its replies count again */
+			root_check_begin(root_checking_session);
+		}
+		return false;
+	}
+	if (ev->rc == ZKC_NONODE)
+	{
+		if (!root_chroot_missing)
+		{
+			snprintf(msg, sizeof(msg),
+					 "the ZooKeeper chroot \"%s\" of zklock.hosts does not exist",
+					 chroot);
+			ereport(LOG,
+					(errmsg("zklock: %s; every lock request fails until it is created",
+							msg),
+					 errhint("Create it in ZooKeeper (zkCli.sh create %s), or take the chroot out of zklock.hosts.",
+							 chroot)));
+			root_set_last_error(msg);
+			root_chroot_missing = true;
+		}
+		return root_done(true, NULL);
+	}
+	if (ev->rc != ZKC_OK)
+		return root_done(true, "could not tell whether the chroot of zklock.hosts exists");
+	if (root_chroot_missing)
+	{
+		ereport(LOG,
+				(errmsg("zklock: the ZooKeeper chroot \"%s\" now exists; taking locks",
+						chroot)));
+		root_set_last_error("");
+		root_chroot_missing = false;
+	}
+	if (zklock_credentials() == NULL)
+		return root_done(false, NULL);
+	root_acl_check_start();
+	return false;
 }
 
 /* List queued nodes while fewer than ROOT_WALK_IN_FLIGHT are out */
@@ -229,6 +362,8 @@ zklock_root_event(ZkEvent *ev)
 {
 	bool		foreign = false;
 
+	if (TAG_OP(ev->tag) == RS_CHROOT && ev->kind == ZKEV_WATCH)
+		return TAG_GEN(ev->tag) == root_generation && root_chroot_event(ev);
 	if (TAG_GEN(ev->tag) != root_generation ||
 		root_checked_session == root_checking_session)
 		return false;
@@ -236,6 +371,8 @@ zklock_root_event(ZkEvent *ev)
 		return false;			/* done again at the next connection */
 	switch ((RootStep) TAG_OP(ev->tag))
 	{
+		case RS_CHROOT:
+			return root_chroot_event(ev);
 		case RS_WALK:
 			if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
 				return root_done(true, "could not list the nodes under it");

@@ -77,8 +77,8 @@ like(psql1($node3, 'SELECT last_error FROM zk_lock_status'),
 	qr/chroot "\Q$chroot\E".*does not exist/, 'zk_lock_status.last_error says so');
 $r = $s3->query(q{SELECT zk_lock_try_acquire_session('ops/c')});
 is($r->{sqlstate}, '55000', 'a try-lock too');
-my @lines = slurp_file($node3->logfile) =~ /(chroot "\Q$chroot\E"[^\n]*does not exist)/g;
-is(scalar(@lines), 1, 'the log says so, once');
+my @lines = slurp_file($node3->logfile) =~ /(LOG:  zklock: the ZooKeeper chroot "\Q$chroot\E"[^\n]*does not exist)/g;
+is(scalar(@lines), 1, 'the worker\'s log says so, once');
 
 # someone creates the chroot: no restart needed
 my ($zrc, $zout, $zerr) = zkutil('create-seq', "$chroot/made-by-026-", 'x');
