@@ -20,17 +20,22 @@ PGFILEDESC = "zklock - ZooKeeper locks for PostgreSQL"
 
 SHLIB_LINK = -lzookeeper_mt -lpthread
 PG_CPPFLAGS = -I$(srcdir)/src
-PG_CFLAGS = -Werror
+# (no -Werror here: a newer compiler's new warning must not break a user's
+# build; test/run_tests.sh builds with PG_CFLAGS=-Werror)
 
 # make FAILPOINTS=1: a test build with zklock.failpoints (src/failpoint.c)
 ifdef FAILPOINTS
 PG_CPPFLAGS += -DZKLOCK_FAILPOINTS
 endif
 
-# pg_regress needs a running ZooKeeper; test/run_tests.sh starts one and
-# writes test/regress.conf pointing at it.
+# make installcheck: the SQL suite against the running server that PGHOST,
+# PGPORT (and PGUSER) name, as for psql.  It must load zklock with the
+# settings of test/installcheck.conf and reach a ZooKeeper; the precheck
+# says what is missing, within seconds.  test/run_tests.sh starts such a
+# server and a ZooKeeper, and runs this.
 REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit limits
-REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=./tmp_check_regress
+REGRESS_PREP = zklock-installcheck-precheck
+
 
 # no JIT bitcode: nothing here is worth inlining, and clang need not be installed
 override with_llvm = no
@@ -38,6 +43,11 @@ override with_llvm = no
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# (after PGXS, so that it is not the default goal)
+zklock-installcheck-precheck:
+	@bash $(srcdir)/test/installcheck_precheck.sh '$(bindir)'
+.PHONY: zklock-installcheck-precheck
 
 # every object depends on the shared headers (PGXS tracks no dependencies)
 $(OBJS): src/zklock.h src/compat.h src/zk_client.h src/protocol.h src/lease.h src/failpoint.h

@@ -10,8 +10,8 @@
 # As another user: expects the packages and `make install` to be done, and
 # runs the suite as that user.
 #
-# The suite: pg_regress (sql/, expected/) against a temporary instance and a
-# ZooKeeper started here on loopback; then the TAP tests (test/t/*.pl), which
+# The suite: pg_regress (sql/, expected/) by `make installcheck` against a
+# server and a ZooKeeper started here on loopback; then the TAP tests (test/t/*.pl), which
 # start their own ZooKeeper servers and PostgreSQL instances; then, as root,
 # the seconds-long benchmark smoke test (bench/smoke.sh), which fails when a
 # lock cycle is several times slower than ZooKeeper's own create+delete.
@@ -28,9 +28,9 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 		bash "$src/scripts/install-deps.sh"
 		pgbin=$(pg_config --bindir)
 		make -C "$src" -s clean
-		# the test build: with failpoints (src/failpoint.c)
-		make -C "$src" -s FAILPOINTS=1
-		make -C "$src" -s install FAILPOINTS=1
+		# the test build: with failpoints (src/failpoint.c), warnings are errors
+		make -C "$src" -s FAILPOINTS=1 PG_CFLAGS=-Werror
+		make -C "$src" -s install FAILPOINTS=1 PG_CFLAGS=-Werror
 		work=$(mktemp -d /tmp/zklock-test.XXXXXX)
 		cp -a "$src/." "$work/src"
 		chown -R postgres:postgres "$work"
@@ -71,7 +71,12 @@ free_port() {
 }
 
 zkdir=$(mktemp -d /tmp/zklock-zk.XXXXXX)
-cleanup() { bash test/zk_server.sh stop "$zkdir" >/dev/null 2>&1 || true; rm -rf "$zkdir"; }
+pgdata="$zkdir/pgdata"
+cleanup() {
+	[ -d "$pgdata" ] && pg_ctl -D "$pgdata" -m immediate stop >/dev/null 2>&1
+	bash test/zk_server.sh stop "$zkdir/zk" >/dev/null 2>&1 || true
+	rm -rf "$zkdir"
+}
 trap cleanup EXIT
 
 regress_passed=0
@@ -79,23 +84,25 @@ regress_failed=0
 tap_passed=0
 tap_failed=0
 
-# --- pg_regress --------------------------------------------------------
+# --- pg_regress, through `make installcheck` ---------------------------
+# A ZooKeeper and a server with the suite's settings (test/installcheck.conf),
+# then the real `make installcheck` against that server, as a user would run
+# it against theirs.
 zkport=$(free_port)
 hosts=$(bash test/zk_server.sh start "$zkdir/zk" --base-port "$zkport")
-cat > test/regress.conf <<CONF
-shared_preload_libraries = 'zklock'
-zklock.hosts = '$hosts'
-zklock.root = '/zklock_regress'
-zklock.session_timeout = '4s'
-zklock.lease_margin = '500ms'
-zklock.connect_timeout = '3s'
-zklock.node_name = 'regress'
-zklock.sweep_interval = '500ms'
-max_prepared_transactions = 2
-CONF
+pgport=$(free_port)
+initdb -D "$pgdata" -A trust >/dev/null
+{
+	cat test/installcheck.conf
+	echo "zklock.hosts = '$hosts'"
+	echo "port = $pgport"
+	echo "listen_addresses = ''"
+	echo "unix_socket_directories = '$zkdir'"
+} >>"$pgdata/postgresql.conf"
+pg_ctl -D "$pgdata" -l "$zkdir/pg_regress_server.log" -w -t 60 start >/dev/null
 
 set +e
-make -s installcheck PG_CONFIG="$pgbin/pg_config" REGRESS_OPTS="--temp-config=test/regress.conf --temp-instance=./tmp_check_regress --port=$(free_port)" 2>&1 | tee regress.out.log
+PGHOST=$zkdir PGPORT=$pgport make -s installcheck PG_CONFIG="$pgbin/pg_config" 2>&1 | tee regress.out.log
 regress_rc=${PIPESTATUS[0]}
 set -e
 n=$(grep -cE '^(ok|not ok) ' regress.out.log || true)
@@ -109,8 +116,10 @@ regress_failed=$nf
 regress_passed=$((n - nf))
 if [ "$regress_rc" -ne 0 ] && [ "$regress_failed" -eq 0 ]; then
 	regress_failed=1
+	tail -n 20 "$zkdir/pg_regress_server.log"
 fi
 [ -f regression.diffs ] && cat regression.diffs
+pg_ctl -D "$pgdata" -m fast stop >/dev/null 2>&1 || true
 bash test/zk_server.sh stop "$zkdir/zk" >/dev/null 2>&1 || true
 
 # --- TAP ---------------------------------------------------------------
