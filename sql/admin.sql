@@ -1,7 +1,7 @@
 --
 -- Administration across holders: force release and revocation.
 --
-SELECT dblink_connect('h', 'dbname=' || current_database() || ' application_name=holder');
+SELECT dblink_connect('h', self_dsn() || ' application_name=holder');
 
 -- force release: the holder's transaction can no longer commit
 SELECT dblink_exec('h', 'CREATE TABLE adm_t(v int)');
@@ -18,7 +18,7 @@ SELECT zk_lock_force_release('adm/x') AS nothing_left;
 
 -- revoke with cancel: the holder's statement is canceled, its transaction
 -- ends, the lock goes
-SELECT dblink_connect('h2', 'dbname=' || current_database() || ' application_name=holder2');
+SELECT dblink_connect('h2', self_dsn() || ' application_name=holder2');
 SELECT dblink_send_query('h2', $$BEGIN; SELECT zk_lock_acquire('adm/r'); SELECT pg_sleep(30); COMMIT$$);
 SELECT wait_until($$(SELECT count(*) FROM zk_locks WHERE resource = 'adm/r' AND granted) = 1$$, 5) AS ready;
 SELECT zk_lock_revoke('adm/r') AS asked;
@@ -28,7 +28,7 @@ SELECT wait_until($$(SELECT count(*) FROM zk_locks WHERE resource = 'adm/r') = 0
 SELECT count(*) AS nodes_after_revoke FROM zk_locks WHERE resource = 'adm/r';
 
 -- revoke with terminate: the holder's session ends
-SELECT dblink_connect('h3', 'dbname=' || current_database() || ' application_name=holder3');
+SELECT dblink_connect('h3', self_dsn() || ' application_name=holder3');
 SELECT dblink_send_query('h3', $$SELECT zk_lock_acquire_session('adm/s'), pg_sleep(30)$$);
 SELECT wait_until($$(SELECT count(*) FROM zk_locks WHERE resource = 'adm/s' AND granted) = 1$$, 5) AS ready;
 SELECT zk_lock_revoke('adm/s', 'terminate') AS asked;

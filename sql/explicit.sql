@@ -1,7 +1,7 @@
 --
 -- Explicit locks (Hive's LOCK TABLE): persistent, with a required expiry.
 --
-SELECT dblink_connect('x', 'dbname=' || current_database());
+SELECT dblink_connect('x', self_dsn());
 
 -- taken in another session that then ends: the lock stays
 SELECT * FROM dblink('x', $$SELECT zk_lock_acquire_explicit('exp/tbl', 'exclusive', '1 hour') > 0$$) AS t(ok boolean);
@@ -32,7 +32,7 @@ SELECT count(*) AS after_expiry FROM zk_locks WHERE resource = 'exp/app';
 
 -- a waiting explicit request with a timeout leaves nothing behind
 SELECT zk_lock_acquire_session('exp/busy') > 0 AS ok;
-SELECT * FROM dblink('dbname=' || current_database(),
+SELECT * FROM dblink(self_dsn(),
   $$SELECT zk_lock_acquire_explicit('exp/busy', 'exclusive', '1 hour', '200 ms')$$) AS t(token bigint);
 SELECT count(*) AS nodes FROM zk_locks WHERE resource = 'exp/busy';
 SELECT zk_lock_release('exp/busy');
@@ -48,7 +48,7 @@ SELECT zk_lock_release_explicit('exp/long', 'shared');
 -- UNLOCK removes the granted lock only, not a waiting request's node; the
 -- waiter is then granted, with its node
 SELECT zk_lock_acquire_explicit('exp/dbl', ttl => '1 hour') > 0 AS s1_holds;
-SELECT dblink_connect('w', 'dbname=' || current_database());
+SELECT dblink_connect('w', self_dsn());
 SELECT dblink_send_query('w', $$SELECT zk_lock_acquire_explicit('exp/dbl', ttl => '1 hour', timeout => '20 s') > 0$$);
 SELECT wait_until($$(SELECT count(*) FROM zk_locks WHERE resource = 'exp/dbl') = 2$$, 10) AS waiting;
 SELECT zk_lock_release_explicit('exp/dbl') AS released;

@@ -2,7 +2,7 @@
 -- Hive's hierarchy: "db/table/part" takes "db" and "db/table" SHARED; lock
 -- sets all or none; SHOW LOCKS with blocked-by.
 --
-SELECT dblink_connect('o', 'dbname=' || current_database() || ' application_name=other');
+SELECT dblink_connect('o', self_dsn() || ' application_name=other');
 
 -- a writer of partition p1 elsewhere
 SELECT * FROM dblink('o', $$SELECT zk_lock_acquire_session('db/t/p1') > 0$$) AS t(ok boolean);

@@ -16,7 +16,7 @@ SELECT zk_lock_acquire_all_session(ARRAY['lim0/s/u', 'lim0/v'], NULL, '0') IS NO
 SELECT zk_lock_release_all();
 
 -- ... and it does raise 55P03 when another session holds a member
-SELECT dblink_connect('lim', 'dbname=' || current_database() || ' application_name=lim_holder');
+SELECT dblink_connect('lim', self_dsn() || ' application_name=lim_holder');
 SELECT * FROM dblink('lim', $$SELECT zk_lock_acquire_session('lim0/held/c') > 0$$) AS t(ok boolean);
 SELECT err($q$SELECT zk_lock_acquire('lim0/held/c/d', timeout => '0')$q$);
 SELECT err($q$SELECT zk_lock_acquire_all(ARRAY['lim0/free', 'lim0/held/c'], NULL, '0')$q$);

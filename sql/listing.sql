@@ -1,7 +1,7 @@
 --
 -- zk_locks shows every lock node with its holder; zk_lock_status the worker.
 --
-SELECT dblink_connect('w', 'dbname=' || current_database() || ' application_name=waiter');
+SELECT dblink_connect('w', self_dsn() || ' application_name=waiter');
 
 SELECT zk_lock_acquire_session('list/r', 'shared') > 0 AS ok;
 SELECT zk_lock_acquire_session('list/w') > 0 AS ok;
@@ -21,7 +21,7 @@ SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE application_name 
 
 -- a user who is not a superuser sees the details of its own locks only
 CREATE ROLE regress_zkl_alice LOGIN;
-SELECT dblink_connect('a', 'dbname=' || current_database() || ' user=regress_zkl_alice');
+SELECT dblink_connect('a', self_dsn() || ' user=regress_zkl_alice');
 SELECT * FROM dblink('a', $$SELECT zk_lock_acquire_session('list/alice', 'shared') > 0$$) AS t(ok boolean);
 SET SESSION AUTHORIZATION regress_zkl_alice;
 SELECT resource, granted, pid IS NOT NULL AS sees_pid, username, query IS NOT NULL AS sees_query

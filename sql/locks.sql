@@ -2,7 +2,7 @@
 -- Acquire, try, release; conflicts with another backend (through dblink);
 -- fencing tokens.
 --
-SELECT dblink_connect('other', 'dbname=' || current_database());
+SELECT dblink_connect('other', self_dsn());
 
 -- uncontended acquire returns a positive token; released at commit
 BEGIN;

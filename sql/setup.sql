@@ -22,6 +22,15 @@ BEGIN
   RETURN false;
 END $$;
 
+-- self_dsn(): a libpq connection string back to this server and database,
+-- for dblink; `make installcheck` may test a server at any socket and port
+-- (the backend's libpq would otherwise take its compiled-in defaults)
+CREATE FUNCTION self_dsn() RETURNS text LANGUAGE sql STABLE AS $$
+  SELECT 'dbname=' || current_database() || ' port=' || current_setting('port')
+         || ' host=' || coalesce(nullif(trim(split_part(current_setting('unix_socket_directories'), ',', 1)), ''),
+                                 'localhost')
+$$;
+
 -- wait (bounded) until the worker is connected
 SELECT wait_until($$(SELECT state FROM zk_lock_status) = 'connected'$$, 10) AS ready;
 

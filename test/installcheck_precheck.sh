@@ -65,6 +65,21 @@ ROLLBACK;
 SQL
 )
 case "$state" in
-connected*) exit 0 ;;
+connected*) ;;
 *) fail "the zklock worker of $where is not connected to ZooKeeper after 10 s: ${state:-no answer}" ;;
 esac
+
+# the suite's second sessions: dblink back to the server (as sql/setup.sql's
+# self_dsn() builds the connection string), as this user and as another role
+out=$("${psql[@]}" 2>&1 <<'SQL'
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS dblink;
+SELECT dblink_connect('zklock_precheck',
+  'dbname=' || current_database() || ' port=' || current_setting('port')
+  || ' host=' || coalesce(nullif(trim(split_part(current_setting('unix_socket_directories'), ',', 1)), ''),
+                          'localhost'));
+SELECT dblink_disconnect('zklock_precheck');
+ROLLBACK;
+SQL
+) || fail "$where cannot be reached from its own backends through dblink (the suite's second sessions; local connections must be trusted): $out"
+exit 0

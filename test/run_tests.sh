@@ -73,7 +73,7 @@ free_port() {
 zkdir=$(mktemp -d /tmp/zklock-zk.XXXXXX)
 pgdata="$zkdir/pgdata"
 cleanup() {
-	[ -d "$pgdata" ] && pg_ctl -D "$pgdata" -m immediate stop >/dev/null 2>&1
+	[ -d "$pgdata" ] && pg_ctl -D "$pgdata" -m immediate stop >/dev/null 2>&1 || true
 	bash test/zk_server.sh stop "$zkdir/zk" >/dev/null 2>&1 || true
 	rm -rf "$zkdir"
 }
