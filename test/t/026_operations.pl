@@ -100,5 +100,35 @@ like(slurp_file($node3->logfile), qr/chroot "\Q$chroot\E" now exists/,
 $s3->query_ok(q{SELECT zk_lock_release('ops/c')});
 ok(zk_wait_no_locks($chroot . zk_root(), 10), 'released under the chroot');
 
+# the same with credentials (zklock.auth_file): the chroot is checked
+# first, then the root is made the credentials' alone, once it exists
+my $chroot2 = '/pgzk_026_auth';
+my $auth = PostgreSQL::Test::Utils::tempdir() . '/zk_credentials';
+open(my $fh, '>', $auth) or die "could not write $auth: $!";
+print $fh "digest:zklock026:s3cret\n";
+close($fh);
+chmod(0600, $auth) or die "could not chmod $auth: $!";
+my $node4 = zk_node('node4', hosts => "$hosts$chroot2",
+	extra_conf => "zklock.auth_file = '$auth'");
+my $s4 = zk_session($node4, 'chrooted_auth');
+$r = $s4->query(q{SELECT zk_lock_try_acquire_session('ops/d')});
+is($r->{sqlstate}, '55000', 'with credentials too, a missing chroot is refused');
+($zrc, $zout, $zerr) = zkutil('create-seq', "$chroot2/made-by-026-", 'x');
+$zrc == 0 or die "could not create the chroot: $zerr";
+$ok = wait_until(
+	sub {
+		my $x = $s4->query(q{SELECT zk_lock_try_acquire_session('ops/d')});
+		return $x->{sqlstate} eq '00000' && $x->{out} ne '';
+	},
+	timeout => 20, interval => 0.2);
+ok($ok, 'and taken once it exists, with the root check done');
+is(psql1($node4, q{SELECT count(*) FROM zk_locks WHERE resource = 'ops/d' AND granted}),
+	'1', 'the lock is listed');
+my ($lrc, $lout, $lerr) = zkutil('ls-r', $chroot2 . zk_root() . '/ops');
+isnt($lrc, 0, 'and its subtree is closed to clients without the credentials');
+$s4->query_ok(q{SELECT zk_lock_release('ops/d')});
+is(psql1($node4, q{SELECT count(*) FROM zk_locks WHERE resource = 'ops/d'}), '0',
+	'released');
+
 zk_done_check();
 done_testing();
