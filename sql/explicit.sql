@@ -156,19 +156,19 @@ SELECT zk_lock_acquire_explicit('exp/year', 'shared', '11 months 30 days') > 0 A
 SELECT zk_lock_release_explicit('exp/year', 'shared') AS released;
 SELECT zk_lock_acquire_explicit('exp/year', 'shared', '365 days') > 0 AS ok;
 SELECT zk_lock_release_explicit('exp/year', 'shared') AS released;
-SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '1 year 2 days')$$);
-SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '1 year 1 second')$$);
-SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '12 months 1 day')$$);
-SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '367 days')$$);
+SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '1 year 2 days', '0')$$);
+SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '1 year 1 second', '0')$$);
+SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '12 months 1 day', '0')$$);
+SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '367 days', '0')$$);
 -- 366 days: more than a year unless the coming year holds a 29 February
 SELECT (err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '366 days', '0')$$) LIKE '22023:%')
        = ((now() + interval '1 year') - now() < interval '366 days') AS refused_unless_a_leap_day_is_ahead;
 SET client_min_messages = error;
 SELECT zk_lock_release_explicit('exp/x') IN (0, 1) AS clean;
 RESET client_min_messages;
-SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '1000000 years')$$);
-SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '0')$$);
-SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '1 month -31 days')$$);
+SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '1000000 years', '0')$$);
+SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '0', '0')$$);
+SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '1 month -31 days', '0')$$);
 SELECT zk_lock_acquire_explicit('exp/frac', ttl => '10.25 s') > 0 AS ok;
 SELECT expires - since BETWEEN interval '10.25 s' AND interval '10.75 s' AS counted_to_the_microsecond,
        extract(microseconds FROM expires)::bigint % 1000000 <> 0 AS not_rounded_to_a_second
