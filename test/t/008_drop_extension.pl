@@ -112,6 +112,42 @@ $node->safe_psql('postgres', 'CREATE EXTENSION zklock');
 ok(psql1($node, q{SELECT zk_lock_acquire('drop/f')}) > $t2,
 	'after CREATE EXTENSION, locks work again');
 
+# --- a session lock asked for while a DROP EXTENSION runs -------------------------
+# it comes first: the DROP waits for its transaction, then sees the lock
+sub waits_on_lock
+{
+	my ($pid) = @_;
+	return wait_until(
+		sub {
+			psql1($node, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $pid")
+			  eq 'Lock';
+		},
+		timeout => 10);
+}
+my $b = zk_session($node, 'racer');
+my $a = zk_session($node, 'dropper');
+$b->query_ok('BEGIN');
+$b->query_ok(q{SELECT zk_lock_acquire_session('drop/race1')});
+$a->send('DROP EXTENSION zklock');
+ok(waits_on_lock($a->pid), 'a DROP EXTENSION waits for the transaction that takes a session lock');
+$b->query_ok('COMMIT');
+my $r = $a->wait(20);
+is($r->{sqlstate}, '55006', 'then it is refused: the session lock is held');
+$b->query_ok(q{SELECT zk_lock_release_all()});
+
+# the DROP comes first: the acquire waits for it, and finds the extension gone
+$a->query_ok('BEGIN');
+$a->query_ok('DROP EXTENSION zklock');
+$b->send(q{SELECT zk_lock_acquire_session('drop/race2')});
+ok(waits_on_lock($b->pid), 'a session acquire waits for a DROP EXTENSION in progress');
+$a->query_ok('COMMIT');
+$r = $b->wait(20);
+is($r->{sqlstate}, '42704', 'then it fails: the extension is gone');
+is(zk_count_locks(zk_path('drop/race2')), 0, 'and no lock is left held with no function to release it');
+$node->safe_psql('postgres', 'CREATE EXTENSION zklock');
+$a->quit;
+$b->quit;
+
 # --- locks held in another database do not count ------------------------------
 $o->query_ok(q{SELECT zk_lock_acquire_session('drop/other')});
 ($rc, $out, $err) = run_sql('postgres', 'DROP EXTENSION zklock');
