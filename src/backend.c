@@ -28,7 +28,9 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
+#include "commands/extension.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -36,6 +38,7 @@
 #include "storage/dsm.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/hsearch.h"
@@ -1035,6 +1038,33 @@ add_steps(LockStep *steps, int n, const char *resource, ZkLockMode mode,
 	return n + 1;
 }
 
+/*
+ * A session lock outlives the statement that takes it, and only the
+ * extension's functions release it: a DROP EXTENSION must not commit
+ * between its check (zklock.c, which refuses while locks are held) and the
+ * grant.  So a session-level acquire holds the extension object in
+ * AccessShareLock until its transaction ends, as DROP takes it in
+ * AccessExclusiveLock first: an acquire that came first makes the DROP wait
+ * and then see the lock; one that came after waits for the DROP, and finds
+ * the extension gone.
+ */
+static void
+hold_extension(void)
+{
+	Oid			ext = get_extension_oid("zklock", true);
+
+	if (!OidIsValid(ext))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("extension \"zklock\" does not exist in this database")));
+	LockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
+	if (get_extension_oid("zklock", true) != ext)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("extension \"zklock\" does not exist in this database"),
+				 errdetail("It was dropped while this session lock was asked for.")));
+}
+
 /* How many '/' a resource has: its number of parents */
 static int
 depth(const char *resource)
@@ -1064,6 +1094,8 @@ zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
 	zklock_check_allowed(resource);
 	*acquired = false;
 	check_lost(ERROR);
+	if (session)
+		hold_extension();
 
 	steps = palloc0(sizeof(LockStep) * (depth(resource) + 1));
 	nsteps = add_steps(steps, 0, resource, mode, parents, 0);
@@ -1127,6 +1159,8 @@ zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
 
 	zklock_backend_init();
 	check_lost(ERROR);
+	if (session)
+		hold_extension();
 	for (int i = 0; i < n; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
