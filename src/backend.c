@@ -597,6 +597,7 @@ add_hold(LocalLock *lock, bool session, bool implicit)
 }
 
 static void forget(LocalLock *lock);
+static void release_session_hold(LocalLock *lock);
 
 /* Undo one hold (the last one of its kind); the lock goes at zero */
 static void
@@ -1040,29 +1041,38 @@ add_steps(LockStep *steps, int n, const char *resource, ZkLockMode mode,
 
 /*
  * A session lock outlives the statement that takes it, and only the
- * extension's functions release it: a DROP EXTENSION must not commit
- * between its check (zklock.c, which refuses while locks are held) and the
- * grant.  So a session-level acquire holds the extension object in
- * AccessShareLock until its transaction ends, as DROP takes it in
- * AccessExclusiveLock first: an acquire that came first makes the DROP wait
- * and then see the lock; one that came after waits for the DROP, and finds
- * the extension gone.
+ * extension's functions release it.  DROP EXTENSION is refused while this
+ * instance's backends hold or wait for locks in the database (zklock.c):
+ * it takes the extension object in AccessExclusiveLock, then counts the
+ * shared entries.  A session-level acquire, once granted (its entries long
+ * visible to such a count), looks whether the extension is still there,
+ * taking that object in AccessShareLock for a moment: a DROP that counted
+ * before our entries existed has committed (the extension is gone) or is
+ * still running (we wait for it).  If it is gone, the caller gives the lock
+ * back and fails, rather than keep a lock no function can release.  The
+ * lock is not kept during the wait, so a DROP never waits for a waiter.
  */
-static void
-hold_extension(void)
+static bool
+extension_gone(void)
 {
 	Oid			ext = get_extension_oid("zklock", true);
+	bool		gone;
 
 	if (!OidIsValid(ext))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("extension \"zklock\" does not exist in this database")));
+		return true;
 	LockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
-	if (get_extension_oid("zklock", true) != ext)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("extension \"zklock\" does not exist in this database"),
-				 errdetail("It was dropped while this session lock was asked for.")));
+	gone = get_extension_oid("zklock", true) != ext;
+	UnlockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
+	return gone;
+}
+
+static void
+extension_gone_error(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("extension \"zklock\" does not exist in this database"),
+			 errdetail("It was dropped while this session lock was asked for; the lock was given back.")));
 }
 
 /* How many '/' a resource has: its number of parents */
@@ -1094,13 +1104,16 @@ zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
 	zklock_check_allowed(resource);
 	*acquired = false;
 	check_lost(ERROR);
-	if (session)
-		hold_extension();
 
 	steps = palloc0(sizeof(LockStep) * (depth(resource) + 1));
 	nsteps = add_steps(steps, 0, resource, mode, parents, 0);
 	if (!take_steps(steps, nsteps, session, wait, timeout_ms))
 		return 0;
+	if (session && extension_gone())
+	{
+		release_session_hold(steps[nsteps - 1].lock);
+		extension_gone_error();
+	}
 	*acquired = true;
 	return steps[nsteps - 1].lock->token;
 }
@@ -1159,8 +1172,6 @@ zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
 
 	zklock_backend_init();
 	check_lost(ERROR);
-	if (session)
-		hold_extension();
 	for (int i = 0; i < n; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
@@ -1250,6 +1261,12 @@ zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
 
 	if (!take_steps(steps, nsteps, session, wait, timeout_ms))
 		return false;
+	if (session && extension_gone())
+	{
+		for (int i = nsteps - 1; i >= 0; i--)
+			drop_hold(steps[i].lock, session, steps[i].implicit);
+		extension_gone_error();
+	}
 	for (int i = 0; i < nsteps; i++)
 		if (steps[i].input >= 0)
 			tokens[steps[i].input] = steps[i].lock->token;
