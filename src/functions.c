@@ -699,14 +699,19 @@ explicit_ttl_ms(Interval *ttl)
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz end;
 	TimestampTz year_end;
-	double		rough = interval_ms(ttl);
 
 	memset(&year, 0, sizeof(year));
 	year.month = MONTHS_PER_YEAR;
-	/* far off either way (and out of timestamp range): no calendar needed */
-	if (rough <= -400.0 * SECS_PER_DAY * 1000.0 ||
-		rough >= 400.0 * SECS_PER_DAY * 1000.0)
-		end = rough < 0 ? now : DT_NOEND;
+
+	/*
+	 * A part beyond a thousand years either way is refused as it is (the
+	 * parts could still cancel out, but adding them to now could leave the
+	 * range of a timestamp): the calendar is only asked about the rest.
+	 */
+	if (Abs(ttl->month) > 1000 * MONTHS_PER_YEAR ||
+		Abs(ttl->day) > 1000 * 366 ||
+		Abs(ttl->time) > INT64CONST(1000) * 366 * USECS_PER_DAY)
+		end = now;
 	else
 		end = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 													  TimestampTzGetDatum(now),
