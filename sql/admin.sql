@@ -38,6 +38,26 @@ SELECT count(*) AS holder_gone FROM pg_stat_activity WHERE application_name = 'h
 SELECT dblink_disconnect('h3');
 SELECT dblink_disconnect('h');
 
+-- force release removes other holders' nodes, not the caller's own: those
+-- it releases itself (zk_lock_release, or the end of its transaction)
+SELECT dblink_connect('o', 'dbname=' || current_database() || ' application_name=other_holder');
+SELECT zk_lock_acquire_session('adm/own', 'shared') > 0 AS ok;
+SELECT * FROM dblink('o', $$SELECT zk_lock_acquire_session('adm/own', 'shared') > 0$$) AS t(ok boolean);
+SELECT zk_lock_force_release('adm/own') AS removed;
+SELECT wait_until($$(SELECT count(*) FROM zk_locks WHERE resource = 'adm/own') = 1$$, 5) AS ready;
+SELECT pid = pg_backend_pid() AS own_node_left FROM zk_locks WHERE resource = 'adm/own';
+SELECT pid = pg_backend_pid() AS mine, state FROM zk_lock_local WHERE resource = 'adm/own' ORDER BY 1, 2;
+-- named, the caller's own node is left too
+SELECT zk_lock_force_release('adm/own', (SELECT node FROM zk_locks WHERE resource = 'adm/own')) AS removed;
+SELECT pid = pg_backend_pid() AS mine, state FROM zk_lock_local WHERE resource = 'adm/own' ORDER BY 1, 2;
+SELECT zk_lock_release('adm/own', 'shared');
+BEGIN;
+SELECT zk_lock_acquire('adm/own') > 0 AS ok;
+SELECT zk_lock_force_release('adm/own') AS removed;
+COMMIT;
+SELECT dblink_disconnect('o');
+SELECT wait_until($$(SELECT count(*) FROM zk_locks WHERE resource = 'adm/own') = 0$$, 5) AS ready;
+
 -- bad input, and who may do this
 SELECT err($$SELECT zk_lock_revoke('adm/r', 'kill')$$);
 SELECT err($$SELECT zk_lock_admin_node('adm/r', '../x', 'delete', NULL)$$);

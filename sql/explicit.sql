@@ -80,6 +80,45 @@ SELECT username FROM zk_locks WHERE resource = 'exp/role';
 SELECT zk_lock_release_explicit('exp/role') AS released;
 RESET ROLE;
 SELECT count(*) AS left_over FROM zk_locks WHERE resource = 'exp/role';
+-- ... also when the session user is neither the role nor a superuser (1.0's
+-- SQL compared session_user), and through SECURITY DEFINER functions,
+-- inside which the role the caller acts as is still the caller's
+CREATE ROLE zk_explicit_login;
+GRANT zk_explicit_u1 TO zk_explicit_login;
+CREATE ROLE zk_explicit_owner;
+CREATE ROLE zk_explicit_other;
+CREATE FUNCTION exp_lock_wrapper(r text) RETURNS boolean
+  LANGUAGE sql SECURITY DEFINER AS $$SELECT zk_lock_acquire_explicit(r, ttl => '1 hour') > 0$$;
+CREATE FUNCTION exp_unlock_wrapper(r text) RETURNS integer
+  LANGUAGE sql SECURITY DEFINER AS $$SELECT zk_lock_release_explicit(r)$$;
+ALTER FUNCTION exp_lock_wrapper(text) OWNER TO zk_explicit_owner;
+ALTER FUNCTION exp_unlock_wrapper(text) OWNER TO zk_explicit_owner;
+SET SESSION AUTHORIZATION zk_explicit_login;
+SET ROLE zk_explicit_u1;
+SELECT session_user, current_user;
+SELECT zk_lock_acquire_explicit('exp/role2', ttl => '1 hour') > 0 AS ok;
+SELECT username FROM zk_locks WHERE resource = 'exp/role2';
+SELECT zk_lock_release_explicit('exp/role2') AS released;
+SELECT exp_lock_wrapper('exp/role3') AS ok;
+SELECT username FROM zk_locks WHERE resource = 'exp/role3';
+SELECT zk_lock_release_explicit('exp/role3') AS released;
+SELECT exp_lock_wrapper('exp/role4') AS ok;
+SELECT exp_unlock_wrapper('exp/role4') AS released;
+SELECT zk_lock_acquire_explicit('exp/role5', ttl => '1 hour') > 0 AS ok;
+RESET ROLE;
+RESET SESSION AUTHORIZATION;
+-- a role that is not a member of the holder's role cannot release it
+SET ROLE zk_explicit_other;
+SELECT zk_lock_release_explicit('exp/role5') AS released;
+SELECT exp_unlock_wrapper('exp/role5') AS released;
+RESET ROLE;
+SELECT zk_lock_release_explicit('exp/role5') AS released_by_superuser;
+SELECT count(*) AS left_over FROM zk_locks WHERE resource LIKE 'exp/role%';
+DROP FUNCTION exp_lock_wrapper(text);
+DROP FUNCTION exp_unlock_wrapper(text);
+DROP ROLE zk_explicit_login;
+DROP ROLE zk_explicit_owner;
+DROP ROLE zk_explicit_other;
 DROP ROLE zk_explicit_u1;
 
 -- a revocation does not take an explicit lock's expiry away
@@ -104,4 +143,35 @@ COMMIT;
 SELECT err($$SELECT zk_lock_acquire_explicit('exp/x')$$);
 SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '-1 hour')$$);
 SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '2 years')$$);
+
+-- at most a year, counted as now() + ttl counts it: months and years by
+-- the calendar ('1 year' is 365 or 366 days, not 360); the expiry shown
+-- is the grant plus the time to live, not rounded to a second
+SELECT zk_lock_acquire_explicit('exp/year', 'shared', '1 year') > 0 AS ok;
+SELECT expires >= since + interval '1 year' AND expires < since + interval '1 year 10 s'
+       AS expires_in_a_calendar_year
+FROM zk_locks WHERE resource = 'exp/year';
+SELECT zk_lock_release_explicit('exp/year', 'shared') AS released;
+SELECT zk_lock_acquire_explicit('exp/year', 'shared', '11 months 30 days') > 0 AS ok;
+SELECT zk_lock_release_explicit('exp/year', 'shared') AS released;
+SELECT zk_lock_acquire_explicit('exp/year', 'shared', '365 days') > 0 AS ok;
+SELECT zk_lock_release_explicit('exp/year', 'shared') AS released;
+SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '1 year 2 days', '0')$$);
+SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '1 year 1 second', '0')$$);
+SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '12 months 1 day', '0')$$);
+SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '367 days', '0')$$);
+-- 366 days: more than a year unless the coming year holds a 29 February
+SELECT (err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '366 days', '0')$$) LIKE '22023:%')
+       = ((now() + interval '1 year') - now() < interval '366 days') AS refused_unless_a_leap_day_is_ahead;
+SET client_min_messages = error;
+SELECT zk_lock_release_explicit('exp/x') IN (0, 1) AS clean;
+RESET client_min_messages;
+SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '1000000 years', '0')$$);
+SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '0', '0')$$);
+SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '1 month -31 days', '0')$$);
+SELECT zk_lock_acquire_explicit('exp/frac', ttl => '10.25 s') > 0 AS ok;
+SELECT expires - since BETWEEN interval '10.25 s' AND interval '10.75 s' AS counted_to_the_microsecond,
+       extract(microseconds FROM expires)::bigint % 1000000 <> 0 AS not_rounded_to_a_second
+FROM zk_locks WHERE resource = 'exp/frac';
+SELECT zk_lock_release_explicit('exp/frac') AS released;
 SELECT count(*) AS left_over FROM zk_locks WHERE resource LIKE 'exp%';

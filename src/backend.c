@@ -28,7 +28,9 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
+#include "commands/extension.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -36,6 +38,7 @@
 #include "storage/dsm.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/hsearch.h"
@@ -96,6 +99,20 @@ static void prove_held(LocalLock *lock, TimestampTz start, int bound_ms,
 					   const char *what);
 
 /*
+ * Without shared_preload_libraries there is no worker and no shared memory:
+ * every function but zk_lock_fence (plain SQL) says so.
+ */
+void
+zklock_check_loaded(void)
+{
+	if (zklock_shared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock is not loaded"),
+				 errhint("Add zklock to shared_preload_libraries and restart the server.")));
+}
+
+/*
  * First use in this backend: check that zklock can work at all, then set up
  * the local table and the callbacks.
  */
@@ -104,11 +121,7 @@ zklock_backend_init(void)
 {
 	HASHCTL		ctl;
 
-	if (zklock_shared == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("zklock is not loaded"),
-				 errhint("Add zklock to shared_preload_libraries and restart the server.")));
+	zklock_check_loaded();
 	if (backend_ready)
 		return;
 
@@ -279,11 +292,55 @@ check_worker_responds(int idx, TimestampTz since)
 }
 
 /*
+ * Is the client still there?  A wait for a lock may last as long as its
+ * holder keeps it, and the node of a waiter whose client is gone would keep
+ * its place in the queue all that time (and be granted, to nobody).  Core
+ * notices a lost client only every client_connection_check_interval, which
+ * is off by default; a zklock wait looks itself, at most once a second
+ * (pq_check_connection: a poll of the socket, no wait), and ends as core
+ * would, with FATAL "connection to client lost": the exit callback then
+ * withdraws the request and releases everything held.
+ *
+ * pq_check_connection() may reset our latch: called after ResetLatch(),
+ * before the caller looks at its entry's state again, that loses nothing.
+ */
+#define ZKLOCK_CLIENT_CHECK_MS 1000
+
+/*
+ * From libpq/libpq.h, which cannot be included here: it pulls in
+ * libpq-be.h and with it the GSSAPI headers, which a server built with
+ * GSSAPI needs but an extension's build machine need not have.
+ */
+extern bool pq_check_connection(void);
+
+static void
+check_client(void)
+{
+	static TimestampTz last_check = 0;
+	TimestampTz now;
+
+	if (MyProcPort == NULL || whereToSendOutput != DestRemote ||
+		!WaitEventSetCanReportClosed())
+		return;
+	now = GetCurrentTimestamp();
+	if (!TimestampDifferenceExceeds(last_check, now, ZKLOCK_CLIENT_CHECK_MS))
+		return;
+	last_check = now;
+	if (!pq_check_connection())
+	{
+		/* CHECK_FOR_INTERRUPTS raises core's FATAL for it */
+		ClientConnectionLost = true;
+		InterruptPending = true;
+	}
+}
+
+/*
  * One pass of a wait for the worker's answer to entry idx (still
  * REQUESTED): end it if the worker does not respond or the deadline (0:
  * none) has passed -- raising 55P03 "... on <what> within <shown_ms> ms"
  * -- else sleep until the latch is set, at most a second, and serve
- * interrupts (cancel, statement_timeout, lock_timeout, terminate).
+ * interrupts (cancel, statement_timeout, lock_timeout, terminate, and a
+ * lost client: check_client).
  */
 static void
 wait_a_while(int idx, TimestampTz since, TimestampTz deadline,
@@ -307,6 +364,7 @@ wait_a_while(int idx, TimestampTz since, TimestampTz deadline,
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 sleep_ms, ZKLOCK_WAIT_EVENT);
 	ResetLatch(MyLatch);
+	check_client();
 	CHECK_FOR_INTERRUPTS();
 }
 
@@ -406,7 +464,7 @@ one_line(const char *value)
  * An explicit lock's node (ttl_ms > 0) also carries:
  *	ttl=<ms>			its time to live; it counts from the node's mtime of
  *						the write that granted it (ZooKeeper's own time)
- *	expires_at=<s>		for people: when that is, by this machine's clock
+ *	expires_at=<s.us>	for people: when that is, by this machine's clock
  *						(never used to expire anything)
  *	waiter=<16 hex>		while the request waits: the worker fills in its
  *						session id, and removes the line when it is granted
@@ -441,11 +499,12 @@ describe_holder(char *buf, size_t buflen, const char *scope, bool implicit,
 					 since / USECS_PER_SEC, (int) (since % USECS_PER_SEC));
 	if (ttl_ms > 0)
 	{
-		int64		expires_at = since / USECS_PER_SEC + (ttl_ms + 999) / 1000;
+		int64		expires_at = since + ttl_ms * 1000;
 
-		appendStringInfo(&s, "ttl=" INT64_FORMAT "\nexpires_at=" INT64_FORMAT "\n"
+		appendStringInfo(&s, "ttl=" INT64_FORMAT "\nexpires_at=" INT64_FORMAT ".%06d\n"
 						 ZKLOCK_WAITER_FIELD "%016llx\n",
-						 ttl_ms, expires_at, 0ULL);
+						 ttl_ms, expires_at / USECS_PER_SEC,
+						 (int) (expires_at % USECS_PER_SEC), 0ULL);
 	}
 	appendStringInfoString(&s, "query=");
 	room = (int) buflen - 1 - s.len;
@@ -538,6 +597,7 @@ add_hold(LocalLock *lock, bool session, bool implicit)
 }
 
 static void forget(LocalLock *lock);
+static void release_session_hold(LocalLock *lock);
 
 /* Undo one hold (the last one of its kind); the lock goes at zero */
 static void
@@ -979,6 +1039,42 @@ add_steps(LockStep *steps, int n, const char *resource, ZkLockMode mode,
 	return n + 1;
 }
 
+/*
+ * A session lock outlives the statement that takes it, and only the
+ * extension's functions release it.  DROP EXTENSION is refused while this
+ * instance's backends hold or wait for locks in the database (zklock.c):
+ * it takes the extension object in AccessExclusiveLock, then counts the
+ * shared entries.  A session-level acquire, once granted (its entries long
+ * visible to such a count), looks whether the extension is still there,
+ * taking that object in AccessShareLock for a moment: a DROP that counted
+ * before our entries existed has committed (the extension is gone) or is
+ * still running (we wait for it).  If it is gone, the caller gives the lock
+ * back and fails, rather than keep a lock no function can release.  The
+ * lock is not kept during the wait, so a DROP never waits for a waiter.
+ */
+static bool
+extension_gone(void)
+{
+	Oid			ext = get_extension_oid("zklock", true);
+	bool		gone;
+
+	if (!OidIsValid(ext))
+		return true;
+	LockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
+	gone = get_extension_oid("zklock", true) != ext;
+	UnlockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
+	return gone;
+}
+
+static void
+extension_gone_error(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("extension \"zklock\" does not exist in this database"),
+			 errdetail("It was dropped while this session lock was asked for; the lock was given back.")));
+}
+
 /* How many '/' a resource has: its number of parents */
 static int
 depth(const char *resource)
@@ -1013,6 +1109,11 @@ zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
 	nsteps = add_steps(steps, 0, resource, mode, parents, 0);
 	if (!take_steps(steps, nsteps, session, wait, timeout_ms))
 		return 0;
+	if (session && extension_gone())
+	{
+		release_session_hold(steps[nsteps - 1].lock);
+		extension_gone_error();
+	}
 	*acquired = true;
 	return steps[nsteps - 1].lock->token;
 }
@@ -1160,6 +1261,12 @@ zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
 
 	if (!take_steps(steps, nsteps, session, wait, timeout_ms))
 		return false;
+	if (session && extension_gone())
+	{
+		for (int i = nsteps - 1; i >= 0; i--)
+			drop_hold(steps[i].lock, session, steps[i].implicit);
+		extension_gone_error();
+	}
 	for (int i = 0; i < nsteps; i++)
 		if (steps[i].input >= 0)
 			tokens[steps[i].input] = steps[i].lock->token;
@@ -1589,6 +1696,71 @@ zklock_list_nodes(const char *subtree, Size *len)
 }
 
 /*
+ * How many lock entries backends of this instance connected to database
+ * dbid hold or wait for (sets *first_pid to one of those backends): what a
+ * DROP EXTENSION would leave with no function to release it (zklock.c).
+ * Entries being released, finished requests, listings and administrative
+ * requests do not count.
+ */
+int
+zklock_database_locks(Oid dbid, int *first_pid)
+{
+	int			n = 0;
+
+	*first_pid = 0;
+	if (zklock_shared == NULL)
+		return 0;
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	for (int i = 0; i < zklock_shared->nentries; i++)
+	{
+		ZkLockEntry *e = &zklock_shared->entries[i];
+		PGPROC	   *proc;
+
+		if ((e->kind != ZKR_ACQUIRE && e->kind != ZKR_TRY_ACQUIRE) ||
+			(e->state != ZKE_REQUESTED && e->state != ZKE_GRANTED &&
+			 e->state != ZKE_LOST) ||
+			e->owner_procno < 0 ||
+			e->owner_procno >= (int) ProcGlobal->allProcCount)
+			continue;
+		proc = &ProcGlobal->allProcs[e->owner_procno];
+		if (proc->pid != e->owner_pid || proc->databaseId != dbid)
+			continue;
+		if (n++ == 0)
+			*first_pid = e->owner_pid;
+	}
+	LWLockRelease(zklock_shared->lock);
+	return n;
+}
+
+/*
+ * Is node (of resource) one that this backend holds?  An administrator
+ * removing "other holders' nodes" releases its own instead.
+ */
+static bool
+own_node(const char *resource, const char *node)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *lock;
+	bool		own = false;
+
+	if (local_locks == NULL)
+		return false;
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	hash_seq_init(&seq, local_locks);
+	while ((lock = hash_seq_search(&seq)) != NULL)
+	{
+		ZkLockEntry *e = &zklock_shared->entries[lock->idx];
+
+		if (!own && e->generation == lock->generation &&
+			strcmp(lock->key.resource, resource) == 0 &&
+			strcmp(e->node, node) == 0)
+			own = true;
+	}
+	LWLockRelease(zklock_shared->lock);
+	return own;
+}
+
+/*
  * An administrator's action on another holder's node: delete it
  * (ZKR_FORCE_DELETE) or write data asking the holder to give it up
  * (ZKR_REVOKE).  Returns false when the node no longer exists.
@@ -1609,6 +1781,16 @@ zklock_admin_node(const char *resource, const char *node, ZkEntryKind kind,
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"%s\" is not a lock node name", node)));
+
+	/* zk_lock_force_release removes others' nodes: this backend's it keeps */
+	if (kind == ZKR_FORCE_DELETE && own_node(resource, node))
+	{
+		ereport(WARNING,
+				(errmsg("not removing this session's own zklock lock node on resource \"%s\"",
+						resource),
+				 errhint("Release it with zk_lock_release(), or end the transaction that holds it.")));
+		return false;
+	}
 
 	idx = begin_request(kind);
 	e = &zklock_shared->entries[idx];

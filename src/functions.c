@@ -684,6 +684,50 @@ zklock_admin(PG_FUNCTION_ARGS)
 }
 
 /*
+ * An explicit lock's time to live, in milliseconds (a fraction of one
+ * counts as one).  It is positive and at most a year, both counted as
+ * now() + ttl counts them: months and years by the calendar, in the
+ * session's time zone, from the time of the call -- '1 year' is 365 or 366
+ * days, as is '12 months'; '366 days' is a year only when a 29 February
+ * is ahead.  From there it is a duration (the node's ttl=, counted from
+ * the grant by ZooKeeper's clock).
+ */
+static int64
+explicit_ttl_ms(Interval *ttl)
+{
+	Interval	year;
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz end;
+	TimestampTz year_end;
+
+	memset(&year, 0, sizeof(year));
+	year.month = MONTHS_PER_YEAR;
+
+	/*
+	 * A part beyond a thousand years either way is refused as it is (the
+	 * parts could still cancel out, but adding them to now could leave the
+	 * range of a timestamp): the calendar is only asked about the rest.
+	 */
+	if (Abs(ttl->month) > 1000 * MONTHS_PER_YEAR ||
+		Abs(ttl->day) > 1000 * 366 ||
+		Abs(ttl->time) > INT64CONST(1000) * 366 * USECS_PER_DAY)
+		end = now;
+	else
+		end = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+													  TimestampTzGetDatum(now),
+													  IntervalPGetDatum(ttl)));
+	year_end = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+													   TimestampTzGetDatum(now),
+													   IntervalPGetDatum(&year)));
+	if (end <= now || end > year_end)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock explicit lock time to live must be positive and at most a year"),
+				 errdetail("It is counted as now() + ttl counts it: '1 year' or '12 months' is the longest, '366 days' only when a 29 February is ahead.")));
+	return (end - now + 999) / 1000;
+}
+
+/*
  * zk_lock_acquire_explicit(resource, mode, ttl, timeout)
  */
 Datum
@@ -691,19 +735,15 @@ zklock_acquire_explicit(PG_FUNCTION_ARGS)
 {
 	char	   *resource = resource_arg(fcinfo);
 	ZkLockMode	mode = mode_arg(fcinfo);
-	double		ttl_ms;
+	int64		ttl_ms;
 
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("an explicit zklock lock needs a time to live"),
 				 errhint("Nothing persistent without an end: give ttl, e.g. '2 hours'.")));
-	ttl_ms = interval_ms(PG_GETARG_INTERVAL_P(2));
-	if (ttl_ms <= 0 || ttl_ms > 366.0 * SECS_PER_DAY * 1000.0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock explicit lock time to live must be positive and at most a year")));
-	PG_RETURN_INT64(zklock_lock_explicit(resource, mode, (int64) ttl_ms,
+	ttl_ms = explicit_ttl_ms(PG_GETARG_INTERVAL_P(2));
+	PG_RETURN_INT64(zklock_lock_explicit(resource, mode, ttl_ms,
 										 timeout_arg_n(fcinfo, 3)));
 }
 
@@ -716,5 +756,6 @@ zklock_acquire_explicit(PG_FUNCTION_ARGS)
 Datum
 zklock_outer_role(PG_FUNCTION_ARGS)
 {
+	zklock_check_loaded();		/* as every function but zk_lock_fence */
 	PG_RETURN_OID(GetOuterUserId());
 }

@@ -1331,8 +1331,14 @@ granted_data(char *data, size_t size)
 			/* nobody waits any more: the line goes */
 		}
 		else if (strncmp(p, "expires_at=", 11) == 0 && eol)
-			appendStringInfo(&s, "expires_at=%lld\n",
-							 (long long) time(NULL) + (long long) ((ttl_ms + 999) / 1000));
+		{
+			/* Unix epoch microseconds, as backend.c writes it */
+			int64		at = GetCurrentTimestamp() + ttl_ms * 1000 +
+				(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
+
+			appendStringInfo(&s, "expires_at=" INT64_FORMAT ".%06d\n",
+							 at / USECS_PER_SEC, (int) (at % USECS_PER_SEC));
+		}
 		else
 			appendBinaryStringInfo(&s, p, len);
 		p += len;

@@ -15,12 +15,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/dependency.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "executor/tuptable.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 #include "zklock.h"
 #include "failpoint.h"
@@ -43,6 +55,7 @@ int			zklock_lease_margin = 2000;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+static object_access_hook_type prev_object_access_hook = NULL;
 
 void		_PG_init(void);
 
@@ -471,6 +484,108 @@ zklock_shmem_startup_hook(void)
 	zklock_shmem_startup();
 }
 
+/*
+ * Dropping the extension while it is in use.  Two things would be lost
+ * for good:
+ *
+ *	- the locks that backends of this instance hold or wait for in this
+ *	  database: with the functions gone, a session lock could not be
+ *	  released until CREATE EXTENSION (or the end of the session);
+ *	- the fencing tokens in zk_lock_fences: after CREATE EXTENSION the
+ *	  table would be empty, and a token older than one already written
+ *	  with would pass zk_lock_fence again.
+ *
+ * So the drop is refused (55006) while either is there; deleting the rows
+ * of zk_lock_fences is the deliberate way on.  The check runs in the
+ * object access hook, where every path that drops the extension passes:
+ * DROP EXTENSION (with CASCADE, or in a list), DROP SCHEMA ... CASCADE and
+ * DROP OWNED BY.  Dependent objects are dropped before what they depend
+ * on, so zk_lock_fences (a member) goes before the extension: its rows are
+ * looked at when the table is about to go, the locks at either event.
+ * This needs zklock in shared_preload_libraries (as everything else does),
+ * else no process has the hook.
+ */
+static void
+check_drop_locks(void)
+{
+	int			first_pid;
+	int			n = zklock_database_locks(MyDatabaseId, &first_pid);
+	char	   *dbname;
+
+	if (n == 0)
+		return;
+	dbname = get_database_name(MyDatabaseId);
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_IN_USE),
+			 errmsg("cannot drop extension zklock while zklock locks are held in this database"),
+			 errdetail_plural("%d zklock lock is held or waited for by a backend of this instance in database \"%s\" (pid %d).",
+							  "%d zklock locks are held or waited for by backends of this instance in database \"%s\" (pid %d among them).",
+							  n, n, dbname ? dbname : "", first_pid),
+			 errhint("Release them first: zk_lock_release_all() in the sessions that hold session locks, the end of the transactions that hold transaction locks, or pg_terminate_backend(); zk_lock_local shows them.")));
+}
+
+static void
+check_drop_fences(Oid relid)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	Snapshot	snapshot;
+	bool		any;
+	char	   *nspname;
+
+	rel = table_open(relid, AccessShareLock);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	scan = table_beginscan(rel, snapshot, 0, NULL);
+	slot = table_slot_create(rel, NULL);
+	any = table_scan_getnextslot(scan, ForwardScanDirection, slot);
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, AccessShareLock);
+	if (!any)
+		return;
+	nspname = get_namespace_name(get_rel_namespace(relid));
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_IN_USE),
+			 errmsg("cannot drop extension zklock while zk_lock_fences holds fencing tokens"),
+			 errdetail("The table holds the newest token written with, per resource; after CREATE EXTENSION an older token would pass zk_lock_fence again."),
+			 errhint("If no writer can still hold a token taken before now, delete them first: DELETE FROM %s.zk_lock_fences;",
+					 quote_identifier(nspname ? nspname : "public"))));
+}
+
+static void
+zklock_object_access(ObjectAccessType access, Oid classId, Oid objectId,
+					 int subId, void *arg)
+{
+	ObjectAccessDrop *drop = (ObjectAccessDrop *) arg;
+
+	if (prev_object_access_hook)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+	if (access != OAT_DROP || subId != 0 ||
+		(drop != NULL && (drop->dropflags & PERFORM_DELETION_INTERNAL)))
+		return;
+	if (classId == ExtensionRelationId)
+	{
+		if (objectId == get_extension_oid("zklock", true))
+			check_drop_locks();
+	}
+	else if (classId == RelationRelationId)
+	{
+		char	   *relname = get_rel_name(objectId);
+		Oid			ext;
+
+		if (relname == NULL || strcmp(relname, "zk_lock_fences") != 0)
+			return;
+		ext = get_extension_oid("zklock", true);
+		if (!OidIsValid(ext) ||
+			getExtensionOfObject(RelationRelationId, objectId) != ext)
+			return;
+		check_drop_locks();
+		check_drop_fences(objectId);
+	}
+}
+
 void
 _PG_init(void)
 {
@@ -478,6 +593,9 @@ _PG_init(void)
 		return;
 
 	zklock_define_settings();
+
+	prev_object_access_hook = object_access_hook;
+	object_access_hook = zklock_object_access;
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = zklock_shmem_request_hook;

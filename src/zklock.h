@@ -275,7 +275,9 @@ extern void zklock_register_worker(void);
 extern PGDLLEXPORT void zklock_worker_main(Datum main_arg);
 
 /* backend side: local lock table and transaction hooks (backend.c) */
+extern void zklock_check_loaded(void);
 extern void zklock_backend_init(void);
+extern int	zklock_database_locks(Oid dbid, int *first_pid);
 extern int64 zklock_lock(const char *resource, ZkLockMode mode,
 						 bool session, bool wait, int timeout_ms,
 						 bool parents, bool *acquired);

@@ -1,7 +1,10 @@
 
 # Without zklock in shared_preload_libraries, CREATE EXTENSION works but
 # every zklock function fails at once with 55000 "zklock is not loaded" and a
-# hint -- the views too, and nothing crashes the server.
+# hint -- the views too, and nothing crashes the server.  The one exception
+# is zk_lock_fence, a check against a table of this database that needs no
+# ZooKeeper: a database that only receives fenced writes may fence them
+# without loading zklock (README, Safety).
 use strict;
 use warnings;
 
@@ -24,7 +27,11 @@ for my $sql (
 	q{SELECT zk_lock_acquire_explicit('a/b', ttl => '1 hour')},
 	q{SELECT * FROM zk_locks},
 	q{SELECT * FROM zk_lock_status},
-	q{SELECT * FROM zk_lock_local})
+	q{SELECT * FROM zk_lock_local},
+	q{SELECT zk_lock_outer_role()},
+	q{SELECT zk_lock_release_explicit('a/b')},
+	q{SELECT zk_lock_force_release('a/b')},
+	q{SELECT zk_lock_revoke('a/b')})
 {
 	my ($ret, $out, $err) = $node->psql('postgres', $sql,
 		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
@@ -32,6 +39,15 @@ for my $sql (
 	like($err, qr/ERROR:  55000: zklock is not loaded/, "$sql: 55000, not loaded");
 	like($err, qr/HINT:  Add zklock to shared_preload_libraries/, "$sql: with the hint");
 }
+
+# the fence works without the library, and refuses an older token
+is($node->safe_psql('postgres', q{SELECT zk_lock_fence('a/b', 20)}), '20',
+	'zk_lock_fence records a token without the library');
+my ($ret, $out, $err) = $node->psql('postgres', q{SELECT zk_lock_fence('a/b', 10)},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/ERROR:  55P03: stale fencing token 10/,
+	'zk_lock_fence refuses an older token without the library');
+
 is($node->safe_psql('postgres', 'SELECT 1'), '1', 'the server is still up');
 unlike(slurp_file($node->logfile), qr/terminated by signal/, 'no backend crashed');
 
