@@ -81,3 +81,14 @@ SELECT err($q$SET zklock.allowed_subtrees = '/abs'$q$);
 
 -- nothing was left behind
 SELECT count(*) AS lock_nodes FROM zk_locks WHERE pid = pg_backend_pid();
+
+-- The README's shared memory figures: bytes per entry of the table (the
+-- entry and its queue slot; the header and the per-slot counts are smaller
+-- than one entry per... entry count), and per connection slot by default
+SELECT a.size / n.entries AS bytes_per_entry,
+       a.size / n.entries * current_setting('zklock.max_locks_per_backend')::int AS bytes_per_connection_slot
+FROM pg_shmem_allocations a,
+     (SELECT (current_setting('max_connections')::int + current_setting('autovacuum_max_workers')::int + 1
+              + current_setting('max_worker_processes')::int + current_setting('max_wal_senders')::int)
+             * current_setting('zklock.max_locks_per_backend')::int + 16 AS entries) n
+WHERE a.name = 'zklock';
