@@ -91,8 +91,9 @@ SELECT zk_lock_release_all();
 BEGIN;
 SELECT zk_lock_acquire('mix/a') > 0 AS ok;            -- + mix, implicit
 SELECT zk_lock_acquire_session('mix/a') > 0 AS ok;
-SELECT resource, scope, implicit FROM zk_locks
-WHERE pid = pg_backend_pid() AND resource LIKE 'mix%' ORDER BY resource;
+SELECT wait_until($$(SELECT string_agg(resource || ':' || scope || ':' || implicit, ' ' ORDER BY resource)
+                     FROM zk_locks WHERE pid = pg_backend_pid() AND resource LIKE 'mix%')
+                    = 'mix:session:true mix/a:session:false'$$, 5) AS session_wins;
 COMMIT;
 SELECT wait_until($$(SELECT string_agg(resource || ':' || scope || ':' || implicit, ' ' ORDER BY resource)
                      FROM zk_locks WHERE pid = pg_backend_pid() AND resource LIKE 'mix%')
