@@ -54,6 +54,38 @@ my $node2 = zk_node('node2');
 }
 
 # ---------------------------------------------------------------------------
+# Mixed scopes, seen from the other instance (which reads the node data):
+# a lock taken for the transaction and then for the session shows
+# "session" after COMMIT; a parent taken implicitly and then by name is no
+# longer implicit (README, zk_locks).
+{
+	my $h = zk_session($node1, 'mixed_scopes');
+	my $seen = sub {
+		return psql1($node2,
+			q{SELECT string_agg(resource || ':' || scope || ':' || implicit, ' ' ORDER BY resource)
+			    FROM zk_locks WHERE resource LIKE 'mixx%' AND instance = 'node1'});
+	};
+	$h->query_ok('BEGIN');
+	$h->query_ok(q{SELECT zk_lock_acquire('mixx/a')});
+	is($seen->(), 'mixx:transaction:true mixx/a:transaction:false',
+		'node2 sees the transaction lock and its implicit parent');
+	$h->query_ok(q{SELECT zk_lock_acquire_session('mixx/a')});
+	$h->query_ok('COMMIT');
+	my $want = 'mixx:session:true mixx/a:session:false';
+	ok(wait_until(sub { $seen->() eq $want }, timeout => 10),
+		'after COMMIT node2 sees both as session locks')
+	  or diag('node2 sees: ' . $seen->());
+	$h->query_ok(q{SELECT zk_lock_acquire_session('mixx', 'shared')});
+	$want = 'mixx:session:false mixx/a:session:false';
+	ok(wait_until(sub { $seen->() eq $want }, timeout => 10),
+		'node2 sees the parent taken by name as not implicit')
+	  or diag('node2 sees: ' . $seen->());
+	$h->query_ok(q{SELECT zk_lock_release_all()});
+	ok(zk_wait_no_locks(zk_path('mixx'), 10), 'released');
+	$h->quit;
+}
+
+# ---------------------------------------------------------------------------
 # Mutual exclusion under concurrency.
 {
 	my $per_node = 4;
