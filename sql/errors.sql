@@ -33,3 +33,17 @@ SELECT zk_lock_try_acquire('etl/Mixed Case/ünïcode', 'Shared') > 0 AS granted;
 
 -- nothing was left behind by the errors
 SELECT count(*) AS lock_nodes FROM zk_locks WHERE pid = pg_backend_pid();
+
+-- a lock set larger than this backend's share (zklock.max_locks_per_backend)
+SELECT err($q$SELECT zk_lock_acquire_all(ARRAY(SELECT 'set/' || i FROM generate_series(1, 40) i))$q$);
+
+-- ZooKeeper unreachable: 08006 says where and for how long, whatever asked
+-- (the errors table in the README), for a parent's lock and for zk_locks
+ALTER SYSTEM SET zklock.hosts = '127.0.0.1:9';
+SELECT pg_reload_conf();
+SELECT wait_until($$(SELECT state FROM zk_lock_status) <> 'connected'$$, 10) AS disconnected;
+SELECT err($q$SELECT zk_lock_acquire('st/other', 'exclusive', '10 s')$q$);
+SELECT err($q$SELECT count(*) FROM zk_locks$q$);
+ALTER SYSTEM RESET zklock.hosts;
+SELECT pg_reload_conf();
+SELECT wait_until($$(SELECT state FROM zk_lock_status) = 'connected'$$, 10) AS connected;

@@ -81,3 +81,17 @@ SELECT err($q$SET zklock.allowed_subtrees = '/abs'$q$);
 
 -- nothing was left behind
 SELECT count(*) AS lock_nodes FROM zk_locks WHERE pid = pg_backend_pid();
+
+-- The README's shared memory figures (max_locks): bytes per entry (the entry
+-- and its place in the worker's queue; the allocation's header and the
+-- per-slot counters together are less than one byte per entry, so the
+-- division drops them), and per connection slot by default (its share of
+-- entries and its 4-byte counter)
+SELECT a.size / n.entries AS bytes_per_entry,
+       a.size / n.entries * current_setting('zklock.max_locks_per_backend')::int + 4
+         AS bytes_per_connection_slot
+FROM pg_shmem_allocations a,
+     (SELECT (current_setting('max_connections')::int + current_setting('autovacuum_max_workers')::int + 1
+              + current_setting('max_worker_processes')::int + current_setting('max_wal_senders')::int)
+             * current_setting('zklock.max_locks_per_backend')::int + 16 AS entries) n
+WHERE a.name = 'zklock';

@@ -27,6 +27,29 @@ SELECT zk_lock_try_acquire('a/lock-000000001') > 0 AS nine_digits_is_a_name;
 -- a malformed setting is refused
 ALTER SYSTEM SET zklock.node_naming = 'kz=zookeeper';
 ALTER SYSTEM SET zklock.node_naming = '=kazoo';
+-- each subtree follows the resource name rules; the DETAIL names the bad part
+ALTER SYSTEM SET zklock.node_naming = 'a/=kazoo';
+ALTER SYSTEM SET zklock.node_naming = '/a=kazoo';
+ALTER SYSTEM SET zklock.node_naming = 'a/../b=kazoo';
+ALTER SYSTEM SET zklock.node_naming = 'a//b=kazoo';
+ALTER SYSTEM SET zklock.node_naming = 'a/LOCK-SHARED-0000000001=kazoo';
+ALTER SYSTEM SET zklock.node_naming = 'a=kazoo,,b=hive';
+ALTER SYSTEM SET zklock.node_naming = 'a=kazoo,';
+ALTER SYSTEM SET zklock.node_naming = 'a=kazoo,a=curator';
+ALTER SYSTEM SET zklock.node_naming = 'a=kazoo, b=hive, a=kazoo';
+ALTER SYSTEM SET zklock.node_naming = 'a =kazoo';
+ALTER SYSTEM SET zklock.node_naming = 'a= kazoo';
+ALTER SYSTEM SET zklock.node_naming = 'a=kazoo=hive';
+-- spaces around the commas (and at either end) are allowed, as in search_path
+ALTER SYSTEM SET zklock.node_naming = ' a=kazoo ,b/c=hive , a/b c=recipe ';
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.5);    -- the worker and this backend reload
+SHOW zklock.node_naming;
+BEGIN;
+SELECT zk_lock_try_acquire('a/b c/d') > 0 AS granted;
+SELECT resource, regexp_replace(node, '^zk[0-9a-f]{8}\.[0-9a-f]+\.[0-9a-f]+-', '<prefix>-') AS node
+FROM zk_locks WHERE pid = pg_backend_pid() AND resource LIKE 'a%' ORDER BY resource;
+COMMIT;
 
 SELECT zk_lock_release_all();
 ALTER SYSTEM RESET zklock.node_naming;

@@ -84,3 +84,33 @@ SELECT count(*) AS after_failed_prepare FROM zk_locks WHERE resource = 'scope/2p
 -- the refusal names zklock even where PREPARE would otherwise work
 SELECT zk_lock_acquire_session('scope/2pc') > 0 AS ok;
 SELECT zk_lock_release_all();
+
+-- Mixed scopes: what zk_locks shows (read from the node data, as any other
+-- instance reads it) follows the holds that remain.  Session wins over
+-- transaction; a lock is implicit only while every hold is a child's.
+BEGIN;
+SELECT zk_lock_acquire('mix/a') > 0 AS ok;            -- + mix, implicit
+SELECT zk_lock_acquire_session('mix/a') > 0 AS ok;
+SELECT wait_until($$(SELECT string_agg(resource || ':' || scope || ':' || implicit, ' ' ORDER BY resource)
+                     FROM zk_locks WHERE pid = pg_backend_pid() AND resource LIKE 'mix%')
+                    = 'mix:session:true mix/a:session:false'$$, 5) AS session_wins;
+COMMIT;
+SELECT wait_until($$(SELECT string_agg(resource || ':' || scope || ':' || implicit, ' ' ORDER BY resource)
+                     FROM zk_locks WHERE pid = pg_backend_pid() AND resource LIKE 'mix%')
+                    = 'mix:session:true mix/a:session:false'$$, 5) AS session_after_commit;
+-- the parent taken by name too: no longer implicit, and again once released
+SELECT zk_lock_acquire_session('mix', 'shared') > 0 AS ok;
+SELECT wait_until($$(SELECT implicit FROM zk_locks
+                     WHERE pid = pg_backend_pid() AND resource = 'mix') = false$$, 5) AS named;
+SELECT zk_lock_release('mix', 'shared');
+SELECT wait_until($$(SELECT implicit FROM zk_locks
+                     WHERE pid = pg_backend_pid() AND resource = 'mix') = true$$, 5) AS implicit_again;
+-- a session hold released inside a transaction that still holds it
+BEGIN;
+SELECT zk_lock_acquire('mix/a') > 0 AS ok;
+SELECT zk_lock_release('mix/a');
+SELECT wait_until($$(SELECT string_agg(resource || ':' || scope || ':' || implicit, ' ' ORDER BY resource)
+                     FROM zk_locks WHERE pid = pg_backend_pid() AND resource LIKE 'mix%')
+                    = 'mix:transaction:true mix/a:transaction:false'$$, 5) AS transaction_left;
+COMMIT;
+SELECT count(*) AS mix_nodes FROM zk_locks WHERE resource LIKE 'mix%';

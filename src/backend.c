@@ -55,6 +55,13 @@ typedef struct LocalLockKey
 	ZkLockMode	mode;
 } LocalLockKey;
 
+/* A transaction-level hold: who took it, and whether for a child's sake */
+typedef struct XactHold
+{
+	SubTransactionId subid;
+	bool		implicit;
+} XactHold;
+
 typedef struct LocalLock
 {
 	LocalLockKey key;			/* hash key; must be first */
@@ -67,7 +74,9 @@ typedef struct LocalLock
 	int			session_implicit;	/* session holds for a child's sake */
 	int			nxact;			/* transaction-level holds */
 	int			maxxact;
-	SubTransactionId *xact_subids;	/* who took each of them */
+	XactHold   *xact_holds;		/* who took each of them */
+	bool		shown_session;	/* what the node data says: scope=session */
+	bool		shown_implicit; /* and implicit=true */
 } LocalLock;
 
 static HTAB *local_locks = NULL;
@@ -235,6 +244,7 @@ begin_request(ZkEntryKind kind)
 	e->owner_pid = MyProcPid;
 	e->resource[0] = '\0';
 	e->data[0] = '\0';
+	e->data_version = 0;
 	return idx;
 }
 
@@ -429,12 +439,21 @@ raise_failure(int idx, const char *what)
 	zklock_entry_free(idx);
 	LWLockRelease(zklock_shared->lock);
 
+	/*
+	 * A connection failure is the same whatever was asked: its message is
+	 * the worker's ("could not connect to ZooKeeper at ... within N ms", as
+	 * the README's errors table has it), and what was asked goes in DETAIL.
+	 */
+	if (sqlstate == ERRCODE_CONNECTION_FAILURE)
+		ereport(ERROR,
+				(errcode(sqlstate),
+				 errmsg("%s", msg),
+				 errdetail("zklock was asked to %s.", what),
+				 errhint("Check that ZooKeeper is running at zklock.hosts = '%s'; zk_lock_status shows the worker's view.",
+						 zklock_hosts)));
 	ereport(ERROR,
 			(errcode(sqlstate ? sqlstate : ERRCODE_INTERNAL_ERROR),
-			 errmsg("could not %s: %s", what, msg),
-			 sqlstate == ERRCODE_CONNECTION_FAILURE ?
-			 errhint("Check that ZooKeeper is running at zklock.hosts = '%s'; zk_lock_status shows the worker's view.",
-					 zklock_hosts) : 0));
+			 errmsg("could not %s: %s", what, msg)));
 }
 
 /*
@@ -571,6 +590,87 @@ held_lock(const char *resource, ZkLockMode *mode)
 	return lock;
 }
 
+/*
+ * What zk_locks shows of a lock, on every instance, is in its node's data:
+ * scope= and implicit= (describe_holder).  When the holds change, so does
+ * what they should say: "session" while any session-level hold remains
+ * (session wins over transaction), else "transaction"; implicit only while
+ * every hold is for a child's sake.  Rewrite the entry's data and hand it
+ * to the worker, which writes it into the node (protocol.c, rewrite_data)
+ * without anyone waiting.  Only the two values change, in place, so a 1.0
+ * or 1.1 instance reads the node as before.  Called also at transaction
+ * end: nothing here may raise.
+ */
+static void
+show_holds(LocalLock *lock)
+{
+	bool		session = lock->session_count + lock->session_implicit > 0;
+	bool		implicit = lock->session_count == 0;
+	ZkLockEntry *e;
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	int			len = 0;
+
+	for (int i = 0; i < lock->nxact && implicit; i++)
+		if (!lock->xact_holds[i].implicit)
+			implicit = false;
+	if (!session && lock->nxact == 0)
+		return;					/* going */
+	if (session == lock->shown_session && implicit == lock->shown_implicit)
+		return;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	e = &zklock_shared->entries[lock->idx];
+	if (e->generation == lock->generation && e->state == ZKE_GRANTED &&
+		!e->persistent)
+	{
+		const char *p = e->data;
+
+		/* line by line; the query (last) is cut if the data grew too long */
+		while (*p)
+		{
+			const char *nl = strchr(p, '\n');
+			int			linelen = nl ? (int) (nl - p) + 1 : (int) strlen(p);
+			char		line[64];
+			const char *add = p;
+			int			addlen = linelen;
+
+			if (strncmp(p, "scope=", 6) == 0)
+			{
+				snprintf(line, sizeof(line), "scope=%s\n",
+						 session ? "session" : "transaction");
+				add = line;
+				addlen = strlen(line);
+			}
+			else if (strncmp(p, "implicit=", 9) == 0)
+			{
+				snprintf(line, sizeof(line), "implicit=%s\n",
+						 implicit ? "true" : "false");
+				add = line;
+				addlen = strlen(line);
+			}
+			if (len + addlen > ZKLOCK_MAX_DATA_LEN)
+			{
+				addlen = pg_encoding_mbcliplen(PG_UTF8, add, addlen,
+											   ZKLOCK_MAX_DATA_LEN - len);
+				memcpy(data + len, add, addlen);
+				len += addlen;
+				break;
+			}
+			memcpy(data + len, add, addlen);
+			len += addlen;
+			p += linelen;
+		}
+		data[len] = '\0';
+		memcpy(e->data, data, len + 1);
+		e->data_version++;
+		zklock_enqueue(lock->idx);
+		zklock_wake_worker();
+	}
+	LWLockRelease(zklock_shared->lock);
+	lock->shown_session = session;
+	lock->shown_implicit = implicit;
+}
+
 /* Record one hold of a lock in a scope */
 static void
 add_hold(LocalLock *lock, bool session, bool implicit)
@@ -581,19 +681,22 @@ add_hold(LocalLock *lock, bool session, bool implicit)
 			lock->session_implicit++;
 		else
 			lock->session_count++;
+		show_holds(lock);
 		return;
 	}
 	if (lock->nxact >= lock->maxxact)
 	{
 		int			newmax = Max(4, lock->maxxact * 2);
 
-		lock->xact_subids = lock->xact_subids ?
-			repalloc(lock->xact_subids, newmax * sizeof(SubTransactionId)) :
-			MemoryContextAlloc(TopMemoryContext,
-							   newmax * sizeof(SubTransactionId));
+		lock->xact_holds = lock->xact_holds ?
+			repalloc(lock->xact_holds, newmax * sizeof(XactHold)) :
+			MemoryContextAlloc(TopMemoryContext, newmax * sizeof(XactHold));
 		lock->maxxact = newmax;
 	}
-	lock->xact_subids[lock->nxact++] = GetCurrentSubTransactionId();
+	lock->xact_holds[lock->nxact].subid = GetCurrentSubTransactionId();
+	lock->xact_holds[lock->nxact].implicit = implicit;
+	lock->nxact++;
+	show_holds(lock);
 }
 
 static void forget(LocalLock *lock);
@@ -615,6 +718,8 @@ drop_hold(LocalLock *lock, bool session, bool implicit)
 	if (lock->session_count == 0 && lock->session_implicit == 0 &&
 		lock->nxact == 0)
 		forget(lock);
+	else
+		show_holds(lock);
 }
 
 /* Enter a lock just granted into the local table, with no holds yet */
@@ -639,7 +744,14 @@ enter_lock(LockStep *step, int idx, uint32 generation)
 	lock->session_implicit = 0;
 	lock->nxact = 0;
 	lock->maxxact = 0;
-	lock->xact_subids = NULL;
+	lock->xact_holds = NULL;
+	/* what describe_holder wrote into the node */
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	lock->shown_session =
+		strstr(zklock_shared->entries[idx].data, "\nscope=session\n") != NULL;
+	lock->shown_implicit =
+		strstr(zklock_shared->entries[idx].data, "\nimplicit=true\n") != NULL;
+	LWLockRelease(zklock_shared->lock);
 	return lock;
 }
 
@@ -1281,8 +1393,8 @@ static void
 forget(LocalLock *lock)
 {
 	withdraw(lock->idx, lock->generation);
-	if (lock->xact_subids)
-		pfree(lock->xact_subids);
+	if (lock->xact_holds)
+		pfree(lock->xact_holds);
 	hash_search(local_locks, &lock->key, HASH_REMOVE, NULL);
 }
 
@@ -1502,6 +1614,8 @@ zklock_unlock_all(void)
 		lock->session_implicit = 0;
 		if (lock->nxact == 0)
 			forget(lock);
+		else
+			show_holds(lock);
 	}
 	return n;
 }
@@ -1571,6 +1685,8 @@ xact_callback(XactEvent event, void *arg)
 				lock->nxact = 0;
 				if (lock->session_count == 0 && lock->session_implicit == 0)
 					forget(lock);
+				else
+					show_holds(lock);
 			}
 			break;
 
@@ -1602,15 +1718,20 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 		for (int i = 0; i < lock->nxact; i++)
 		{
-			if (lock->xact_subids[i] != mySubid)
-				lock->xact_subids[kept++] = lock->xact_subids[i];
+			if (lock->xact_holds[i].subid != mySubid)
+				lock->xact_holds[kept++] = lock->xact_holds[i];
 			else if (event == SUBXACT_EVENT_COMMIT_SUB)
-				lock->xact_subids[kept++] = parentSubid;
+			{
+				lock->xact_holds[i].subid = parentSubid;
+				lock->xact_holds[kept++] = lock->xact_holds[i];
+			}
 		}
 		lock->nxact = kept;
 		if (lock->nxact == 0 && lock->session_count == 0 &&
 			lock->session_implicit == 0)
 			forget(lock);
+		else
+			show_holds(lock);
 	}
 }
 

@@ -99,7 +99,9 @@ typedef enum ZkOp
 	OP_WAITER_DELETE,			/* explicit: delete it before the node */
 	OP_SELF,					/* explicit: exists+watch on our waiting node */
 	OP_CLOCK,					/* sweep: a write that tells ZooKeeper's time */
-	OP_SWEEP_WAITING			/* sweep: read a node that is not granted */
+	OP_SWEEP_WAITING,			/* sweep: read a node that is not granted */
+	OP_REWRITE,					/* rewrite our granted node's data */
+	OP_REWRITE_READ				/* read it first: its version is unknown */
 } ZkOp;
 
 
@@ -141,6 +143,12 @@ typedef struct WorkEntry
 	int			create_rc;		/* create's result, for CHECKING */
 	int			create_zoo_rc;
 	int			tries;
+	/* the holder's description in the node (rewrite_data) */
+	int			data_version;	/* the node's data version; -1 unknown */
+	uint32		shown;			/* entry's data_version the node shows */
+	uint32		writing;		/* the one a write in flight carries */
+	bool		rewriting;		/* a rewrite (or its read) is in flight */
+	bool		rewrite_off;	/* someone else wrote the node: leave it */
 	TimestampTz since;			/* deferred since */
 	int64		czxid;
 	char		parent[ZKLOCK_MAX_PATH + 1];	/* the resource node */
@@ -189,6 +197,7 @@ static void recover(int idx);
 static void decide(int idx, ZkEvent *ev);
 static void grant(int idx);
 static void grant_persistent(int idx);
+static void rewrite_data(int idx);
 static void watch_own_waiting_node(int idx);
 static const char *node_field(const char *data, const char *key);
 static void fail(int idx, int sqlstate, const char *fmt,...) pg_attribute_printf(3, 4);
@@ -293,6 +302,8 @@ zklock_protocol_request(int idx)
 
 	if (state == ZKE_REQUESTED && w->phase == PH_IDLE)
 		start_request(idx);
+	else if (state == ZKE_GRANTED)
+		rewrite_data(idx);		/* the holder's scope changed */
 	else if (state == ZKE_RELEASING && !w->release)
 	{
 		w->release = true;
@@ -1058,6 +1069,48 @@ zklock_protocol_event(ZkEvent *ev)
 				revoked(idx, ev->data);
 			break;
 
+		case OP_REWRITE:
+			w->rewriting = false;
+			if (w->phase != PH_HELD)
+				break;
+			if (ev->rc == ZKC_OK)
+			{
+				w->data_version = ev->version;
+				w->shown = w->writing;
+				rewrite_data(idx);	/* a change made meanwhile */
+			}
+			else if (ev->rc == ZKC_BADVERSION)
+			{
+				/* written by someone else: read it, then decide */
+				w->data_version = -1;
+				rewrite_data(idx);
+			}
+			else if (ev->rc == ZKC_CONNLOSS)
+				w->data_version = -1;	/* written or not: read it again
+										 * once connected (resume) */
+			else if (ev->rc != ZKC_NONODE && ev->rc != ZKC_EXPIRED)
+			{
+				/* the guard handles a node gone, the session its loss */
+				w->rewrite_off = true;
+				ereport(LOG,
+						(errmsg("zklock: could not update lock node \"%s/%s\": %s",
+								w->parent, w->node, zkc_result_text(ev->zoo_rc))));
+			}
+			break;
+
+		case OP_REWRITE_READ:
+			w->rewriting = false;
+			if (w->phase != PH_HELD || ev->rc != ZKC_OK)
+				break;			/* connection loss: resume reads again */
+			if (node_field(ev->data, "revoke=") != NULL)
+				w->rewrite_off = true;	/* a revocation: never overwrite it */
+			else
+			{
+				w->data_version = ev->version;
+				rewrite_data(idx);
+			}
+			break;
+
 		case OP_GRANT_WRITE:
 			if (w->phase != PH_GRANTING)
 				break;
@@ -1381,6 +1434,59 @@ grant_persistent(int idx)
 }
 
 /*
+ * The backend changed the description of a lock it holds (its scope, or
+ * whether it is held only for a child's sake, see backend.c's
+ * show_holds): write it into the node, where zk_locks on every instance
+ * reads it.  One setData, checked against the version of the node's data
+ * we know (our own earlier write, or 0 from the create), so that it never
+ * overwrites what another wrote meanwhile (a revocation): when the version
+ * is unknown or was not ours, read the node first, and leave a revoked
+ * node alone.  Nothing waits for it; a change made while a write is in
+ * flight goes when that write is answered.
+ */
+static void
+rewrite_data(int idx)
+{
+	WorkEntry  *w = &work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	uint32		version;
+	bool		granted;
+	bool		ok;
+
+	if (w->phase != PH_HELD || w->persistent || w->rewriting ||
+		w->rewrite_off || !connected)
+		return;
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	granted = entry(idx)->state == ZKE_GRANTED &&
+		entry(idx)->generation == w->generation;
+	version = entry(idx)->data_version;
+	if (granted && version != w->shown)
+		strlcpy(data, entry(idx)->data, sizeof(data));
+	LWLockRelease(zklock_shared->lock);
+	if (!granted || version == w->shown)
+		return;
+
+	node_path(path, w, w->node);
+	w->rewriting = true;
+	if (w->data_version < 0)
+		ok = zkc_get_data(path, TAG(w->generation, OP_REWRITE_READ, idx));
+	else
+	{
+		w->writing = version;
+		ok = zkc_set_data_version(path, data, strlen(data), w->data_version,
+								  TAG(w->generation, OP_REWRITE, idx));
+	}
+	if (!ok)
+	{
+		/* not sent: read and write again (resume) */
+		w->rewriting = false;
+		w->data_version = -1;
+		recovery_needed = true;
+	}
+}
+
+/*
  * Step 4: granted.  Tell the backend, then guard the node.
  */
 static void
@@ -1511,6 +1617,8 @@ resume(int i)
 		else
 			recover(i);
 	}
+	if (w->phase == PH_HELD)
+		rewrite_data(i);		/* a change that waited for a connection */
 }
 
 /*
@@ -1625,7 +1733,8 @@ zklock_protocol_tick(void)
 			last_recovery = now;
 			for (int i = 0; i < nwork; i++)
 				if (work[i].phase == PH_RECOVERING ||
-					(work[i].phase == PH_HELD && work[i].guard_needed))
+					(work[i].phase == PH_HELD &&
+					 (work[i].guard_needed || work[i].data_version < 0)))
 					resume(i);
 		}
 		return recovery_needed ? 100 : -1;
@@ -1647,7 +1756,14 @@ zklock_protocol_tick(void)
 			if (w->phase == PH_RECOVERING && w->create_unknown)
 				continue;		/* may exist: find it once connected */
 			if (w->kind == ZKR_LIST)
-				list_finish(i, false, "could not connect to ZooKeeper");
+			{
+				char		why[ZKLOCK_MAX_ERROR_LEN + 1];
+
+				snprintf(why, sizeof(why),
+						 "could not connect to ZooKeeper at \"%s\" within %d ms",
+						 zklock_hosts, zklock_connect_timeout);
+				list_finish(i, false, why);
+			}
 			else
 				fail(i, ERRCODE_CONNECTION_FAILURE,
 					 "could not connect to ZooKeeper at \"%s\" within %d ms",

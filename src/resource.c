@@ -21,45 +21,38 @@
 
 #include "zklock.h"
 
-static void
-bad_resource(const char *resource, const char *rule)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("invalid zklock resource name \"%s\"", resource),
-			 errdetail("%s", rule)));
-}
-
 /*
- * Check a resource name, or raise an ERROR that names the broken rule.
+ * The rule a resource name breaks, or NULL when it is a good name.  Never
+ * raises, so that a GUC check hook can apply the rules too (*sqlstate, when
+ * given, gets the error code the rule goes with).
  */
-void
-zklock_check_resource(const char *resource)
+const char *
+zklock_resource_problem(const char *resource, int *sqlstate)
 {
 	size_t		len = strlen(resource);
 	const char *seg;
 
+	if (sqlstate)
+		*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
 	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock resource name must not be empty")));
+		return "A resource name must not be empty.";
 	if (len > ZKLOCK_MAX_RESOURCE_LEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_NAME_TOO_LONG),
-				 errmsg("zklock resource name is too long"),
-				 errdetail("The name is %zu bytes; the limit is %d bytes.",
-						   len, ZKLOCK_MAX_RESOURCE_LEN)));
+	{
+		if (sqlstate)
+			*sqlstate = ERRCODE_NAME_TOO_LONG;
+		return "A resource name must not be longer than " CppAsString2(ZKLOCK_MAX_RESOURCE_LEN) " bytes.";
+	}
 	if (resource[0] == '/')
-		bad_resource(resource, "A resource name must not begin with \"/\"; it is relative to zklock.root.");
+		return "A resource name must not begin with \"/\"; it is relative to zklock.root.";
 	if (resource[len - 1] == '/')
-		bad_resource(resource, "A resource name must not end with \"/\".");
+		return "A resource name must not end with \"/\".";
 	if (strstr(resource, "//") != NULL)
-		bad_resource(resource, "A resource name must not contain an empty segment (\"//\").");
+		return "A resource name must not contain an empty segment (\"//\").";
 
 	for (const unsigned char *p = (const unsigned char *) resource; *p; p++)
 	{
 		if (*p < 0x20 || *p == 0x7f)
-			bad_resource(resource, "A resource name must not contain control characters.");
+			return "A resource name must not contain control characters.";
 	}
 
 	/*
@@ -82,11 +75,11 @@ zklock_check_resource(const char *resource)
 		l = pg_utf_mblen(p);
 		if (strnlen((const char *) p, l) < (size_t) l ||
 			!pg_utf8_islegal(p, l))
-			bad_resource(resource, "A resource name must be valid UTF-8: ZooKeeper reads names as UTF-8.");
+			return "A resource name must be valid UTF-8: ZooKeeper reads names as UTF-8.";
 		cp = utf8_to_unicode(p);
 		if ((cp >= 0x80 && cp <= 0x9f) || (cp >= 0xd800 && cp <= 0xf8ff) ||
 			cp >= 0xfff0)
-			bad_resource(resource, "A resource name must not contain a code point ZooKeeper refuses: U+0080 to U+009F, U+D800 to U+F8FF, or U+FFF0 and above.");
+			return "A resource name must not contain a code point ZooKeeper refuses: U+0080 to U+009F, U+D800 to U+F8FF, or U+FFF0 and above.";
 		p += l;
 	}
 
@@ -101,11 +94,35 @@ zklock_check_resource(const char *resource)
 		memcpy(segment, seg, seglen);
 		segment[seglen] = '\0';
 		if (strcmp(segment, ".") == 0 || strcmp(segment, "..") == 0)
-			bad_resource(resource, "A resource name must not contain \".\" or \"..\" segments.");
+			return "A resource name must not contain \".\" or \"..\" segments.";
 		if (zklock_parse_node_name(segment, NULL, NULL))
-			bad_resource(resource, "A resource name segment must not look like a lock node name (a lock mark such as LOCK-EXCLUSIVE- or __lock__ followed by ten digits).");
+			return "A resource name segment must not look like a lock node name (a lock mark such as LOCK-EXCLUSIVE- or __lock__ followed by ten digits).";
 		seg = slash ? slash + 1 : NULL;
 	}
+	return NULL;
+}
+
+/*
+ * Check a resource name, or raise an ERROR that names the broken rule.
+ */
+void
+zklock_check_resource(const char *resource)
+{
+	int			sqlstate;
+	const char *rule = zklock_resource_problem(resource, &sqlstate);
+
+	if (rule == NULL)
+		return;
+	if (sqlstate == ERRCODE_NAME_TOO_LONG)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("zklock resource name is too long"),
+				 errdetail("The name is %zu bytes; the limit is %d bytes.",
+						   strlen(resource), ZKLOCK_MAX_RESOURCE_LEN)));
+	ereport(ERROR,
+			(errcode(sqlstate),
+			 errmsg("invalid zklock resource name \"%s\"", resource),
+			 errdetail("%s", rule)));
 }
 
 /*
@@ -292,92 +309,168 @@ static const char *const style_names[] = {
 	[ZKLOCK_NAMING_RECIPE] = "recipe",
 };
 
-/* Parse one "subtree=style" item; false if it is malformed */
-static bool
+/*
+ * Parse one "subtree=style" item (spaces around it already cut off).
+ * Returns NULL, or (when why_wanted) what is wrong with it.
+ */
+static char *
 parse_naming_item(const char *item, size_t len, char *subtree,
-				  ZkNamingStyle *style)
+				  ZkNamingStyle *style, bool why_wanted)
 {
 	const char *eq = memchr(item, '=', len);
+	const char *name;
 	size_t		sublen;
+	size_t		namelen;
+	const char *rule;
 
 	if (eq == NULL)
-		return false;
+		return why_wanted ? psprintf("Item \"%.*s\" is not resource=style.",
+									 (int) len, item) : "";
+	if (memchr(eq + 1, '=', len - (eq + 1 - item)) != NULL)
+		return why_wanted ? psprintf("Item \"%.*s\" has more than one \"=\".",
+									 (int) len, item) : "";
 	sublen = eq - item;
-	if (sublen == 0 || sublen > ZKLOCK_MAX_RESOURCE_LEN)
-		return false;
+	name = eq + 1;
+	namelen = len - sublen - 1;
+	if ((sublen > 0 && eq[-1] == ' ') || (namelen > 0 && name[0] == ' '))
+		return why_wanted ? psprintf("Item \"%.*s\" has a space next to \"=\"; spaces are allowed only around the commas.",
+									 (int) len, item) : "";
+	if (sublen > ZKLOCK_MAX_RESOURCE_LEN)
+		return why_wanted ? psprintf("Item \"%.*s\": a resource name must not be longer than %d bytes.",
+									 (int) len, item, ZKLOCK_MAX_RESOURCE_LEN) : "";
 	memcpy(subtree, item, sublen);
 	subtree[sublen] = '\0';
+	rule = zklock_resource_problem(subtree, NULL);
+	if (rule)
+		return why_wanted ? psprintf("Subtree \"%s\" in item \"%.*s\": %s",
+									 subtree, (int) len, item, rule) : "";
 	for (int i = 0; i < lengthof(style_names); i++)
 	{
-		if (strlen(style_names[i]) == len - sublen - 1 &&
-			pg_strncasecmp(eq + 1, style_names[i], len - sublen - 1) == 0)
+		if (strlen(style_names[i]) == namelen &&
+			pg_strncasecmp(name, style_names[i], namelen) == 0)
 		{
 			*style = (ZkNamingStyle) i;
-			return true;
+			return NULL;
 		}
 	}
-	return false;
+	return why_wanted ? psprintf("Item \"%.*s\": \"%.*s\" is not a style; the styles are hive, curator, curator-mutex, kazoo and recipe.",
+								 (int) len, item, (int) namelen, name) : "";
+}
+
+static int
+compare_subtrees(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
 /*
- * Walk zklock.node_naming; with resource NULL, only check it (returns false
- * and sets *bad to the offending item when malformed).
+ * Walk zklock.node_naming: a comma-separated list of subtree=style items,
+ * with spaces allowed around the commas and at either end (as in
+ * search_path), not next to "=".  Each subtree follows the rules of a
+ * resource name, and may be named once.  With resource NULL, only check
+ * it: returns false and sets *why to what is wrong when malformed.
+ * Otherwise *result gets the style of the longest subtree that contains
+ * resource.
  */
 static bool
 walk_naming(const char *setting, const char *resource, ZkNamingStyle *result,
-			const char **bad)
+			char **why)
 {
 	const char *p = setting ? setting : "";
 	size_t		best = 0;
+	char	  **seen = NULL;
+	int			nseen = 0;
+	int			maxseen = 0;
 
 	*result = ZKLOCK_NAMING_HIVE;
-	while (*p)
+	while (*p == ' ')
+		p++;
+	if (*p == '\0')
+		return true;			/* empty: Hive's naming everywhere */
+	for (;;)
 	{
 		const char *end = strchr(p, ',');
 		size_t		len;
 		char		subtree[ZKLOCK_MAX_RESOURCE_LEN + 1];
-		ZkNamingStyle style;
+		ZkNamingStyle style = ZKLOCK_NAMING_HIVE;
+		char	   *bad;
 
 		while (*p == ' ')
 			p++;
 		len = end ? (size_t) (end - p) : strlen(p);
 		while (len > 0 && p[len - 1] == ' ')
 			len--;
-		if (len > 0)
+		if (len == 0)
 		{
-			if (!parse_naming_item(p, len, subtree, &style))
-			{
-				if (bad)
-					*bad = p;
-				return false;
-			}
-			if (resource)
-			{
-				size_t		sublen = strlen(subtree);
+			if (why)
+				*why = pstrdup("An item is empty: two commas in a row, or a comma at either end.");
+			return false;
+		}
+		bad = parse_naming_item(p, len, subtree, &style, why != NULL);
+		if (bad)
+		{
+			if (why)
+				*why = bad;
+			return false;
+		}
+		if (resource)
+		{
+			size_t		sublen = strlen(subtree);
 
-				if (sublen > best &&
-					strncmp(resource, subtree, sublen) == 0 &&
-					(resource[sublen] == '\0' || resource[sublen] == '/'))
-				{
-					best = sublen;
-					*result = style;
-				}
+			if (sublen > best &&
+				strncmp(resource, subtree, sublen) == 0 &&
+				(resource[sublen] == '\0' || resource[sublen] == '/'))
+			{
+				best = sublen;
+				*result = style;
 			}
+		}
+		else
+		{
+			/* remember the subtrees, to find one named twice */
+			if (nseen >= maxseen)
+			{
+				maxseen = Max(8, maxseen * 2);
+				seen = seen ? repalloc(seen, maxseen * sizeof(char *)) :
+					palloc(maxseen * sizeof(char *));
+			}
+			seen[nseen++] = pstrdup(subtree);
 		}
 		if (end == NULL)
 			break;
 		p = end + 1;
 	}
+
+	if (nseen > 1)
+	{
+		qsort(seen, nseen, sizeof(char *), compare_subtrees);
+		for (int i = 1; i < nseen; i++)
+		{
+			if (strcmp(seen[i - 1], seen[i]) == 0)
+			{
+				if (why)
+					*why = psprintf("Subtree \"%s\" is named more than once.",
+									seen[i]);
+				return false;
+			}
+		}
+	}
 	return true;
 }
 
-bool
+/*
+ * The GUC check hook's part: NULL when the setting is good, else what is
+ * wrong with it (palloc'd).
+ */
+char *
 zklock_check_node_naming(const char *setting)
 {
 	ZkNamingStyle style;
-	const char *bad = NULL;
+	char	   *why = NULL;
 
-	return walk_naming(setting, NULL, &style, &bad);
+	if (walk_naming(setting, NULL, &style, &why))
+		return NULL;
+	return why;
 }
 
 ZkNamingStyle

@@ -157,6 +157,8 @@ fold_rc(int rc)
 		case ZNOAUTH:
 		case ZAUTHFAILED:
 			return ZKC_NOAUTH;
+		case ZBADVERSION:
+			return ZKC_BADVERSION;
 		default:
 			return ZKC_ERROR;
 	}
@@ -199,6 +201,7 @@ make_event(ZkEventKind kind, uint64 tag, int rc, const char *path,
 		ev->ephemeral_owner = stat->ephemeralOwner;
 		ev->mtime = stat->mtime;
 		ev->num_children = stat->numChildren;
+		ev->version = stat->version;
 	}
 
 	p = (char *) (ev + 1);
@@ -649,6 +652,19 @@ zkc_delete(const char *path, uint64 tag)
 	if (zh == NULL || (op = new_op(ZKEV_DELETED, path, tag)) == NULL)
 		return false;
 	return sent(zoo_adelete(zh, path, -1, void_completion, op), op);
+}
+
+/* setData only if the node's data version is still "version" */
+bool
+zkc_set_data_version(const char *path, const char *data, int datalen,
+					 int version, uint64 tag)
+{
+	OpContext  *op;
+
+	if (zh == NULL || (op = new_op(ZKEV_STAT, path, tag)) == NULL)
+		return false;
+	return sent(zoo_aset(zh, path, data, datalen, version, set_completion, op),
+				op);
 }
 
 bool

@@ -27,6 +27,7 @@ typedef enum ZkResult
 	ZKC_CONNLOSS,				/* outcome unknown: connection lost */
 	ZKC_EXPIRED,				/* session expired or closing */
 	ZKC_NOAUTH,					/* ACL refused it */
+	ZKC_BADVERSION,				/* a versioned write found another version */
 	ZKC_ERROR					/* anything else; see zkc_result_text */
 } ZkResult;
 
@@ -84,6 +85,7 @@ typedef struct ZkEvent
 	int64		mtime;			/* ms since the epoch, by the clock of the
 								 * ZooKeeper leader that made the last write */
 	int			num_children;	/* the stat's numChildren */
+	int			version;		/* the stat's data version */
 	int			nchildren;		/* ZKEV_CHILDREN */
 	char	  **children;
 	char	   *data;			/* ZKEV_DATA, zero-terminated */
@@ -116,6 +118,8 @@ extern bool zkc_get_children(const char *path, uint64 tag);
 extern bool zkc_exists(const char *path, bool watch, uint64 tag);
 extern bool zkc_get_data(const char *path, uint64 tag);
 extern bool zkc_delete(const char *path, uint64 tag);
+extern bool zkc_set_data_version(const char *path, const char *data,
+								 int datalen, int version, uint64 tag);
 extern bool zkc_set_data(const char *path, const char *data, int datalen,
 						 uint64 tag);
 extern bool zkc_sync(const char *path, uint64 tag);

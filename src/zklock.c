@@ -319,9 +319,12 @@ check_node_name(char **newval, void **extra, GucSource source)
 static bool
 check_node_naming(char **newval, void **extra, GucSource source)
 {
-	if (!zklock_check_node_naming(*newval))
+	char	   *why = zklock_check_node_naming(*newval);
+
+	if (why)
 	{
-		GUC_check_errdetail("zklock.node_naming is a comma-separated list of resource=style, where style is hive, curator, curator-mutex, kazoo or recipe.");
+		GUC_check_errdetail("%s", why);
+		GUC_check_errhint("zklock.node_naming is a comma-separated list of resource=style, where style is hive, curator, curator-mutex, kazoo or recipe.");
 		return false;
 	}
 	return true;

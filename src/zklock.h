@@ -150,6 +150,9 @@ typedef struct ZkLockEntry
 	int			owner_pid;		/* backend */
 	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];	/* backend */
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];	/* backend: node data */
+	uint32		data_version;	/* backend: bumped at each change of data
+								 * after the grant (the worker writes it to
+								 * the node) */
 	dsm_handle	list_handle;	/* backend: LIST result segment */
 	Size		list_size;		/* backend: its size */
 
@@ -253,6 +256,7 @@ extern const char *zklock_instance_name(void);
 
 /* resource names and modes (resource.c) */
 extern void zklock_check_resource(const char *resource);
+extern const char *zklock_resource_problem(const char *resource, int *sqlstate);
 extern bool zklock_check_allowed_subtrees(const char *setting,
 										  const char **why);
 extern void zklock_check_allowed(const char *resource);
@@ -267,7 +271,7 @@ extern bool zklock_node_has_prefix(const char *name, const char *prefix);
 extern void zklock_format_node_request(char *buf, size_t buflen,
 									   const char *prefix, ZkLockMode mode,
 									   ZkNamingStyle style);
-extern bool zklock_check_node_naming(const char *setting);
+extern char *zklock_check_node_naming(const char *setting);
 extern ZkNamingStyle zklock_naming_style(const char *resource);
 
 /* background worker (worker.c) */

@@ -6,6 +6,9 @@
 #    critical sections on one resource; a checker verifies that no two
 #    critical sections overlap and that fencing tokens grow with each grant
 #  - SHARED holders on both instances hold at the same time
+#  - zk_locks' scope and implicit, as the other instance reads them from the
+#    node data, follow the holder's holds when scopes mix; a revocation
+#    written into the node is not overwritten by that rewrite
 use strict;
 use warnings;
 
@@ -50,6 +53,60 @@ my $node2 = zk_node('node2');
 
 	$h->query_ok('COMMIT');
 	ok(zk_wait_no_locks(zk_path('vis/a'), 10), 'COMMIT released the lock node');
+	$h->quit;
+}
+
+# ---------------------------------------------------------------------------
+# Mixed scopes, seen from the other instance (which reads the node data):
+# a lock taken for the transaction and then for the session shows
+# "session" after COMMIT; a parent taken implicitly and then by name is no
+# longer implicit (README, zk_locks).
+{
+	my $h = zk_session($node1, 'mixed_scopes');
+	my $seen = sub {
+		return psql1($node2,
+			q{SELECT string_agg(resource || ':' || scope || ':' || implicit, ' ' ORDER BY resource)
+			    FROM zk_locks WHERE resource LIKE 'mixx%' AND instance = 'node1'});
+	};
+	$h->query_ok('BEGIN');
+	$h->query_ok(q{SELECT zk_lock_acquire('mixx/a')});
+	is($seen->(), 'mixx:transaction:true mixx/a:transaction:false',
+		'node2 sees the transaction lock and its implicit parent');
+	$h->query_ok(q{SELECT zk_lock_acquire_session('mixx/a')});
+	$h->query_ok('COMMIT');
+	my $want = 'mixx:session:true mixx/a:session:false';
+	ok(wait_until(sub { $seen->() eq $want }, timeout => 10),
+		'after COMMIT node2 sees both as session locks')
+	  or diag('node2 sees: ' . $seen->());
+	$h->query_ok(q{SELECT zk_lock_acquire_session('mixx', 'shared')});
+	$want = 'mixx:session:false mixx/a:session:false';
+	ok(wait_until(sub { $seen->() eq $want }, timeout => 10),
+		'node2 sees the parent taken by name as not implicit')
+	  or diag('node2 sees: ' . $seen->());
+	$h->query_ok(q{SELECT zk_lock_release_all()});
+	ok(zk_wait_no_locks(zk_path('mixx'), 10), 'released');
+
+	# A revocation written into the node is never overwritten by such a
+	# rewrite (it is checked against the node's data version): the holder
+	# is idle, so the cancel does nothing, and then it takes the revoked
+	# parent by name.
+	$h->query_ok(q{SELECT zk_lock_acquire_session('rvx/a')});
+	is(psql1($node2, q{SELECT zk_lock_revoke('rvx', 'cancel')}), '1',
+		'node2 revokes the implicit parent lock of an idle holder');
+	my ($parent_node) = grep { $_->[0] =~ m{^\Q${\ zk_path('rvx')}\E/[^/]+$} }
+	  zk_lock_info(zk_path('rvx'));
+	my $get = sub { my ($rc, $out) = zkutil('get', $parent_node->[0]); return $out; };
+	like($get->(), qr/^revoke=cancel$/m, 'the revocation is in the node');
+	# the cancel must have reached the idle holder before it runs anything
+	ok(wait_until(sub { slurp_file($node1->logfile) =~ m{rvx/[^"]*" was revoked; canceling} },
+			timeout => 10),
+		"node1's worker signalled the holder");
+	$h->query_ok(q{SELECT zk_lock_acquire_session('rvx', 'shared')});
+	sleep(1);	# the holder's worker would have rewritten it by now
+	like($get->(), qr/^revoke=cancel$/m,
+		'the revocation is still in the node after the holder\'s holds changed');
+	$h->query_ok(q{SELECT zk_lock_release_all()});
+	ok(zk_wait_no_locks(zk_path('rvx'), 10), 'released');
 	$h->quit;
 }
 

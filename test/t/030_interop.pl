@@ -19,6 +19,9 @@
 #  - a zklock SHARED holder blocks Curator's and Kazoo's writers, and their
 #    writers block zklock SHARED;
 #  - under Hive naming a Kazoo Lock holder blocks zklock;
+#  - Kazoo's plain Lock does not see zklock's SHARED nodes (on the resource,
+#    or on the parents of a resource zklock holds EXCLUSIVE) while its
+#    WriteLock does: the README's caveat, held to;
 #  - at the end no node is left under any resource used.
 #
 # Nothing is skipped: a missing JDK compiler, jar or kazoo is a failure.
@@ -281,6 +284,53 @@ readers_overlap(client => $kazoo, fname => "Kazoo's ReadLock",
 	res => 'kz/r', fmode => 'read', style => 'kazoo');
 exclusion_both_ways(client => $kazoo, fname => "Kazoo's WriteLock",
 	res => 'kz/r', fmode => 'write', zkmode => 'shared', style => 'kazoo');
+
+# What the README says of Kazoo's plain Lock: it counts only "__lock__"
+# nodes, so it does not see zklock's SHARED nodes ("__rlock__"), neither a
+# SHARED lock taken by name nor the SHARED locks on the parents of a
+# resource zklock holds.  WriteLock counts both and waits.  Use WriteLock
+# and ReadLock with zklock; Lock only where zklock takes nothing SHARED.
+{
+	my $res = 'kz/ls';
+	my $path = zk_path($res);
+	my $L = "$res: zklock shared vs Kazoo's Lock";
+	$used{$path} = 1;
+	$zs->query_ok('BEGIN');
+	like($zs->query_ok("SELECT zk_lock_acquire('$res', 'shared', '10s')"),
+		qr/^\d+$/, "$L: zklock holds it SHARED");
+	my $id = 'L' . ++$next_id;
+	$kazoo->send("acquire $id $path lock $FOREIGN_WAIT_MS");
+	ok(defined $kazoo->event('ACQUIRED', $id, 10),
+		"$L: Kazoo's Lock is granted all the same (it counts only __lock__ nodes; README)");
+	$kazoo->send("release $id");
+	ok(defined $kazoo->event('GONE', $id, 10), "$L: Kazoo's Lock released");
+	$zs->query_ok('COMMIT');
+
+	# the parent of a resource zklock holds EXCLUSIVE
+	my $parent = zk_path('kz/hp');
+	$L = "kz/hp: zklock holds kz/hp/c exclusive";
+	$zs->query_ok('BEGIN');
+	like($zs->query_ok("SELECT zk_lock_acquire('kz/hp/c', 'exclusive', '10s')"),
+		qr/^\d+$/, "$L: granted, with kz/hp SHARED");
+	$id = 'L' . ++$next_id;
+	$kazoo->send("acquire $id $parent lock $FOREIGN_WAIT_MS");
+	ok(defined $kazoo->event('ACQUIRED', $id, 10),
+		"$L: Kazoo's Lock on the parent is granted all the same (README)");
+	$kazoo->send("release $id");
+	ok(defined $kazoo->event('GONE', $id, 10), "$L: Kazoo's Lock released");
+	# (a waiting WriteLock's node is a __lock__ node, which Lock counts:
+	# hence Lock first)
+	my $wid = 'L' . ++$next_id;
+	$kazoo->send("acquire $wid $parent write $FOREIGN_WAIT_MS");
+	ok(!defined $kazoo->event('ACQUIRED', $wid, 1.0),
+		"$L: Kazoo's WriteLock on the parent waits");
+	$zs->query_ok('COMMIT');
+	ok(defined $kazoo->event('ACQUIRED', $wid, 10),
+		"$L: Kazoo's WriteLock is granted after zklock's COMMIT");
+	$kazoo->send("release $wid");
+	ok(defined $kazoo->event('GONE', $wid, 10), "$L: Kazoo's WriteLock released");
+	ok(zk_wait_no_locks($parent, 10), "$L: no lock node left under kz/hp");
+}
 
 # ---------------------------------------------------------------------------
 # zklock's default (Hive) naming still honours a foreign holder.
