@@ -106,6 +106,11 @@ SELECT zk_lock_release('imp', 'shared') AS released_directly;
 SELECT zk_lock_release('imp/t');
 SELECT zk_lock_acquire_session('imp') > 0 AS granted_now;
 SELECT zk_lock_release('imp');
+-- held both for itself and for a child: both must go
+SELECT zk_lock_acquire_session('imp', 'shared') > 0 AS ok;
+SELECT zk_lock_acquire_session('imp/t') > 0 AS ok;
+SELECT err($$SELECT zk_lock_acquire_session('imp')$$);
+SELECT zk_lock_release_all();
 -- held for a transaction-level child: until the transaction ends
 BEGIN;
 SELECT zk_lock_acquire('imp/x/y') > 0 AS ok;

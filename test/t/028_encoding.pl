@@ -57,7 +57,7 @@ $r = $l->query(q{SELECT resource FROM zk_lock_local WHERE resource LIKE 'enc/%/%
 is($r->{out}, join("\n", "enc/fr/$e_acute", 'enc/jp/\u3042'),
 	'LATIN1: zk_lock_local shows the names converted (was the UTF-8 bytes as LATIN1 characters)');
 $r = $l->query(q{SELECT query FROM zk_locks WHERE resource = 'enc/jp/\u3042'});
-is($r->{out}, "SELECT zk_lock_acquire_session('enc/jp/' || chr(12354)) /* $e_acute \\u3042 */",
+is($r->{out}, "SELECT zk_lock_acquire_session('enc/jp/' || chr(12354)) /* $e_acute \\u3042 */;",
 	'LATIN1: node data is converted (é kept, was "?"), what LATIN1 cannot hold escaped');
 $r = $u->query(q{SELECT resource FROM zk_locks WHERE resource LIKE 'enc/jp/%'});
 is($r->{out}, "enc/jp/$a_hira", 'UTF8: the same name as itself');
