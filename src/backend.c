@@ -588,7 +588,7 @@ enter_lock(LockStep *step, int idx, uint32 generation)
  * parent's implicit holds (for a child's sake) cannot be released by
  * themselves: name a child lock whose release gives them back.  Only
  * session-level holds are released by zk_lock_release; a transaction's
- * go at its end.
+ * holds go at its end.
  */
 static char *
 held_hint(LocalLock *lock)
@@ -650,13 +650,17 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 		/* a parent's SHARED lock is covered by an EXCLUSIVE one we hold */
 		if (held_mode != step->mode &&
 			!(step->implicit && held_mode == ZKLOCK_EXCLUSIVE))
+		{
+			char	   *hint = held_hint(lock);
+
 			ereport(ERROR,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 					 errmsg("zklock resource \"%s\" is already held in %s mode by this session",
 							step->resource, zklock_mode_name(held_mode)),
 					 errdetail("Taking it in %s mode too would wait for this session itself.",
 							   zklock_mode_name(step->mode)),
-					 errhint("%s", held_hint(lock))));
+					 errhint("%s", hint)));
+		}
 		/*
 		 * A session-level release takes the parents' holds along when the
 		 * lock was taken with them: its session holds must agree on that.
@@ -1128,14 +1132,12 @@ set_entries_needed(char **resources, int *order, int ndistinct)
 		if (prev)
 			while (prev[common] && prev[common] == r[common])
 				common++;
+		/* a parent shared with prev ends inside the common part: skipped */
 		for (const char *p = r + common; (p = strchr(p, '/')) != NULL; p++)
 		{
 			char		parent[ZKLOCK_MAX_RESOURCE_LEN + 1];
 			NameKey		key;
 
-			/* a parent shared with prev ends before the common part */
-			if (prev && (size_t) (p - r) < common)
-				continue;
 			memcpy(parent, r, p - r);
 			parent[p - r] = '\0';
 			key.name = parent;
