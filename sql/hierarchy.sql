@@ -98,5 +98,25 @@ SELECT err($$SELECT zk_lock_acquire_all(ARRAY['a', 'b'], ARRAY['shared'])$$);
 SELECT err($$SELECT zk_lock_acquire_all(ARRAY['a', NULL])$$);
 SELECT err($$SELECT zk_lock_acquire_all(ARRAY['a', 'b/../c'])$$);
 
+-- a parent held only for its children's sake cannot be released by itself:
+-- the hint says to release the child locks, naming one
+SELECT zk_lock_acquire_session('imp/t') > 0 AS ok;
+SELECT err($$SELECT zk_lock_acquire_session('imp')$$);
+SELECT zk_lock_release('imp', 'shared') AS released_directly;
+SELECT zk_lock_release('imp/t');
+SELECT zk_lock_acquire_session('imp') > 0 AS granted_now;
+SELECT zk_lock_release('imp');
+-- held both for itself and for a child: both must go
+SELECT zk_lock_acquire_session('imp', 'shared') > 0 AS ok;
+SELECT zk_lock_acquire_session('imp/t') > 0 AS ok;
+SELECT err($$SELECT zk_lock_acquire_session('imp')$$);
+SELECT zk_lock_release_all();
+-- held for a transaction-level child: until the transaction ends
+BEGIN;
+SELECT zk_lock_acquire('imp/x/y') > 0 AS ok;
+SELECT err($$SELECT zk_lock_acquire('imp/x')$$);
+ROLLBACK;
+SELECT count(*) AS imp_left FROM zk_locks WHERE resource LIKE 'imp%';
+
 SELECT dblink_disconnect('o');
 SELECT count(*) AS left_over FROM zk_locks;

@@ -79,6 +79,20 @@ DROP ROLE lim_user;
 SELECT err($q$SET zklock.allowed_subtrees = 'a,,b'$q$);
 SELECT err($q$SET zklock.allowed_subtrees = '/abs'$q$);
 
+-- A lock set is counted with its parents not held yet, each once
+-- (zklock.max_locks_per_backend is 32 here): 20 members under 20 parents
+-- need 41 entries and fail before anything is taken ...
+SELECT granted AS granted_before FROM zk_lock_status \gset
+SELECT err($q$SELECT zk_lock_acquire_all(ARRAY(SELECT 'lim4/p' || i || '/c' FROM generate_series(1, 20) i))$q$);
+SELECT count(*) AS taken FROM zk_lock_local WHERE pid = pg_backend_pid();
+SELECT granted - :granted_before AS granted_meanwhile FROM zk_lock_status;
+-- ... while 30 members under one parent need 32: granted
+BEGIN;
+SELECT array_length(zk_lock_acquire_all(ARRAY(SELECT 'lim4/q/c' || i FROM generate_series(1, 30) i)), 1)
+  AS members_granted;
+SELECT count(*) AS nodes FROM zk_lock_local WHERE pid = pg_backend_pid();
+COMMIT;
+
 -- nothing was left behind
 SELECT count(*) AS lock_nodes FROM zk_locks WHERE pid = pg_backend_pid();
 

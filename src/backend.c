@@ -756,6 +756,48 @@ enter_lock(LockStep *step, int idx, uint32 generation)
 }
 
 /*
+ * What to do about a lock this backend holds that is in the way.  A
+ * parent's implicit holds (for a child's sake) cannot be released by
+ * themselves: name a child lock whose release gives them back.  Only
+ * session-level holds are released by zk_lock_release; a transaction's
+ * holds go at its end.
+ */
+static char *
+held_hint(LocalLock *lock)
+{
+	const char *resource = lock->key.resource;
+	const char *mode = zklock_mode_name(lock->key.mode);
+	size_t		len = strlen(resource);
+	HASH_SEQ_STATUS seq;
+	LocalLock  *c;
+	LocalLock  *child = NULL;
+
+	/* a lock below it, taken with its parents; one held for the session first */
+	hash_seq_init(&seq, local_locks);
+	while ((c = hash_seq_search(&seq)) != NULL)
+	{
+		if (c == lock || !c->parents ||
+			strncmp(c->key.resource, resource, len) != 0 ||
+			c->key.resource[len] != '/')
+			continue;
+		if (child == NULL || (child->session_count == 0 && c->session_count > 0))
+			child = c;
+	}
+	if (child == NULL)
+		return lock->session_count > 0 ?
+			psprintf("Release the %s lock first.", mode) :
+			psprintf("The %s lock is held until the transaction ends.", mode);
+	if (child->session_count == 0)
+		return psprintf("The %s lock on \"%s\" is held for the locks on its children, such as \"%s\", until the transaction ends.",
+						mode, resource, child->key.resource);
+	if (lock->session_count > 0)
+		return psprintf("Release the %s lock and the locks on its children, such as \"%s\", first.",
+						mode, child->key.resource);
+	return psprintf("The %s lock on \"%s\" is held for the locks on its children: release those first, such as \"%s\".",
+					mode, resource, child->key.resource);
+}
+
+/*
  * Take one step: stack onto a lock this backend holds, or ask the worker
  * for a node and wait.  Returns the local lock, or NULL when a try-lock
  * was not granted.
@@ -780,13 +822,17 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 		/* a parent's SHARED lock is covered by an EXCLUSIVE one we hold */
 		if (held_mode != step->mode &&
 			!(step->implicit && held_mode == ZKLOCK_EXCLUSIVE))
+		{
+			char	   *hint = held_hint(lock);
+
 			ereport(ERROR,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 					 errmsg("zklock resource \"%s\" is already held in %s mode by this session",
 							step->resource, zklock_mode_name(held_mode)),
 					 errdetail("Taking it in %s mode too would wait for this session itself.",
 							   zklock_mode_name(step->mode)),
-					 errhint("Release the %s lock first.", zklock_mode_name(held_mode))));
+					 errhint("%s", hint)));
+		}
 		/*
 		 * A session-level release takes the parents' holds along when the
 		 * lock was taken with them: its session holds must agree on that.
@@ -1257,6 +1303,70 @@ input_cmp(const void *a, const void *b, void *arg)
 	return (x > y) - (x < y);
 }
 
+/* bsearch over a set's distinct resources (sorted by name) */
+typedef struct NameKey
+{
+	const char *name;
+	char	  **resources;
+} NameKey;
+
+static int
+name_key_cmp(const void *key, const void *member)
+{
+	const NameKey *k = key;
+
+	return strcmp(k->name, k->resources[*(const int *) member]);
+}
+
+/*
+ * The new entries a lock set needs: its distinct resources (order[0 ..
+ * ndistinct), sorted by name) and their parents, each once, less those this
+ * backend holds already; Curator-mutex parents are not taken (add_steps).
+ * A parent "a/b" is counted at the first resource below it: the names
+ * beginning with "a/b/" are adjacent in sorted order, so that is the one
+ * whose predecessor does not begin with "a/b/".  Linear in the names'
+ * length, with a binary search per parent, and no allocation: the set may
+ * be huge.
+ */
+static int
+set_entries_needed(char **resources, int *order, int ndistinct)
+{
+	int			nneeded = 0;
+	const char *prev = NULL;
+
+	for (int d = 0; d < ndistinct; d++)
+	{
+		const char *r = resources[order[d]];
+		size_t		common = 0;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!held_lock(r, NULL))
+			nneeded++;
+		if (prev)
+			while (prev[common] && prev[common] == r[common])
+				common++;
+		/* a parent shared with prev ends inside the common part: skipped */
+		for (const char *p = r + common; (p = strchr(p, '/')) != NULL; p++)
+		{
+			char		parent[ZKLOCK_MAX_RESOURCE_LEN + 1];
+			NameKey		key;
+
+			memcpy(parent, r, p - r);
+			parent[p - r] = '\0';
+			key.name = parent;
+			key.resources = resources;
+			if (bsearch(&key, order, ndistinct, sizeof(int), name_key_cmp))
+				continue;		/* named in the set: counted as such */
+			if (zklock_naming_style(parent) == ZKLOCK_NAMING_CURATOR_MUTEX)
+				continue;		/* not taken */
+			if (!held_lock(parent, NULL))
+				nneeded++;
+		}
+		prev = r;
+	}
+	return nneeded;
+}
+
 /*
  * Take a set of locks, all or none, under one timeout.  The steps (with the
  * parents' locks) are put in one canonical order, sorted by resource, so
@@ -1320,15 +1430,11 @@ zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
 	}
 
 	/*
-	 * Each resource not held yet needs a shared entry: a set that cannot
-	 * fit into this backend's share fails now, before any of it is taken.
+	 * Each resource not held yet needs a shared entry, and so does each of
+	 * their parents not held yet, counted once: a set that cannot fit into
+	 * this backend's share fails now, before any of it is taken.
 	 */
-	for (int d = 0; d < ndistinct; d++)
-	{
-		CHECK_FOR_INTERRUPTS();
-		if (!held_lock(resources[order[d]], NULL))
-			nneeded++;
-	}
+	nneeded = set_entries_needed(resources, order, ndistinct);
 	if (nneeded > zklock_max_locks_per_backend)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),

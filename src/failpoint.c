@@ -19,8 +19,18 @@
  * Every point reached with an action logs "zklock: failpoint "name"
  * reached (action)", which a test waits for.
  *
- * The points: after-create-reply, before-guard, session-lost-before-close,
- * before-delete (see where ZKLOCK_FAILPOINT is called).
+ * The points (protocol.c and worker.c), and what "fail" does at each:
+ *
+ *	after-create-reply	a create's successful reply arrived; fail: drop it
+ *						as a connection loss would, so the node is found
+ *						again by its prefix and adopted (or not) by its
+ *						ephemeralOwner
+ *	before-guard		a lock was granted, its guard watch not set yet;
+ *						fail: as if the watch's reply was lost
+ *	before-delete		a delete of our node is about to be sent; fail: as
+ *						if its reply was lost (retried)
+ *	session-lost-before-close	held locks are marked lost, the session
+ *						not closed yet (no "fail")
  *
  *-------------------------------------------------------------------------
  */

@@ -13,6 +13,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "mb/pg_wchar.h"
 #include "utils/array.h"
@@ -43,7 +44,7 @@ PG_FUNCTION_INFO_V1(zklock_local);
  * Resource names are UTF-8 inside zklock, as ZooKeeper reads them, whatever
  * the database encoding: converted on the way in (a SQL_ASCII database's
  * bytes are taken as they are, and checked as UTF-8), and back on the way
- * out (a name the database encoding cannot hold is an error, 22P05).
+ * out by text_out (which never fails).
  */
 static char *
 resource_in(char *name)
@@ -51,10 +52,75 @@ resource_in(char *name)
 	return (char *) pg_server_to_any(name, strlen(name), PG_UTF8);
 }
 
+static char *valid_utf8(char *s);
+
+/*
+ * Text read from ZooKeeper or shared memory -- names and node data, UTF-8
+ * -- in the database encoding, never failing: one foreign node must not
+ * fail a listing, nor an admin function that lists a subtree.  A byte that
+ * does not begin a valid UTF-8 character becomes "?" (valid_utf8); a
+ * character the database encoding cannot hold becomes \uXXXX, its code
+ * point in hexadecimal (\UXXXXXXXX past U+FFFF), as in an E'' literal; the
+ * rest is converted.  A SQL_ASCII database gets the UTF-8 as it is.
+ */
 static char *
-resource_out(char *name)
+text_out(char *s)
 {
-	return (char *) pg_any_to_server(name, strlen(name), PG_UTF8);
+	int			enc = GetDatabaseEncoding();
+	unsigned char *src = (unsigned char *) s;
+	int			srclen;
+	Oid			proc = InvalidOid;
+	StringInfoData out;
+	char	   *buf;
+	bool		ascii = true;
+
+	valid_utf8(s);
+	if (enc == PG_UTF8 || enc == PG_SQL_ASCII)
+		return s;
+	for (const char *p = s; *p; p++)
+		if (IS_HIGHBIT_SET(*p))
+			ascii = false;
+	if (ascii)
+		return s;
+
+	srclen = strlen(s);
+	proc = FindDefaultConversionProc(PG_UTF8, enc);
+	buf = palloc((Size) srclen * MAX_CONVERSION_GROWTH + 1);
+	initStringInfo(&out);
+	while (srclen > 0)
+	{
+		int			done = 0;
+		int			l;
+
+		if (OidIsValid(proc))
+		{
+			/* as much as converts, up to the first character that does not */
+			done = pg_do_encoding_conversion_buf(proc, PG_UTF8, enc,
+												 src, srclen,
+												 (unsigned char *) buf,
+												 srclen * MAX_CONVERSION_GROWTH + 1,
+												 true);
+			appendStringInfoString(&out, buf);
+			src += done;
+			srclen -= done;
+			if (srclen == 0)
+				break;
+		}
+		l = pg_utf_mblen(src);
+		if (*src < 0x80)
+			appendStringInfoChar(&out, (char) *src);
+		else
+		{
+			pg_wchar	cp = utf8_to_unicode(src);
+
+			appendStringInfo(&out, cp > 0xffff ? "\\U%08x" : "\\u%04x",
+							 (unsigned int) cp);
+		}
+		src += l;
+		srclen -= l;
+	}
+	pfree(buf);
+	return out.data;
 }
 
 /* resource and mode arguments; NULLs are errors, not silent NULLs */
@@ -320,33 +386,6 @@ valid_utf8(char *s)
 	return s;
 }
 
-/*
- * Node data (who holds a lock: user, application, query) is written in
- * UTF-8 (1.0 wrote its database's encoding).  Shown in a UTF-8 database it
- * is made valid as above; in another encoding, every character beyond
- * ASCII becomes "?", so that a holder's query text never fails a listing.
- */
-static char *
-valid_text(char *s)
-{
-	valid_utf8(s);
-	if (GetDatabaseEncoding() == PG_UTF8)
-		return s;
-	for (char *r = s, *w = s; *r;)
-	{
-		if (IS_HIGHBIT_SET(*r))
-		{
-			r += pg_utf_mblen((unsigned char *) r);
-			*w++ = '?';
-		}
-		else
-			*w++ = *r++;
-		if (*r == '\0')
-			*w = '\0';
-	}
-	return s;
-}
-
 /* the value of "key=" in key=value lines, or NULL */
 static char *
 data_field(const char *data, const char *key)
@@ -458,12 +497,12 @@ zklock_nodes(PG_FUNCTION_ARGS)
 			!zklock_parse_node_name(slash + 1, &mode, &seq))
 			continue;
 		*slash = '\0';
-		unescape(fields[3]);
-		valid_text(fields[3]);
+		/* node data: UTF-8 (1.0 wrote its database's encoding) */
+		fields[3] = text_out(unescape(fields[3]));
 
 		memset(nulls, 0, sizeof(nulls));
-		values[0] = CStringGetTextDatum(resource_out(valid_utf8(fields[0] + rootlen + 1)));
-		values[1] = CStringGetTextDatum(resource_out(valid_utf8(slash + 1)));
+		values[0] = CStringGetTextDatum(text_out(fields[0] + rootlen + 1));
+		values[1] = CStringGetTextDatum(text_out(slash + 1));
 		values[2] = CStringGetTextDatum(zklock_mode_name(mode));
 		values[3] = Int64GetDatum(seq);
 		values[4] = Int64GetDatum(strtoll(fields[1], NULL, 10));	/* token */
@@ -583,68 +622,105 @@ zklock_status(PG_FUNCTION_ARGS)
 
 /*
  * zk_lock_local(): this instance's entries, one row per lock node it holds
- * or waits for.
+ * or waits for.  The rows are copied under the lock and shown after it
+ * (names converted to the database encoding: a catalog lookup).
  */
+typedef struct LocalRow
+{
+	int			pid;
+	ZkLockMode	mode;
+	const char *state;
+	int64		token;
+	TimestampTz granted_at;
+	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
+	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1];
+} LocalRow;
+
 Datum
 zklock_local(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	ZkLockShared *s;
 	int64		left;
+	LocalRow   *rows;
+	int			nrows = 0;
+	int			maxrows = 64;
 
 	zklock_backend_init();
 	InitMaterializedSRF(fcinfo, 0);
 	s = zklock_shared;
+	rows = palloc(sizeof(LocalRow) * maxrows);
 	LWLockAcquire(s->lock, LW_SHARED);
 	for (int i = 0; i < s->nentries; i++)
 	{
 		ZkLockEntry *e = &s->entries[i];
-		Datum		values[7];
-		bool		nulls[7];
-		const char *state;
+		LocalRow   *row;
+
+		if (nrows == maxrows)
+		{
+			maxrows *= 2;
+			rows = repalloc_huge(rows, sizeof(LocalRow) * maxrows);
+		}
+		row = &rows[nrows];
 
 		switch (e->state)
 		{
 			case ZKE_REQUESTED:
-				state = "waiting";
+				row->state = "waiting";
 				break;
 			case ZKE_GRANTED:
 				/* granted, and the lease still proves the session alive */
-				state = (e->persistent ||
-						 zklock_lease_covers_locked(e->session_id, &left)) ?
+				row->state = (e->persistent ||
+							  zklock_lease_covers_locked(e->session_id, &left)) ?
 					"granted" : "in doubt";
 				break;
 			case ZKE_LOST:
-				state = "lost";
+				row->state = "lost";
 				break;
 			case ZKE_RELEASING:
-				state = "releasing";
+				row->state = "releasing";
 				break;
 			default:
 				continue;		/* free, or a finished request */
 		}
 		if (e->kind == ZKR_LIST)
 			continue;
+		row->pid = e->owner_pid;
+		row->mode = e->mode;
+		row->token = e->token;
+		row->granted_at = e->granted_at;
+		strlcpy(row->resource, e->resource, sizeof(row->resource));
+		strlcpy(row->node, e->node, sizeof(row->node));
+		nrows++;
+	}
+	LWLockRelease(s->lock);
+
+	for (int i = 0; i < nrows; i++)
+	{
+		LocalRow   *row = &rows[i];
+		Datum		values[7];
+		bool		nulls[7];
+
+		CHECK_FOR_INTERRUPTS();
 		memset(nulls, 0, sizeof(nulls));
-		values[0] = Int32GetDatum(e->owner_pid);
-		values[1] = CStringGetTextDatum(e->resource);
-		values[2] = CStringGetTextDatum(zklock_mode_name(e->mode));
-		values[3] = CStringGetTextDatum(state);
-		if (e->node[0])
-			values[4] = CStringGetTextDatum(e->node);
+		values[0] = Int32GetDatum(row->pid);
+		values[1] = CStringGetTextDatum(text_out(row->resource));
+		values[2] = CStringGetTextDatum(zklock_mode_name(row->mode));
+		values[3] = CStringGetTextDatum(row->state);
+		if (row->node[0])
+			values[4] = CStringGetTextDatum(text_out(row->node));
 		else
 			nulls[4] = true;
-		if (e->token)
-			values[5] = Int64GetDatum(e->token);
+		if (row->token)
+			values[5] = Int64GetDatum(row->token);
 		else
 			nulls[5] = true;
-		if (e->granted_at)
-			values[6] = TimestampTzGetDatum(e->granted_at);
+		if (row->granted_at)
+			values[6] = TimestampTzGetDatum(row->granted_at);
 		else
 			nulls[6] = true;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
-	LWLockRelease(s->lock);
 	return (Datum) 0;
 }
 
@@ -667,7 +743,7 @@ zklock_admin(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("resource, node and action must not be null")));
 	resource = resource_in(text_to_cstring(PG_GETARG_TEXT_PP(0)));
-	node = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	node = resource_in(text_to_cstring(PG_GETARG_TEXT_PP(1)));
 	action = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	if (!PG_ARGISNULL(3))
 		data = text_to_cstring(PG_GETARG_TEXT_PP(3));

@@ -932,7 +932,17 @@ zklock_protocol_event(ZkEvent *ev)
 			break;
 
 		case OP_CREATE:
-			(void) ZKLOCK_FAILPOINT("after-create-reply");
+
+			/*
+			 * failpoint "fail": the reply of a create that succeeded is
+			 * lost, as in a connection loss: the node exists, but we do not
+			 * know its name; the listing behind it finds it by its prefix.
+			 */
+			if (ev->rc == ZKC_OK && ZKLOCK_FAILPOINT("after-create-reply"))
+			{
+				w->create_rc = ZKC_CONNLOSS;
+				break;
+			}
 			w->create_rc = ev->rc;
 			w->create_zoo_rc = ev->zoo_rc;
 			if (ev->rc == ZKC_OK)
@@ -990,6 +1000,9 @@ zklock_protocol_event(ZkEvent *ev)
 			if (ev->rc == ZKC_OK &&
 				ev->ephemeral_owner == (w->persistent ? 0 : session_id))
 			{
+				ereport(LOG,
+						(errmsg("zklock: adopted lock node \"%s/%s\" after its create's reply was lost",
+								w->parent, w->node)));
 				w->created = true;
 				w->czxid = ev->czxid;
 				send_children(idx);

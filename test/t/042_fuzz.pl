@@ -63,6 +63,7 @@ my %FINDING = (
 	'55000' => 'the worker is not running or not responding',
 	'53200' => 'finding 9: the shared entry table filled up',
 	'57P02' => 'the instance restarted after a crash',
+	'22P05' => 'issue 11: a listing failed on a name the database encoding cannot hold',
 );
 
 sub fuzz_session
@@ -151,13 +152,13 @@ $d->query("SELECT zk_lock_release_all()");
 	  or diag("paths: @paths");
 	$l->query('SELECT zk_lock_release_all()');
 
-	# a name taken in UTF8 that LATIN1 cannot show: a proper error or the
-	# right text, never other characters
+	# a name taken in UTF8 that LATIN1 cannot show: listed, with the
+	# character escaped (never an error, never other characters)
 	$d->query_ok(q{SELECT zk_lock_acquire_session('fzenc2/' || chr(12354))});
 	$l->query_ok(q{SET client_encoding = 'UTF8'});
 	my ($c2, $r2) = sqlstate_of($l, q{SELECT resource FROM zk_lock_nodes('fzenc2') WHERE resource <> 'fzenc2'});
-	ok($c2 =~ /^22/ || $r2->{out} eq "fzenc2/\xe3\x81\x82",
-		"LATIN1 database: a UTF-8 name it cannot represent is an error, not other characters (finding 11: got $c2 '"
+	ok($c2 eq '00000' && $r2->{out} eq 'fzenc2/\\u3042',
+		"LATIN1 database: a UTF-8 name it cannot represent is listed as fzenc2/\\u3042 (issue 11: was 22P05; got $c2 '"
 		  . join(' ', map { sprintf '%02x', ord } split //, $r2->{out}) . "')");
 	$d->query('SELECT zk_lock_release_all()');
 	$l->quit;
@@ -363,7 +364,10 @@ while (time() < $t0 + $SECS)
 			{
 				my $c = $e->[1];
 				$codes{$c}++;
-				next if expected_code($c);
+				# a listing (also inside an admin function) never fails on
+				# a name the database encoding cannot hold (issue 11)
+				next if expected_code($c)
+				  && !($c eq '22P05' && $f->{sql} =~ /zk_locks|zk_lock_nodes|zk_lock_local|zk_lock_revoke|zk_lock_force_release|zk_lock_release_explicit/);
 				push @{ $unexpected{$c} }, "$f->{name} ($f->{db}): $e->[0] $c $e->[2]\n    [" . substr($f->{sql}, 0, 400) . ']'
 				  if @{ $unexpected{$c} // [] } < 6;
 			}

@@ -1,0 +1,105 @@
+
+# Names and node data across database encodings (issue 11, review item 1).
+# zklock keeps names and node data in UTF-8; a database in another encoding
+# shows them converted:
+#  - a name that database cannot hold (locked from a UTF8 database) is
+#    shown with each character it cannot hold as \uXXXX, and never fails a
+#    listing (zk_locks, zk_lock_nodes, zk_lock_local) of a LATIN1 database;
+#  - zk_lock_revoke, zk_lock_release_explicit and zk_lock_force_release
+#    still work on a subtree holding such a name; a literal name that looks
+#    like the escape is another resource, and nothing of the real one goes;
+#  - text the encoding can hold is converted, not replaced: "é" in a
+#    query stays "é" in LATIN1, and a non-ASCII role sees the details of its
+#    own lock (zk_locks matches the role by name);
+#  - bytes another client wrote that are not UTF-8 are shown as "?".
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/..";
+use ZkLockTest;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+zk_start();
+my $node = zk_node('enc');
+$node->safe_psql('postgres', q{
+	CREATE DATABASE u8 TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C';
+	CREATE DATABASE lat TEMPLATE template0 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C';
+});
+$node->safe_psql($_, 'CREATE EXTENSION zklock') foreach qw(u8 lat);
+
+# UTF-8 bytes, as psql sends and shows them with client_encoding UTF8
+my $e_acute = "\xc3\xa9";        # é, U+00E9: LATIN1 has it
+my $a_hira  = "\xe3\x81\x82";    # あ, U+3042: LATIN1 has not
+# a role named in LATIN1's catalog bytes (created from the LATIN1 database)
+$node->safe_psql('lat', qq{SET client_encoding = 'UTF8'; CREATE ROLE "rol$e_acute"});
+
+my $u = zk_session($node, 'u8_holder', dbname => 'u8');
+$u->query_ok(q{SET client_encoding = 'UTF8'});
+my $l = zk_session($node, 'lat_viewer', dbname => 'lat');
+$l->query_ok(q{SET client_encoding = 'UTF8'});
+
+$u->query_ok("SELECT zk_lock_acquire_session('enc/jp/' || chr(12354)) /* $e_acute $a_hira */");
+$u->query_ok(q{SELECT zk_lock_acquire_session('enc/fr/' || chr(233))});
+
+# --- listings of the LATIN1 database ----------------------------------------
+my $r = $l->query(q{SELECT resource FROM zk_locks WHERE resource LIKE 'enc%' ORDER BY resource});
+is($r->{sqlstate}, '00000', 'LATIN1: zk_locks lists a name LATIN1 cannot hold (was 22P05)')
+  or diag($r->{err});
+is( $r->{out},
+	join("\n", 'enc', 'enc/fr', "enc/fr/$e_acute", 'enc/jp', 'enc/jp/\u3042'),
+	'LATIN1: é is shown as itself, あ as \u3042');
+$r = $l->query(q{SELECT count(*) FROM zk_lock_nodes('enc/jp')});
+is($r->{out}, '2', 'LATIN1: zk_lock_nodes of the subtree too');
+$r = $l->query(q{SELECT resource FROM zk_lock_local WHERE resource LIKE 'enc/%/%' ORDER BY resource});
+is($r->{out}, join("\n", "enc/fr/$e_acute", 'enc/jp/\u3042'),
+	'LATIN1: zk_lock_local shows the names converted (was the UTF-8 bytes as LATIN1 characters)');
+$r = $l->query(q{SELECT query FROM zk_locks WHERE resource = 'enc/jp/\u3042'});
+is($r->{out}, "SELECT zk_lock_acquire_session('enc/jp/' || chr(12354)) /* $e_acute \\u3042 */;",
+	'LATIN1: node data is converted (é kept, was "?"), what LATIN1 cannot hold escaped');
+$r = $u->query(q{SELECT resource FROM zk_locks WHERE resource LIKE 'enc/jp/%'});
+is($r->{out}, "enc/jp/$a_hira", 'UTF8: the same name as itself');
+
+# a role named with é sees its own lock in LATIN1 (matched by name)
+$l->query_ok(qq{SET ROLE "rol$e_acute"});
+$l->query_ok(q{SELECT zk_lock_acquire_session('enc/mask')});
+$r = $l->query(q{SELECT username, pid = pg_backend_pid() FROM zk_locks WHERE resource = 'enc/mask'});
+is($r->{out}, "rol$e_acute|t",
+	'LATIN1: a non-ASCII role sees the details of its own lock (was masked: "rol?")');
+$l->query_ok(q{SELECT zk_lock_release('enc/mask')});
+$l->query_ok(q{RESET ROLE});
+
+# bytes another client wrote that are not UTF-8
+my ($rc, $made) = ZkLockTest::zkutil('create-seq-hex', zk_path('enc/raw/x-LOCK-EXCLUSIVE-'),
+	unpack('H*', "user=bad\xffname\nquery=q $e_acute \xff"));
+is($rc, 0, 'another client writes a node with bytes that are not UTF-8');
+$r = $l->query(q{SELECT username, query FROM zk_lock_nodes('enc/raw')});
+is($r->{out}, "bad?name|q $e_acute ?", 'LATIN1: each invalid byte shown as "?"');
+ZkLockTest::zkutil('delete-r', zk_path('enc/raw'));
+
+# --- the admin functions on a subtree holding such a name -------------------
+$l->query_ok(q{SELECT zk_lock_acquire_explicit('enc/jp', 'shared', ttl => '10 minutes', timeout => '10 s')});
+$r = $l->query(q{SELECT zk_lock_revoke('enc/jp')});
+is($r->{sqlstate} . ' ' . $r->{out}, '00000 1',
+	'LATIN1: zk_lock_revoke works on the subtree (was 22P05)')
+  or diag($r->{err});
+$r = $l->query(q{SELECT zk_lock_release_explicit('enc/jp', 'shared')});
+is($r->{sqlstate} . ' ' . $r->{out}, '00000 1',
+	'LATIN1: zk_lock_release_explicit works on the subtree (was 22P05)')
+  or diag($r->{err});
+# the escape is not the name: a resource literally named so is another one
+$r = $l->query(q{SELECT zk_lock_force_release('enc/jp/\u3042')});
+is($r->{sqlstate} . ' ' . $r->{out}, '00000 0',
+	'LATIN1: force release of the literal text \u3042 removes nothing');
+is(zk_count_locks(zk_path("enc/jp/$a_hira")), 1, '... the real holder keeps its node');
+$r = $l->query(q{SELECT zk_lock_force_release('enc/jp')});
+is($r->{sqlstate} . ' ' . $r->{out}, '00000 1',
+	'LATIN1: zk_lock_force_release works on the subtree (was 22P05)')
+  or diag($r->{err});
+
+$u->query(q{SELECT zk_lock_release_all()});
+$l->query(q{SELECT zk_lock_release_all()});
+zk_done_check();
+done_testing();
