@@ -40,7 +40,7 @@ SELECT dblink_disconnect('h');
 
 -- force release removes other holders' nodes, not the caller's own: those
 -- it releases itself (zk_lock_release, or the end of its transaction)
-SELECT dblink_connect('o', 'dbname=' || current_database() || ' application_name=other_holder');
+SELECT dblink_connect('o', self_dsn() || ' application_name=other_holder');
 SELECT zk_lock_acquire_session('adm/own', 'shared') > 0 AS ok;
 SELECT * FROM dblink('o', $$SELECT zk_lock_acquire_session('adm/own', 'shared') > 0$$) AS t(ok boolean);
 SELECT zk_lock_force_release('adm/own') AS removed;
