@@ -640,7 +640,8 @@ sub _kill
 
 package ZkLockTest;
 
-push @EXPORT, qw(zk_session_as zk_log_crashes zk_errors_of zk_quiet_sessions);
+push @EXPORT, qw(zk_session_as zk_log_crashes zk_errors_of zk_quiet_sessions
+  zk_wait_log zk_log_count zk_set_failpoints);
 
 # zk_session_as($node, $name, $role, %p): a zk_session connected as $role
 # (through PGUSER), with psql's VERBOSITY verbose so that every error line
@@ -680,6 +681,39 @@ sub zk_log_crashes
 	return grep {
 		/terminated by signal|(server process|background worker) .*exited with exit code [1-9]|server process .*was terminated|\bPANIC\b|\bTRAP\b/
 	} split /\n/, $log;
+}
+
+# zk_wait_log($node, $re, $from, $timeout): waits (at most $timeout s, 15 by
+# default) until the node's server log has a line matching $re after byte
+# $from; says which pattern was missing when it gives up.
+sub zk_wait_log
+{
+	my ($node, $re, $from, $timeout) = @_;
+	my $seen = wait_until(
+		sub { PostgreSQL::Test::Utils::slurp_file($node->logfile, $from // 0) =~ $re },
+		timeout => $timeout // 15,
+		interval => 0.1);
+	diag('not in the log: ' . $re) unless $seen;
+	return $seen;
+}
+
+# How many times $re matches the node's server log after byte $from.
+sub zk_log_count
+{
+	my ($node, $re, $from) = @_;
+	my @m = PostgreSQL::Test::Utils::slurp_file($node->logfile, $from // 0) =~ /$re/g;
+	return scalar @m;
+}
+
+# zk_set_failpoints($node, $value): sets zklock.failpoints (test builds) by
+# ALTER SYSTEM and a reload; true once a new session sees the value.
+sub zk_set_failpoints
+{
+	my ($node, $value) = @_;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET zklock.failpoints = '$value'");
+	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+	return wait_until(sub { psql1($node, 'SHOW zklock.failpoints') eq $value },
+		timeout => 10);
 }
 
 # Silence the per-command notes of every session (a stress run sends tens

@@ -192,20 +192,12 @@ isnt($rc2, 0, 'set_config() is refused too');
 unlike($e2, qr/\Q$bad[1]\E/, 'without quoting the value');
 unlike(slurp_file($node1->logfile), qr/\Q$bad[0]\E|\Q$bad[1]\E/, 'no such value is in the server log');
 
-# --- a value that cannot be used stops the worker, quoting nothing -----------
-sub wait_log
-{
-	my ($node, $re, $from) = @_;
-	my $seen = wait_until(sub { slurp_file($node->logfile, $from) =~ $re }, timeout => 30);
-	diag('not in the log: ' . $re) unless $seen;
-	return $seen;
-}
 
 my $node3 = zk_node('node3', start => 0,
 	extra_conf => "zklock.auth = 'sasl:zk:$bad[2]'\nzklock.connect_timeout = '2s'");
 $node3->start;
 $node3->safe_psql('postgres', 'CREATE EXTENSION zklock');
-ok(wait_log($node3, qr/zklock\.auth asks for an authentication scheme zklock does not support/, 0),
+ok(zk_wait_log($node3, qr/zklock\.auth asks for an authentication scheme zklock does not support/, 0, 30),
 	'an unsupported scheme: the worker says so');
 like(slurp_file($node3->logfile), qr/supports neither SASL nor TLS/, 'and why');
 ($rc, $out, $err) = $node3->psql('postgres', q{SELECT zk_lock_try_acquire('acl/x')});
@@ -218,11 +210,11 @@ write_file_mode($file3, "digest:$bad[3]\n", 0600);
 $node3->append_conf('postgresql.conf', "zklock.auth = ''\nzklock.auth_file = '$file3'");
 $node3->restart;
 my $off = 0;
-ok(wait_log($node3, qr/the file named by zklock\.auth_file does not hold "digest:user:password"/, $off),
+ok(zk_wait_log($node3, qr/the file named by zklock\.auth_file does not hold "digest:user:password"/, $off, 30),
 	'a malformed credentials file: the worker says so');
 $off = -s $node3->logfile;
 write_file_mode($file3, "digest:zklock:$secret\n", 0640);
-ok(wait_log($node3, qr/zklock\.auth_file "\Q$file3\E" has group or world access/, $off),
+ok(zk_wait_log($node3, qr/zklock\.auth_file "\Q$file3\E" has group or world access/, $off, 30),
 	'a credentials file with group access is refused');
 ($rc, $out, $err) = $node3->psql('postgres', q{SELECT zk_lock_try_acquire('acl/x')});
 isnt($rc, 0, 'and no lock is taken meanwhile');
@@ -242,7 +234,7 @@ $node3->stop;
 # both settings at once: ambiguous, refused
 $node3->append_conf('postgresql.conf', "zklock.auth = 'digest:zklock:$bad[4]'");
 $node3->start;
-ok(wait_log($node3, qr/zklock\.auth and zklock\.auth_file are both set/, 0),
+ok(zk_wait_log($node3, qr/zklock\.auth and zklock\.auth_file are both set/, 0, 30),
 	'zklock.auth and zklock.auth_file together are refused');
 $node3->stop;
 

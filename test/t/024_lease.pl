@@ -34,22 +34,7 @@ my $node2 = zk_node('node2');
 
 $node1->safe_psql('postgres', 'CREATE TABLE guarded(v int)');
 
-# Wait (bounded) until the node's log has a line matching $re after byte $from.
-sub wait_log
-{
-	my ($node, $re, $from, $timeout) = @_;
-	return wait_until(
-		sub { substr(slurp_file($node->logfile), $from) =~ $re },
-		timeout => $timeout // 15,
-		interval => 0.1);
-}
 
-sub set_failpoints
-{
-	my ($node, $value) = @_;
-	$node->safe_psql('postgres', "ALTER SYSTEM SET zklock.failpoints = '$value'");
-	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
-}
 
 # --- the lease is shown ------------------------------------------------------
 my ($remaining, $margin, $timeout);
@@ -189,18 +174,18 @@ $node1->safe_psql('postgres', q{ROLLBACK PREPARED 'lease_ok'});
 
 # --- finding 6: a guard that could not be set is set again --------------------
 my $log_at = -s $node1->logfile;
-set_failpoints($node1, 'before-guard=fail');
+zk_set_failpoints($node1, 'before-guard=fail');
 ok(wait_until(sub { psql1($node1, 'SHOW zklock.failpoints') eq 'before-guard=fail' }, timeout => 10),
 	'failpoint set');
 $h->query_ok('BEGIN');
 $h->query_ok(q{SELECT zk_lock_acquire('lease/g', parents => false)});
 $h->query_ok('INSERT INTO guarded VALUES (4)');
-ok(wait_log($node1, qr/failpoint "before-guard" reached \(fail\)/, $log_at),
+ok(zk_wait_log($node1, qr/failpoint "before-guard" reached \(fail\)/, $log_at),
 	'the guard watch was not set');
 ($path) = zk_lock_nodes(zk_path('lease/g'));
 ($rc) = ZkLockTest::zkutil('delete-r', $path);
 is($rc, 0, 'the node is deleted while no guard watches it');
-set_failpoints($node1, '');
+zk_set_failpoints($node1, '');
 ok( wait_until(
 		sub {
 			psql1($node1, q{SELECT count(*) FROM zk_lock_local WHERE state = 'lost'}) eq '1';
@@ -213,7 +198,7 @@ is(psql1($node1, 'SELECT count(*) FROM guarded'), '1', '... its write not visibl
 
 # --- finding 5: held locks are lost before the session is closed ------------
 $log_at = -s $node1->logfile;
-set_failpoints($node1, 'session-lost-before-close=pause');
+zk_set_failpoints($node1, 'session-lost-before-close=pause');
 ok(wait_until(sub { psql1($node1, 'SHOW zklock.failpoints') =~ /pause/ }, timeout => 10),
 	'failpoint set');
 $h->query_ok('BEGIN');
@@ -223,13 +208,13 @@ $h->query_ok('INSERT INTO guarded VALUES (5)');
 (my $other_hosts = $hosts) =~ s/127\.0\.0\.1/localhost/g;
 $node1->safe_psql('postgres', "ALTER SYSTEM SET zklock.hosts = '$other_hosts'");
 $node1->safe_psql('postgres', 'SELECT pg_reload_conf()');
-ok(wait_log($node1, qr/failpoint "session-lost-before-close" reached/, $log_at, 20),
+ok(zk_wait_log($node1, qr/failpoint "session-lost-before-close" reached/, $log_at, 20),
 	'the worker stops between giving the session up and closing it');
 is(zk_count_locks(zk_path('lease/c')), 1, 'the old session\'s node still exists');
 $r = $h->query('COMMIT', 30);
 is($r->{sqlstate}, '55P03', 'a commit at that point fails: the lock is already lost (finding 5)');
-set_failpoints($node1, '');
-ok(wait_log($node1, qr/failpoint "session-lost-before-close" released/, $log_at, 20),
+zk_set_failpoints($node1, '');
+ok(zk_wait_log($node1, qr/failpoint "session-lost-before-close" released/, $log_at, 20),
 	'the worker goes on');
 ok(zk_wait_connected($node1, 30), 'node1 connects again');
 ok(zk_wait_count(zk_path('lease/c'), 0, 15), 'the old session\'s node is gone');

@@ -30,43 +30,21 @@ zk_start();
 my $node1 = zk_node('node1');
 my $node2 = zk_node('node2');
 
-sub wait_log
-{
-	my ($node, $re, $from, $timeout) = @_;
-	return wait_until(
-		sub { substr(slurp_file($node->logfile), $from) =~ $re },
-		timeout => $timeout // 15,
-		interval => 0.1);
-}
 
-sub log_count
-{
-	my ($node, $re, $from) = @_;
-	my @m = substr(slurp_file($node->logfile), $from) =~ /$re/g;
-	return scalar @m;
-}
 
-sub set_failpoints
-{
-	my ($node, $value) = @_;
-	$node->safe_psql('postgres', "ALTER SYSTEM SET zklock.failpoints = '$value'");
-	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
-	ok(wait_until(sub { psql1($node, 'SHOW zklock.failpoints') eq $value }, timeout => 10),
-		"failpoints set to '$value'");
-}
 
 my $h = zk_session($node1, 'holder');
 my $w = zk_session($node2, 'waiter');
 
 # --- (a) a create whose reply was lost: adopted ----------------------------
 my $log_at = -s $node1->logfile;
-set_failpoints($node1, 'after-create-reply=fail');
+ok(zk_set_failpoints($node1, 'after-create-reply=fail'), "failpoints set to 'after-create-reply=fail'");
 $h->query_ok('BEGIN');
 my $token = $h->query_ok(q{SELECT zk_lock_acquire('lr/a', parents => false, timeout => '20 s')});
 like($token, qr/^\d+$/, '(a) the acquire succeeds although its create reply was dropped');
-ok(wait_log($node1, qr/failpoint "after-create-reply" reached \(fail\)/, $log_at),
+ok(zk_wait_log($node1, qr/failpoint "after-create-reply" reached \(fail\)/, $log_at),
 	'(a) the create reply was dropped');
-ok(wait_log($node1, qr/adopted lock node "[^"]*lr\/a\/[^"]*" after its create's reply was lost/, $log_at),
+ok(zk_wait_log($node1, qr/adopted lock node "[^"]*lr\/a\/[^"]*" after its create's reply was lost/, $log_at),
 	'(a) the node was found again by its prefix and adopted');
 my @info = zk_lock_info(zk_path('lr/a'));
 is(scalar @info, 1, '(a) exactly one node exists for it');
@@ -79,29 +57,36 @@ ok(zk_wait_no_locks(zk_path('lr/a')), '(a) released at commit: no node left');
 # an explicit lock (a persistent node, no ephemeralOwner) is adopted too
 $log_at = -s $node1->logfile;
 $h->query_ok(q{SELECT zk_lock_acquire_explicit('lr/x', ttl => '10 minutes', timeout => '20 s')});
-ok(wait_log($node1, qr/adopted lock node "[^"]*lr\/x\/[^"]*" after its create's reply was lost/, $log_at),
+ok(zk_wait_log($node1, qr/adopted lock node "[^"]*lr\/x\/[^"]*" after its create's reply was lost/, $log_at),
 	'(a) an explicit lock\'s node is adopted as well');
 is(zk_count_locks(zk_path('lr/x')), 1, '(a) exactly one node for the explicit lock');
 is($h->query_ok(q{SELECT zk_lock_release_explicit('lr/x')}), '1', '(a) and it is released');
 ok(zk_wait_no_locks(zk_path('lr/x')), '(a) leaving no node');
-set_failpoints($node1, '');
+ok(zk_set_failpoints($node1, ''), "failpoints set to ''");
+
+# $h holds $res in a transaction on node1; $w waits for it on node2.
+sub hold_with_waiter
+{
+	my ($res, $label) = @_;
+	$h->query_ok('BEGIN');
+	$h->query_ok(qq{SELECT zk_lock_acquire('$res', parents => false)});
+	$w->query_ok('BEGIN');
+	$w->send(qq{SELECT zk_lock_acquire('$res', parents => false, timeout => '60 s') > 0});
+	ok(wait_for_waiting($node2, $w->pid), "$label a waiter on the other instance");
+}
 
 # --- (b) a delete that fails is retried -------------------------------------
-$h->query_ok('BEGIN');
-$h->query_ok(q{SELECT zk_lock_acquire('lr/b', parents => false)});
-$w->query_ok('BEGIN');
-$w->send(q{SELECT zk_lock_acquire('lr/b', parents => false, timeout => '60 s') > 0});
-ok(wait_for_waiting($node2, $w->pid), '(b) a waiter on the other instance');
+hold_with_waiter('lr/b', '(b)');
 $log_at = -s $node1->logfile;
-set_failpoints($node1, 'before-delete=fail');
+ok(zk_set_failpoints($node1, 'before-delete=fail'), "failpoints set to 'before-delete=fail'");
 $h->query_ok('COMMIT');
 ok( wait_until(
-		sub { log_count($node1, qr/failpoint "before-delete" reached \(fail\)/, $log_at) >= 3 },
+		sub { zk_log_count($node1, qr/failpoint "before-delete" reached \(fail\)/, $log_at) >= 3 },
 		timeout => 15),
 	'(b) the release\'s delete fails and is retried');
 is(zk_count_locks(zk_path('lr/b')), 2, '(b) meanwhile the node stays (and the waiter\'s)');
 ok(!$w->done, '(b) and the waiter still waits');
-set_failpoints($node1, '');
+ok(zk_set_failpoints($node1, ''), "failpoints set to ''");
 my $r = $w->wait(30);
 ok($r && $r->{out} eq 't', '(b) once the failpoint is cleared, the waiter is granted');
 is(zk_count_locks(zk_path('lr/b')), 1, '(b) the released node is gone, the waiter\'s is there');
@@ -110,19 +95,15 @@ ok(zk_wait_no_locks(zk_path('lr/b')), '(b) no node left');
 
 # --- (c) the worker exits instead of deleting -------------------------------
 my $old_worker = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
-$h->query_ok('BEGIN');
-$h->query_ok(q{SELECT zk_lock_acquire('lr/c', parents => false)});
-$w->query_ok('BEGIN');
-$w->send(q{SELECT zk_lock_acquire('lr/c', parents => false, timeout => '60 s') > 0});
-ok(wait_for_waiting($node2, $w->pid), '(c) a waiter on the other instance');
+hold_with_waiter('lr/c', '(c)');
 $log_at = -s $node1->logfile;
-set_failpoints($node1, 'before-delete=exit');
+ok(zk_set_failpoints($node1, 'before-delete=exit'), "failpoints set to 'before-delete=exit'");
 my $t0 = time();
 $h->query_ok('COMMIT');
-ok(wait_log($node1, qr/failpoint "before-delete" reached \(exit\)/, $log_at),
+ok(zk_wait_log($node1, qr/failpoint "before-delete" reached \(exit\)/, $log_at),
 	'(c) the worker exits where it would delete the node');
 # the restarted worker must not exit again
-set_failpoints($node1, '');
+ok(zk_set_failpoints($node1, ''), "failpoints set to ''");
 ok( wait_until(
 		sub {
 			my $p = psql1($node1, 'SELECT coalesce(worker_pid, 0) FROM zk_lock_status');
