@@ -125,6 +125,20 @@ foreach my $cp (65535, 65534, 57344, 1114111)
 	is($code, '22023', sprintf('a name with U+%04X gives 22023 (finding 11: 38000)', $cp));
 }
 
+# bytes that are not UTF-8 (a SQL_ASCII database passes them as they are):
+# 22021, PostgreSQL's conversion error, as README's errors table says
+{
+	my $a = fuzz_session('sqlascii_names', 'sqlascii', undef);
+	foreach my $hex (qw(ff c0af eda080))
+	{
+		my ($code, $r) = sqlstate_of($a,
+			"SELECT zk_lock_try_acquire('fzu/' || convert_from('\\x$hex'::bytea, 'SQL_ASCII'))");
+		ok($code eq '22021' && $r->{err} =~ /invalid byte sequence for encoding "UTF8"/,
+			"SQL_ASCII database: a name with the bytes $hex gives 22021 invalid byte sequence for UTF8 (got $code)");
+	}
+	$a->quit;
+}
+
 # a huge set obeys statement_timeout (interrupts are checked); 50,000 names
 # took 14 s here on the code of 2026-11-23, 100,000 took 55 s
 # (ZKLOCK_FUZZ_SECONDS of 300 or more tries both set functions)
