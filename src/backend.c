@@ -97,7 +97,11 @@ static bool batching = false;
 static int	batch_idx[ZKLOCK_MAX_BATCH];
 static uint32 batch_gen[ZKLOCK_MAX_BATCH];
 
+/* the extension object held by extension_guard_begin, if any */
+static Oid	extension_guarded = InvalidOid;
+
 static void xact_callback(XactEvent event, void *arg);
+static void extension_guard_end(void);
 static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 							 SubTransactionId parentSubid, void *arg);
 static void backend_exit(int code, Datum arg);
@@ -394,6 +398,7 @@ wait_for_answer(const char *what, int timeout_ms, int shown_ms,
 	TimestampTz since = GetCurrentTimestamp();
 	ZkEntryState state;
 
+	extension_guard_end();		/* the request is visible to a DROP now */
 	if (timeout_ms >= 0)
 		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 											   timeout_ms);
@@ -1030,6 +1035,7 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
 		LWLockAcquire(zklock_shared->lock, LW_SHARED);
 		zklock_wake_worker();
 		LWLockRelease(zklock_shared->lock);
+		extension_guard_end();
 
 		/*
 		 * Connected, every answer comes within a round trip; but the
@@ -1202,35 +1208,56 @@ add_steps(LockStep *steps, int n, const char *resource, ZkLockMode mode,
  * extension's functions release it.  DROP EXTENSION is refused while this
  * instance's backends hold or wait for locks in the database (zklock.c):
  * it takes the extension object in AccessExclusiveLock, then counts the
- * shared entries.  A session-level acquire, once granted (its entries long
- * visible to such a count), looks whether the extension is still there,
- * taking that object in AccessShareLock for a moment: a DROP that counted
- * before our entries existed has committed (the extension is gone) or is
- * still running (we wait for it).  If it is gone, the caller gives the lock
- * back and fails, rather than keep a lock no function can release.  The
- * lock is not kept during the wait, so a DROP never waits for a waiter.
+ * shared entries.  A session-level acquire takes that object in
+ * AccessShareLock before its first request exists and keeps it only until
+ * that request is visible to such a count (extension_guard_end, once
+ * submitted): a DROP then either counts it, or came first, and the acquire
+ * fails before any node is made.  A DROP in progress is not waited for
+ * (its transaction may stay open for as long as it likes): 55006 at once.
+ * The object is not kept during the wait, so a DROP never waits for a
+ * waiter.
  */
-static bool
-extension_gone(void)
-{
-	Oid			ext = get_extension_oid("zklock", true);
-	bool		gone;
-
-	if (!OidIsValid(ext))
-		return true;
-	LockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
-	gone = get_extension_oid("zklock", true) != ext;
-	UnlockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
-	return gone;
-}
-
 static void
 extension_gone_error(void)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_UNDEFINED_OBJECT),
 			 errmsg("extension \"zklock\" does not exist in this database"),
-			 errdetail("It was dropped while this session lock was asked for; the lock was given back.")));
+			 errdetail("It was dropped while this session lock was asked for; no lock was taken.")));
+}
+
+static void
+extension_guard_begin(void)
+{
+	Oid			ext = get_extension_oid("zklock", true);
+
+		if (!OidIsValid(ext))
+		extension_gone_error();
+	if (!ConditionalLockDatabaseObject(ExtensionRelationId, ext, 0,
+									   AccessShareLock))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("extension \"zklock\" is being dropped"),
+				 errdetail("Another transaction is dropping the extension; a session lock taken now could not be released once it is gone. No lock was taken."),
+				 errhint("Try again once that transaction has ended.")));
+	/* dropped, and committed, between the look-up and the lock? */
+	if (get_extension_oid("zklock", true) != ext)
+	{
+		UnlockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
+		extension_gone_error();
+	}
+	extension_guarded = ext;
+}
+
+/* Our request is visible to a DROP's count now, or was never needed */
+static void
+extension_guard_end(void)
+{
+	if (!OidIsValid(extension_guarded))
+		return;
+	UnlockDatabaseObject(ExtensionRelationId, extension_guarded, 0,
+						 AccessShareLock);
+	extension_guarded = InvalidOid;
 }
 
 /* How many '/' a resource has: its number of parents */
@@ -1265,14 +1292,12 @@ zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
 
 	steps = palloc0(sizeof(LockStep) * (depth(resource) + 1));
 	nsteps = add_steps(steps, 0, resource, mode, parents, 0);
-	if (!take_steps(steps, nsteps, session, wait, timeout_ms))
+	if (session)
+		extension_guard_begin();
+	*acquired = take_steps(steps, nsteps, session, wait, timeout_ms);
+	extension_guard_end();
+	if (!*acquired)
 		return 0;
-	if (session && extension_gone())
-	{
-		release_session_hold(steps[nsteps - 1].lock);
-		extension_gone_error();
-	}
-	*acquired = true;
 	return steps[nsteps - 1].lock->token;
 }
 
@@ -1391,6 +1416,7 @@ zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
 	int			kept = 0;
 	int			ndistinct = 0;
 	int			nneeded = 0;
+	bool		granted;
 
 	zklock_backend_init();
 	check_lost(ERROR);
@@ -1477,14 +1503,12 @@ zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
 	}
 	nsteps = kept;
 
-	if (!take_steps(steps, nsteps, session, wait, timeout_ms))
+	if (session)
+		extension_guard_begin();
+	granted = take_steps(steps, nsteps, session, wait, timeout_ms);
+	extension_guard_end();
+	if (!granted)
 		return false;
-	if (session && extension_gone())
-	{
-		for (int i = nsteps - 1; i >= 0; i--)
-			drop_hold(steps[i].lock, session, steps[i].implicit);
-		extension_gone_error();
-	}
 	for (int i = 0; i < nsteps; i++)
 		if (steps[i].input >= 0)
 			tokens[steps[i].input] = steps[i].lock->token;
@@ -1736,6 +1760,9 @@ xact_callback(XactEvent event, void *arg)
 	HASH_SEQ_STATUS seq;
 	LocalLock  *lock;
 
+	/* an error between extension_guard_begin and _end: the abort released it */
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		extension_guarded = InvalidOid;
 	if (local_locks == NULL || hash_get_num_entries(local_locks) == 0)
 		return;
 
@@ -1812,6 +1839,8 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	HASH_SEQ_STATUS seq;
 	LocalLock  *lock;
 
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		extension_guarded = InvalidOid; /* as in xact_callback */
 	if (local_locks == NULL)
 		return;
 	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
