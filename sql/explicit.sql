@@ -167,6 +167,9 @@ SET client_min_messages = error;
 SELECT zk_lock_release_explicit('exp/x') IN (0, 1) AS clean;
 RESET client_min_messages;
 SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '1000000 years', '0')$$);
+-- the most negative parts (their negation does not exist): 22023 too
+SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '-178956970 years -8 months', '0')$$);
+SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '-2147483648 days', '0')$$);
 SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '0', '0')$$);
 SELECT err($$SELECT zk_lock_acquire_explicit('exp/x', 'exclusive', '1 month -31 days', '0')$$);
 SELECT zk_lock_acquire_explicit('exp/frac', ttl => '10.25 s') > 0 AS ok;

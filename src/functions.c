@@ -768,6 +768,13 @@ zklock_admin(PG_FUNCTION_ARGS)
  * is ahead.  From there it is a duration (the node's ttl=, counted from
  * the grant by ZooKeeper's clock).
  */
+/* -limit <= part <= limit, without negating part (INT_MIN has no negation) */
+static bool
+part_within(int64 part, int64 limit)
+{
+	return part >= -limit && part <= limit;
+}
+
 static int64
 explicit_ttl_ms(Interval *ttl)
 {
@@ -784,9 +791,9 @@ explicit_ttl_ms(Interval *ttl)
 	 * parts could still cancel out, but adding them to now could leave the
 	 * range of a timestamp): the calendar is only asked about the rest.
 	 */
-	if (Abs(ttl->month) > 1000 * MONTHS_PER_YEAR ||
-		Abs(ttl->day) > 1000 * 366 ||
-		Abs(ttl->time) > INT64CONST(1000) * 366 * USECS_PER_DAY)
+	if (!part_within(ttl->month, 1000 * MONTHS_PER_YEAR) ||
+		!part_within(ttl->day, 1000 * 366) ||
+		!part_within(ttl->time, INT64CONST(1000) * 366 * USECS_PER_DAY))
 		end = now;
 	else
 		end = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
