@@ -2029,6 +2029,7 @@ zklock_admin_node(const char *resource, const char *node, ZkEntryKind kind,
 	ZkLockEntry *e;
 	ZkEntryState state;
 	bool		found;
+	int			datalen;
 
 	zklock_backend_init();
 	zklock_check_resource(resource);
@@ -2048,11 +2049,16 @@ zklock_admin_node(const char *resource, const char *node, ZkEntryKind kind,
 		return false;
 	}
 
+	/* node data is UTF-8 (the caller converted it): cut between characters */
+	datalen = data ? pg_encoding_mbcliplen(PG_UTF8, data, strlen(data),
+										   ZKLOCK_MAX_DATA_LEN) : 0;
+
 	idx = begin_request(kind);
 	e = &zklock_shared->entries[idx];
 	strlcpy(e->resource, resource, sizeof(e->resource));
 	strlcpy(e->node, node, sizeof(e->node));
-	strlcpy(e->data, data ? data : "", sizeof(e->data));
+	memcpy(e->data, data ? data : "", datalen);
+	e->data[datalen] = '\0';
 	submit(idx);
 	LWLockRelease(zklock_shared->lock);
 

@@ -41,13 +41,14 @@ PG_FUNCTION_INFO_V1(zklock_status);
 PG_FUNCTION_INFO_V1(zklock_local);
 
 /*
- * Resource names are UTF-8 inside zklock, as ZooKeeper reads them, whatever
- * the database encoding: converted on the way in (a SQL_ASCII database's
- * bytes are taken as they are, and checked as UTF-8), and back on the way
- * out by text_out (which never fails).
+ * Resource names, node names and node data are UTF-8 inside zklock, as
+ * ZooKeeper reads them, whatever the database encoding: converted on the
+ * way in by utf8_in (a SQL_ASCII database's bytes are taken as they are,
+ * and names are checked as UTF-8), and back on the way out by text_out
+ * (which never fails).
  */
 static char *
-resource_in(char *name)
+utf8_in(char *name)
 {
 	return (char *) pg_server_to_any(name, strlen(name), PG_UTF8);
 }
@@ -131,7 +132,7 @@ resource_arg(FunctionCallInfo fcinfo)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("zklock resource name must not be null")));
-	return resource_in(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	return utf8_in(text_to_cstring(PG_GETARG_TEXT_PP(0)));
 }
 
 static ZkLockMode
@@ -283,7 +284,7 @@ lock_set_common(FunctionCallInfo fcinfo, bool session, bool wait)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("zklock resource and mode lists must not contain nulls")));
-		resources[i] = resource_in(TextDatumGetCString(rdatums[i]));
+		resources[i] = utf8_in(TextDatumGetCString(rdatums[i]));
 		modes[i] = mdatums ?
 			zklock_parse_mode(TextDatumGetCString(mdatums[i])) : ZKLOCK_EXCLUSIVE;
 	}
@@ -456,7 +457,7 @@ zklock_nodes(PG_FUNCTION_ARGS)
 	rootlen = strlen(zklock_root);
 	if (PG_NARGS() > 0 && !PG_ARGISNULL(0))
 	{
-		subtree = resource_in(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+		subtree = utf8_in(text_to_cstring(PG_GETARG_TEXT_PP(0)));
 		zklock_check_resource(subtree);
 	}
 	InitMaterializedSRF(fcinfo, 0);
@@ -742,11 +743,11 @@ zklock_admin(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("resource, node and action must not be null")));
-	resource = resource_in(text_to_cstring(PG_GETARG_TEXT_PP(0)));
-	node = resource_in(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	resource = utf8_in(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	node = utf8_in(text_to_cstring(PG_GETARG_TEXT_PP(1)));
 	action = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	if (!PG_ARGISNULL(3))
-		data = text_to_cstring(PG_GETARG_TEXT_PP(3));
+		data = utf8_in(text_to_cstring(PG_GETARG_TEXT_PP(3)));
 	if (strcmp(action, "delete") == 0)
 		kind = ZKR_FORCE_DELETE;
 	else if (strcmp(action, "revoke") == 0)

@@ -11,7 +11,8 @@
 #  - text the encoding can hold is converted, not replaced: "é" in a
 #    query stays "é" in LATIN1, and a non-ASCII role sees the details of its
 #    own lock (zk_locks matches the role by name);
-#  - bytes another client wrote that are not UTF-8 are shown as "?".
+#  - bytes another client wrote that are not UTF-8 are shown as "?";
+#  - zk_lock_revoke from a LATIN1 database writes node data in UTF-8.
 use strict;
 use warnings;
 
@@ -85,6 +86,18 @@ $r = $l->query(q{SELECT zk_lock_revoke('enc/jp')});
 is($r->{sqlstate} . ' ' . $r->{out}, '00000 1',
 	'LATIN1: zk_lock_revoke works on the subtree (was 22P05)')
   or diag($r->{err});
+# a revocation from the LATIN1 database writes the holder's details back
+# in UTF-8 (they were written in LATIN1's bytes, shown as "?" everywhere)
+$u->query_ok("SELECT zk_lock_acquire_session('enc/rv') /* $e_acute */");
+$r = $l->query(q{SELECT zk_lock_revoke('enc/rv')});
+is($r->{sqlstate} . ' ' . $r->{out}, '00000 1', 'LATIN1: zk_lock_revoke of a UTF8 database\'s lock');
+$r = $u->query(q{SELECT query FROM zk_lock_nodes('enc/rv') WHERE resource = 'enc/rv'});
+is($r->{out}, "SELECT zk_lock_acquire_session('enc/rv') /* $e_acute */;",
+	'UTF8: the revoked node\'s query still shows é (was "?")');
+$r = $l->query(q{SELECT query FROM zk_lock_nodes('enc/rv') WHERE resource = 'enc/rv'});
+is($r->{out}, "SELECT zk_lock_acquire_session('enc/rv') /* $e_acute */;", 'LATIN1: and so does LATIN1');
+$u->query_ok(q{SELECT zk_lock_release('enc/rv')});
+
 $r = $l->query(q{SELECT zk_lock_release_explicit('enc/jp', 'shared')});
 is($r->{sqlstate} . ' ' . $r->{out}, '00000 1',
 	'LATIN1: zk_lock_release_explicit works on the subtree (was 22P05)')
