@@ -19,7 +19,8 @@
  * Every point reached with an action logs "zklock: failpoint "name"
  * reached (action)", which a test waits for.
  *
- * The points (protocol.c and worker.c), and what "fail" does at each:
+ * The points (protocol.c, worker.c and root.c), and what "fail" does at
+ * each:
  *
  *	after-create-reply	a create's successful reply arrived; fail: drop it
  *						as a connection loss would, so the node is found
@@ -31,6 +32,8 @@
  *						if its reply was lost (retried)
  *	session-lost-before-close	held locks are marked lost, the session
  *						not closed yet (no "fail")
+ *	root-acl-check		root.c: the chroot was found, the credentials'
+ *						part of the root check not sent yet (no "fail")
  *
  *-------------------------------------------------------------------------
  */

@@ -56,6 +56,7 @@
 #include "zklock.h"
 #include "zk_client.h"
 #include "protocol.h"
+#include "failpoint.h"
 
 #define ROOT_ANCHOR		"zklock.anchor"
 #define ROOT_PROBE		"zklock.probe-"
@@ -91,6 +92,7 @@ static MemoryContext root_walk_cxt = NULL;
 static int	root_walk_pending = 0;
 static bool root_chroot_missing = false;	/* refused: no such chroot */
 static bool root_rechecking = false;	/* again, after the chroot's watch */
+static bool root_recheck_pending = false;	/* the watch fired mid-check */
 
 /*
  * The chroot of zklock.hosts, as the C client reads it (from the first '/';
@@ -160,6 +162,7 @@ void
 zklock_root_check_start(int64 session_id)
 {
 	root_rechecking = false;
+	root_recheck_pending = false;
 	if (root_chroot_missing)
 	{
 		/* a new session, maybe with another chroot: said again if so */
@@ -176,6 +179,7 @@ root_acl_check_start(void)
 	char		path[ZKLOCK_MAX_ROOT_LEN + 64];
 	uint32		gen = root_generation;
 
+	(void) ZKLOCK_FAILPOINT("root-acl-check");
 	root_self[0] = '\0';
 	root_walk = NIL;
 	root_walk_pending = 0;
@@ -207,6 +211,8 @@ root_acl_check_start(void)
 static bool
 root_done(bool refused, const char *why)
 {
+	bool		go;
+
 	root_refused_flag = refused;
 	root_checked_session = root_checking_session;
 	if (refused && root_chroot_missing)
@@ -218,7 +224,16 @@ root_done(bool refused, const char *why)
 				 errhint("Give \"%s\" an ACL that grants only zklock's ZooKeeper credentials more than READ, or choose another zklock.root.",
 						 zklock_root)));
 	/* after a recheck, requests are going already */
-	return !root_rechecking;
+	go = !root_rechecking;
+	if (root_recheck_pending && root_checking_session == zkc_session_id())
+	{
+		/* the chroot changed during the check: check again, watch anew */
+		root_recheck_pending = false;
+		root_rechecking = true;
+		root_checked_session = 0;	/* its replies count again */
+		root_check_begin(root_checking_session);
+	}
+	return go;
 }
 
 /* The chroot's existence, or a change of it (its watch) */
@@ -232,14 +247,17 @@ root_chroot_event(ZkEvent *ev)
 		return false;
 	if (ev->kind == ZKEV_WATCH)
 	{
-		/* created or deleted: check again once this check is over */
-		if (root_checked_session == root_checking_session &&
-			root_checking_session == zkc_session_id())
+		/* created or deleted: check again, now or once this check is over */
+		if (root_checking_session != zkc_session_id())
+			return false;
+		if (root_checked_session == root_checking_session)
 		{
 			root_rechecking = true;
 			root_checked_session = 0;	/* its replies count again */
 			root_check_begin(root_checking_session);
 		}
+		else
+			root_recheck_pending = true;	/* root_done starts it */
 		return false;
 	}
 	if (ev->rc == ZKC_NONODE)

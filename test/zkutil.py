@@ -30,6 +30,9 @@ Usage:
                                          backslash, tab and newline escaped
                                          as \\, \t and \n
 
+With ZKUTIL_AUTH=user:password in the environment it authenticates with
+that digest identity first.
+
 Exit status 2 on usage errors or when ZooKeeper cannot be reached within
 ZKUTIL_CONNECT_TIMEOUT seconds (default 10).
 """
@@ -111,7 +114,9 @@ def main(argv):
 
     logging.basicConfig(level=logging.CRITICAL)
     timeout = float(os.environ.get("ZKUTIL_CONNECT_TIMEOUT", "10"))
-    zk = KazooClient(hosts=hosts, timeout=10.0)
+    auth = os.environ.get("ZKUTIL_AUTH")
+    zk = KazooClient(hosts=hosts, timeout=10.0,
+                     auth_data=[("digest", auth)] if auth else None)
     try:
         zk.start(timeout=timeout)
     except Exception as e:  # kazoo raises a timeout error

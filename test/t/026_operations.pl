@@ -129,6 +129,43 @@ isnt($lrc, 0, 'and its subtree is closed to clients without the credentials');
 $s4->query_ok(q{SELECT zk_lock_release('ops/d')});
 is(psql1($node4, q{SELECT count(*) FROM zk_locks WHERE resource = 'ops/d'}), '0',
 	'released');
+$s4->quit;
+
+# the chroot removed while the root check runs (review of issue 11: the
+# chroot's watch fired during the check and was dropped, so requests failed
+# with 42501 about the root, and kept failing after the chroot was made
+# again, until the session ended): the check runs again once it is over
+ok(zk_set_failpoints($node4, 'root-acl-check=pause'), 'failpoint root-acl-check=pause');
+my $off4 = -s $node4->logfile;
+$node4->restart;
+ok(zk_wait_log($node4, qr/failpoint "root-acl-check" reached \(pause\)/, $off4, 30),
+	'a new session\'s root check pauses after finding the chroot');
+{
+	local $ENV{ZKUTIL_AUTH} = 'zklock026:s3cret';
+	($zrc, $zout, $zerr) = zkutil('delete-r', $chroot2);
+	$zrc == 0 or die "could not delete the chroot: $zerr";
+}
+ok(zk_set_failpoints($node4, ''), 'the check goes on, the chroot gone');
+$r = undef;
+$ok = wait_until(
+	sub {
+		my (undef, undef, $e) = $node4->psql('postgres', q{SELECT zk_lock_try_acquire('ops/e')},
+			extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+		$r = $e;
+		return $e =~ /55000: .*chroot "\Q$chroot2\E".*does not exist/;
+	},
+	timeout => 20, interval => 0.2);
+ok($ok, 'requests then fail with 55000 naming the missing chroot, checked again')
+  or diag("last error: $r");
+($zrc, $zout, $zerr) = zkutil('create-seq', "$chroot2/made-by-026-", 'x');
+$zrc == 0 or die "could not create the chroot: $zerr";
+$ok = wait_until(
+	sub {
+		my ($rc, $out) = $node4->psql('postgres', q{SELECT zk_lock_try_acquire('ops/e') IS NOT NULL});
+		return $rc == 0 && $out eq 't';
+	},
+	timeout => 20, interval => 0.2);
+ok($ok, 'and locks are taken once it is made again, without a restart');
 
 zk_done_check();
 done_testing();
