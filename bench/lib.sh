@@ -6,6 +6,11 @@
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BENCH_ROOT=$(dirname "$BENCH_DIR")
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+# the PostgreSQL that bench.py runs is the one zklock is installed into
+if [ -z "${PGBIN:-}" ] && [ -x "$PG_CONFIG" ]; then
+	PGBIN=$("$PG_CONFIG" --bindir)
+fi
+export PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 
 bench_installed() { # package
 	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'

@@ -42,4 +42,4 @@ pkgs=("${BENCH_BASE_PKGS[@]}"
 bench_need "${pkgs[@]}"
 bench_zklock
 
-exec /usr/bin/python3 "$BENCH_DIR/bench.py" "$@"
+exec /usr/bin/python3 -B "$BENCH_DIR/bench.py" "$@"
