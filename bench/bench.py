@@ -17,7 +17,8 @@ scenarios, prints one table and stops everything it started.
 The parts: servers.py (ZooKeeper, PostgreSQL, processes, cleanup),
 runner_pg.py (zklock and advisory locks through pgbench), runner_curator.py,
 runner_kazoo.py, runner_floor.py, scenarios.py, report.py (table, CSV,
-chart), modes.py (--smoke, --profile, --soak).
+chart), modes.py (--smoke, --profile, --soak), ab.py (--ab: two builds of
+zklock alternated, for run.sh --baseline).
 """
 import argparse
 import os
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import time
 
+import ab
 from common import BenchError, Env, log
 from modes import profile, smoke, soak
 from report import Results, table, table_notes, write_csv, write_png
@@ -54,6 +56,7 @@ def parse_args():
     ap.add_argument("--clients", type=int, default=1,
                     help="with --profile: clients, each on its own resource")
     ap.add_argument("--min-ratio", type=float, default=0.25, help=argparse.SUPPRESS)
+    ab.add_args(ap)
     a = ap.parse_args()
     a.only_list = a.only.split(",") if a.only else [
         k for k in SCENARIOS if not (a.quick and k in ("scale", "many"))]
@@ -125,6 +128,8 @@ def main():
         if a.profile:
             env.secs = a.secs or 6
             return profile(env, a.clients)
+        if a.ab_old:
+            return ab.run(env, a)
         return comparison(env, a, t_start)
     except KeyboardInterrupt as e:
         log("interrupted (%s); stopping what was started" % (e or "SIGINT"))

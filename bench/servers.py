@@ -336,7 +336,9 @@ def on_signal(signum, _frame):
 
 def start_watchdog(tmp, pgs):
     """stop the servers and remove the work folder if this process dies
-    without cleaning up (killed hard)"""
+    without cleaning up (killed hard).  With PGBIN's pg_ctl, whichever
+    installation an instance runs from: any PostgreSQL 15 pg_ctl stops it,
+    and a private copy (run.sh --baseline) may be gone by then."""
     stops = " ; ".join(" ".join(as_owner([PGBIN + "/pg_ctl", "-D", pg.data, "-m",
                                           "immediate", "-w", "-t", "30", "stop"]))
                        for pg in pgs)
