@@ -6,6 +6,11 @@
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BENCH_ROOT=$(dirname "$BENCH_DIR")
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+# the PostgreSQL that bench.py runs is the one zklock is installed into
+if [ -z "${PGBIN:-}" ] && [ -x "$PG_CONFIG" ]; then
+	PGBIN=$("$PG_CONFIG" --bindir)
+fi
+export PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 
 bench_installed() { # package
 	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
@@ -55,6 +60,68 @@ bench_zklock() {
 	echo "bench: building and installing zklock" >&2
 	make -C "$BENCH_ROOT" -s PG_CONFIG="$PG_CONFIG" >&2 &&
 		make -C "$BENCH_ROOT" -s PG_CONFIG="$PG_CONFIG" install >&2
+}
+
+# bench_pg_copy DIR: a private copy of PostgreSQL 15 (the one PG_CONFIG
+# names) under DIR, in the system's layout: DIR/usr/lib/postgresql/15,
+# DIR/usr/share/postgresql/15 and DIR/usr/include -> /usr/include.  Its
+# binaries are relocatable (pg_config, postgres find share/ and lib/ from
+# their own place), so zklock can be installed there alone.  Prints its
+# bin directory.
+bench_pg_copy() {
+	local dest=$1 lib share
+	lib=$(dirname "$("$PG_CONFIG" --bindir)")
+	share=$("$PG_CONFIG" --sharedir)
+	mkdir -p "$dest/usr/lib/postgresql" "$dest/usr/share/postgresql" || return 1
+	cp -a "$lib" "$dest/usr/lib/postgresql/15" &&
+		cp -a "$share" "$dest/usr/share/postgresql/15" &&
+		ln -sfn /usr/include "$dest/usr/include" || return 1
+	echo "$dest/usr/lib/postgresql/15/bin"
+}
+
+# bench_build_into SRC BINDIR: make && make install of the zklock tree SRC
+# into the PostgreSQL whose bin directory is BINDIR
+bench_build_into() {
+	make -C "$1" -s PG_CONFIG="$2/pg_config" >&2 &&
+		make -C "$1" -s PG_CONFIG="$2/pg_config" install >&2
+}
+
+# bench_ab REV ARGS...: bench.py --ab with zklock built at REV (old) and
+# from the current tree as it is, uncommitted changes included (new), each
+# installed into its own copy of PostgreSQL 15 in a temporary folder that
+# is removed at the end.
+bench_ab() {
+	local rev=$1 sha work side bin old_label new_label rc=0
+	shift
+	if ! sha=$(git -C "$BENCH_ROOT" rev-parse --verify -q "$rev^{commit}"); then
+		echo "bench: --baseline $rev is not a revision of $BENCH_ROOT" >&2
+		return 2
+	fi
+	work=$(mktemp -d /tmp/zklock-ab.XXXXXX) || return 1
+	# shellcheck disable=SC2064 # $work is fixed now
+	trap "rm -rf '$work'" EXIT
+	chmod 755 "$work"
+	mkdir -p "$work/old/src" "$work/new/src"
+	git -C "$BENCH_ROOT" archive "$sha" | tar -x -C "$work/old/src" || return 1
+	(cd "$BENCH_ROOT" && git ls-files -z --cached --others --exclude-standard |
+		tar --null -T - --ignore-failed-read -cf -) | tar -x -C "$work/new/src" || return 1
+	for side in old new; do
+		echo "bench: building zklock ($side) in $work/$side" >&2
+		bin=$(bench_pg_copy "$work/$side/pg") || return 1
+		bench_build_into "$work/$side/src" "$bin" || return 1
+	done
+	chmod -R a+rX "$work"
+	old_label="$rev = $(git -C "$BENCH_ROOT" rev-parse --short "$sha")"
+	new_label="the current tree (HEAD = $(git -C "$BENCH_ROOT" rev-parse --short HEAD)"
+	if [ -n "$(git -C "$BENCH_ROOT" status --porcelain --untracked-files=no)" ]; then
+		new_label+=", with uncommitted changes"
+	fi
+	new_label+=")"
+	/usr/bin/python3 -B "$BENCH_DIR/bench.py" \
+		--ab-old "$work/old/pg/usr/lib/postgresql/15/bin" --ab-old-label "$old_label" \
+		--ab-new "$work/new/pg/usr/lib/postgresql/15/bin" --ab-new-label "$new_label" \
+		"$@" || rc=$?
+	return $rc
 }
 
 # what both scripts need: servers, the C client, a compiler

@@ -14,6 +14,13 @@
 #   --secs S    seconds per measurement (default 5, quick 2)
 #   --only LIST run only these scenarios
 #
+#   bash bench/run.sh --baseline REV [--rounds N] [--quick] [--secs S] [--only LIST]
+#
+#   A/B: zklock built at git revision REV (old) and from the current tree
+#   (new), each installed into its own copy of PostgreSQL 15 in a temporary
+#   folder; every zklock measurement of the scenarios runs on both, in N
+#   alternating rounds (default 3).  Prints old, new and new/old per row.
+#
 # Installs what is missing from Debian's archive (libcurator-recipes-java,
 # zookeeper, a JDK, python3-kazoo, libzookeeper-mt-dev, gnuplot-nox for
 # --png), builds and installs zklock if it is not installed, then runs
@@ -27,12 +34,24 @@ set -euo pipefail
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 
 png=0
-for arg in "$@"; do
-	case "$arg" in
-	-h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+baseline=""
+args=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	--png | --png=*) png=1 ;;
+	--baseline) baseline=${2:?--baseline needs a git revision}; shift 2; continue ;;
+	--baseline=*) baseline=${1#*=}; shift; continue ;;
 	esac
+	args+=("$1")
+	shift
 done
+
+if [ -n "$baseline" ]; then
+	bench_need "${BENCH_BASE_PKGS[@]}" postgresql-server-dev-15 "git|git"
+	bench_ab "$baseline" "${args[@]}"
+	exit $?
+fi
 
 pkgs=("${BENCH_BASE_PKGS[@]}"
 	"libcurator-recipes-java"
@@ -42,4 +61,4 @@ pkgs=("${BENCH_BASE_PKGS[@]}"
 bench_need "${pkgs[@]}"
 bench_zklock
 
-exec /usr/bin/python3 "$BENCH_DIR/bench.py" "$@"
+exec /usr/bin/python3 -B "$BENCH_DIR/bench.py" "${args[@]}"

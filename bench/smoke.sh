@@ -27,4 +27,4 @@ if ! bench_need "${BENCH_BASE_PKGS[@]}" || ! bench_zklock; then
 	echo "bench: 0 passed, 1 failed"
 	exit 1
 fi
-exec /usr/bin/python3 "$BENCH_DIR/bench.py" --smoke "$@"
+exec /usr/bin/python3 -B "$BENCH_DIR/bench.py" --smoke "$@"
