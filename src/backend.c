@@ -349,10 +349,72 @@ check_client(void)
 }
 
 /*
+ * Was the session connected at the start of the current wait
+ * (wait_connected), and how often had it become connected by then
+ * (wait_n_connected)?  A wait that ends by its timeout while ZooKeeper
+ * could not be reached at any moment since is a connection failure, not
+ * a lock that someone else holds: the request never got to ZooKeeper.
+ */
+static bool wait_connected;
+static uint64 wait_n_connected;
+
+static void
+note_wait_start(void)
+{
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	wait_connected = zklock_shared->session_state == ZKS_CONNECTED;
+	wait_n_connected = zklock_shared->n_connected;
+	LWLockRelease(zklock_shared->lock);
+}
+
+static bool
+unreachable_throughout_wait(void)
+{
+	bool		unreachable;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	unreachable = !wait_connected &&
+		zklock_shared->session_state != ZKS_CONNECTED &&
+		zklock_shared->n_connected == wait_n_connected;
+	LWLockRelease(zklock_shared->lock);
+	return unreachable;
+}
+
+/*
+ * The error for a request that ZooKeeper's unavailability ended, as the
+ * README's errors table has it: the connection failure as the message,
+ * what was asked in DETAIL.
+ */
+static void
+raise_unreachable(const char *msg, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("%s", msg),
+			 errdetail("zklock was asked to %s.", what),
+			 errhint("Check that ZooKeeper is running at zklock.hosts = '%s'; zk_lock_status shows the worker's view.",
+					 zklock_hosts)));
+}
+
+/*
+ * A wait for a lock on <what> ended by its timeout (of ms) with ZooKeeper
+ * unreachable all along: 08006, whether the timeout is shorter than
+ * zklock.connect_timeout or not.
+ */
+static void
+raise_wait_unreachable(const char *what, int ms)
+{
+	raise_unreachable(psprintf("could not connect to ZooKeeper at \"%s\" within %d ms",
+							   zklock_hosts, ms),
+					  psprintf("acquire zklock lock on %s", what));
+}
+
+/*
  * One pass of a wait for the worker's answer to entry idx (still
  * REQUESTED): end it if the worker does not respond or the deadline (0:
- * none) has passed -- raising 55P03 "... on <what> within <shown_ms> ms"
- * -- else sleep until the latch is set, at most a second, and serve
+ * none) has passed -- raising 55P03 "... on <what> within <shown_ms> ms",
+ * or 08006 if ZooKeeper could not be reached at any moment of the wait --
+ * else sleep until the latch is set, at most a second, and serve
  * interrupts (cancel, statement_timeout, lock_timeout, terminate, and a
  * lost client: check_client).
  */
@@ -368,10 +430,14 @@ wait_a_while(int idx, TimestampTz since, TimestampTz deadline,
 		TimestampTz now = GetCurrentTimestamp();
 
 		if (now >= deadline)
+		{
+			if (unreachable_throughout_wait())
+				raise_wait_unreachable(what, shown_ms);
 			ereport(ERROR,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 					 errmsg("could not obtain zklock lock on %s within %d ms",
 							what, shown_ms)));
+		}
 		sleep_ms = Min(sleep_ms,
 					   TimestampDifferenceMilliseconds(now, deadline) + 1);
 	}
@@ -379,6 +445,18 @@ wait_a_while(int idx, TimestampTz since, TimestampTz deadline,
 					 sleep_ms, ZKLOCK_WAIT_EVENT);
 	ResetLatch(MyLatch);
 	check_client();
+
+	/*
+	 * lock_timeout, with ZooKeeper unreachable all along: report it as
+	 * ProcessInterrupts would report the timeout, with our error instead.
+	 */
+	if (get_timeout_indicator(LOCK_TIMEOUT, false) &&
+		unreachable_throughout_wait())
+	{
+		(void) get_timeout_indicator(LOCK_TIMEOUT, true);
+		QueryCancelPending = false;
+		raise_wait_unreachable(what, LockTimeout);
+	}
 	CHECK_FOR_INTERRUPTS();
 }
 
@@ -402,6 +480,7 @@ wait_for_answer(const char *what, int timeout_ms, int shown_ms,
 	if (timeout_ms >= 0)
 		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 											   timeout_ms);
+	note_wait_start();
 	PG_TRY();
 	{
 		if (lock_timeout && LockTimeout > 0)
@@ -450,12 +529,15 @@ raise_failure(int idx, const char *what)
 	 * the README's errors table has it), and what was asked goes in DETAIL.
 	 */
 	if (sqlstate == ERRCODE_CONNECTION_FAILURE)
+		raise_unreachable(msg, what);
+
+	/* the worker stopped or restarted: nothing to do with ZooKeeper */
+	if (sqlstate == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE &&
+		strncmp(msg, ZKLOCK_WORKER_GONE, strlen(ZKLOCK_WORKER_GONE)) == 0)
 		ereport(ERROR,
 				(errcode(sqlstate),
-				 errmsg("%s", msg),
-				 errdetail("zklock was asked to %s.", what),
-				 errhint("Check that ZooKeeper is running at zklock.hosts = '%s'; zk_lock_status shows the worker's view.",
-						 zklock_hosts)));
+				 errmsg("could not %s: %s", what, msg),
+				 errhint("Unless the server is shutting down, the zklock worker starts again by itself (zk_lock_status.worker_pid); the server log says why it stopped.")));
 	ereport(ERROR,
 			(errcode(sqlstate ? sqlstate : ERRCODE_INTERNAL_ERROR),
 			 errmsg("could not %s: %s", what, msg)));
@@ -1043,6 +1125,7 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
 		 * lock_timeout apply here as they do to a wait.
 		 */
 		since = GetCurrentTimestamp();
+		note_wait_start();
 		what = psprintf("resource \"%s\"", steps[nsteps - 1].resource);
 		if (wait && LockTimeout > 0)
 			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);

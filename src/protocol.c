@@ -1661,11 +1661,17 @@ zklock_protocol_disconnected(void)
 /*
  * The session is gone (expired or closed): so is every node it created.
  * Held locks are lost; waiting requests fail; requests not yet sent wait
- * for the next session.
+ * for the next session.  Returns how many held locks were marked lost, and
+ * the PIDs of their backends in pids[] (each once, at most maxpids of them;
+ * *npids says how many).
  */
-void
-zklock_protocol_session_lost(const char *why)
+int
+zklock_protocol_session_lost(const char *why, int *pids, int maxpids,
+							 int *npids)
 {
+	int			nlost = 0;
+
+	*npids = 0;
 	connected = false;
 	session_id = 0;
 	sweep_abandon();
@@ -1683,9 +1689,17 @@ zklock_protocol_session_lost(const char *why)
 				LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 				if (entry(i)->state == ZKE_GRANTED)
 				{
+					int			pid = entry(i)->owner_pid;
+					int			k;
+
 					entry(i)->state = ZKE_LOST;
 					zklock_shared->n_lost++;
 					zklock_wake_owner(entry(i));
+					nlost++;
+					for (k = 0; k < *npids && pids[k] != pid; k++)
+						;
+					if (k == *npids && *npids < maxpids)
+						pids[(*npids)++] = pid;
 				}
 				else if (entry(i)->state == ZKE_RELEASING)
 					zklock_entry_free(i);
@@ -1717,6 +1731,7 @@ zklock_protocol_session_lost(const char *why)
 		}
 		w->created = false;
 	}
+	return nlost;
 }
 
 /*

@@ -35,7 +35,8 @@ extern void zklock_protocol_request(int idx);
 extern void zklock_protocol_event(ZkEvent *ev);
 extern void zklock_protocol_connected(int64 session_id);
 extern void zklock_protocol_disconnected(void);
-extern void zklock_protocol_session_lost(const char *why);
+extern int	zklock_protocol_session_lost(const char *why, int *pids,
+										 int maxpids, int *npids);
 extern long zklock_protocol_tick(void);
 
 #endif							/* ZKLOCK_PROTOCOL_H */

@@ -13,15 +13,29 @@
  * that starts after a crash (of itself, a backend or the postmaster) first
  * reattaches to the previous session and closes it, which makes ZooKeeper
  * delete every lock node of the crashed incarnation at once, instead of
- * after the session timeout.
+ * after the session timeout.  A session the worker gives up (no connection
+ * for longer than the session timeout) is closed the same way: ZooKeeper
+ * restores sessions from its disk when it restarts, so the worker keeps
+ * the file and reattaches to the session as soon as ZooKeeper can be
+ * reached again, however long that takes, and closes it before it starts
+ * a new one.
+ *
+ * An outage is logged after 10 s, after 60 s and then every 10 minutes,
+ * and its end once; zk_lock_status.last_error says why at once.
+ *
+ * A SIGTERM from the postmaster (a shutdown) ends the worker with exit
+ * code 0; from anyone else (pg_terminate_backend) with 1, so that the
+ * postmaster starts it again.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "port.h"
@@ -44,11 +58,13 @@
 #define SESSION_FILE		PG_STAT_TMP_DIR "/zklock.session"
 #define SESSION_FILE_TMP	PG_STAT_TMP_DIR "/zklock.session.tmp"
 #define RECONNECT_DELAY_MS	500
-#define STILL_DOWN_LOG_MS	10000
+#define MAX_LOST_PIDS		10	/* PIDs named in the lost-locks WARNING */
+#define CLOSING_RETRY_MS	1000	/* a fresh reattach handle this often */
 
 typedef enum WorkerPhase
 {
-	WP_CLOSING_OLD,				/* reattached to a crashed incarnation's session */
+	WP_CLOSING_OLD,				/* reattached to an earlier session, to close
+								 * it */
 	WP_SESSION,					/* our own session, connecting or connected */
 	WP_WAIT_RECONNECT			/* no handle; make one at reconnect_at */
 } WorkerPhase;
@@ -56,15 +72,38 @@ typedef enum WorkerPhase
 static WorkerPhase phase;
 static bool was_connected = false;
 static TimestampTz phase_since;
-static TimestampTz disconnected_since;
 static TimestampTz reconnect_at;
-static TimestampTz last_down_log;
 static int64 session_asked_at;	/* CLOCK_BOOTTIME us of zkc_connect */
+
+/*
+ * WP_CLOSING_OLD: the session being closed, since when, and whether to wait
+ * for ZooKeeper however long it takes
+ */
+static int64 closing_id;
+static char closing_passwd[16];
+static TimestampTz closing_since;
+static bool closing_keep_trying;
+
+/*
+ * The outage: when it began, on CLOCK_BOOTTIME (durations; the shared
+ * disconnected_since is the same moment by the wall clock, for display),
+ * how many lines it has had in the log, and the client's last complaint.
+ */
+static int64 outage_since_us;
+static int	outage_logs;
+static char outage_why[256];
+
+/* SIGTERM came from the postmaster: a shutdown, not a restart */
+static volatile sig_atomic_t stop_by_postmaster = false;
 
 static void worker_exit(int code, Datum arg);
 static void open_session(void);
 static void handle_session_event(ZkEvent *ev);
-static void session_gone(const char *why);
+static void session_gone(const char *why, bool reattach);
+static void hosts_changed(void);
+static void worker_timers(void);
+static bool start_closing(int64 id, const char *passwd, bool keep_trying,
+						  bool retry);
 
 void
 zklock_register_worker(void)
@@ -92,6 +131,40 @@ auth_credentials(void)
 	return zklock_credentials();
 }
 
+/*
+ * SIGTERM: as SignalHandlerForShutdownRequest, and note whether the
+ * postmaster sent it.
+ */
+static void
+worker_sigterm(int signo, siginfo_t *info, void *context)
+{
+	int			save_errno = errno;
+
+	if (info != NULL && info->si_pid == PostmasterPid)
+		stop_by_postmaster = true;
+	ShutdownRequestPending = true;
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+static void
+set_sigterm_handler(void)
+{
+	struct sigaction act;
+
+	memset(&act, 0, sizeof(act));
+	act.sa_sigaction = worker_sigterm;
+	sigemptyset(&act.sa_mask);
+	act.sa_flags = SA_SIGINFO | SA_RESTART;
+	if (sigaction(SIGTERM, &act, NULL) != 0)
+		elog(FATAL, "zklock: could not set the SIGTERM handler: %m");
+}
+
+/*
+ * Publish the session's state.  error, when not NULL, becomes
+ * zk_lock_status.last_error; connected clears it (root.c may set it again
+ * for this session).
+ */
 static void
 set_session_state(ZkSessionState state, int64 session_id, const char *error)
 {
@@ -99,9 +172,18 @@ set_session_state(ZkSessionState state, int64 session_id, const char *error)
 	if (zklock_shared->session_state != state)
 		zklock_shared->state_since = GetCurrentTimestamp();
 	if (state == ZKS_CONNECTED)
+	{
+		if (zklock_shared->session_state != ZKS_CONNECTED)
+			zklock_shared->n_connected++;
 		zklock_shared->disconnected_since = 0;
+		zklock_shared->last_error[0] = '\0';
+	}
 	else if (zklock_shared->disconnected_since == 0)
+	{
 		zklock_shared->disconnected_since = GetCurrentTimestamp();
+		outage_since_us = zklock_boottime_us();
+		outage_logs = 0;
+	}
 	zklock_shared->session_state = state;
 	zklock_shared->session_id = session_id;
 	zklock_shared->negotiated_timeout = zkc_negotiated_timeout();
@@ -109,6 +191,78 @@ set_session_state(ZkSessionState state, int64 session_id, const char *error)
 		strlcpy(zklock_shared->last_error, error,
 				sizeof(zklock_shared->last_error));
 	LWLockRelease(zklock_shared->lock);
+}
+
+/* Forget what the client said during an outage (or about other hosts) */
+static void
+forget_outage_why(void)
+{
+	char		discard[8];
+
+	(void) zkc_last_error(discard, sizeof(discard));
+	outage_why[0] = '\0';
+}
+
+/* milliseconds and seconds since the outage began */
+static int64
+outage_ms(void)
+{
+	return (zklock_boottime_us() - outage_since_us) / 1000;
+}
+
+static long
+outage_seconds(void)
+{
+	return (long) (outage_ms() / 1000);
+}
+
+/*
+ * While not connected: zk_lock_status.last_error follows what the client
+ * says at once, and the log has a line after 10 s, after 60 s and then
+ * every 10 minutes of the outage (counted from its true start).
+ */
+static void
+outage_report(void)
+{
+	char		why[256];
+	int64		down_ms;
+	int64		next_ms;
+
+	if (zklock_shared->session_state == ZKS_CONNECTED)
+		return;
+	if (zkc_last_error(why, sizeof(why)))
+	{
+		strlcpy(outage_why, why, sizeof(outage_why));
+		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+		strlcpy(zklock_shared->last_error, why,
+				sizeof(zklock_shared->last_error));
+		LWLockRelease(zklock_shared->lock);
+	}
+	down_ms = outage_ms();
+	next_ms = outage_logs == 0 ? 10000 :
+		outage_logs == 1 ? 60000 :
+		60000 + (int64) (outage_logs - 1) * 600000;
+	if (down_ms < next_ms)
+		return;
+	outage_logs++;
+	ereport(LOG,
+			(errmsg("zklock: not connected to ZooKeeper at \"%s\" since %s",
+					zklock_hosts,
+					timestamptz_to_str(zklock_shared->disconnected_since)),
+			 outage_why[0] ?
+			 errdetail("The ZooKeeper client says: %s", outage_why) : 0));
+}
+
+/* Connected (again): the end of an outage that the log mentioned */
+static void
+outage_ended(void)
+{
+	if (outage_logs > 0)
+		ereport(LOG,
+				(errmsg("zklock: connected to ZooKeeper again after an outage of %ld s",
+						outage_seconds())));
+	outage_logs = 0;
+	forget_outage_why();
 }
 
 /*
@@ -172,8 +326,8 @@ adopt_orphaned_entries(void)
 		{
 			case ZKE_REQUESTED:
 				e->state = ZKE_FAILED;
-				e->sqlstate = ERRCODE_CONNECTION_FAILURE;
-				strlcpy(e->error, "the zklock worker restarted while the request was pending",
+				e->sqlstate = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+				strlcpy(e->error, ZKLOCK_WORKER_GONE "restarted while the request was pending",
 						sizeof(e->error));
 				zklock_wake_owner(e);
 				break;
@@ -205,7 +359,7 @@ zklock_worker_main(Datum main_arg)
 	int		   *batch;
 	long		timeout = 1000;
 
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	set_sigterm_handler();
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
 
@@ -226,6 +380,10 @@ zklock_worker_main(Datum main_arg)
 	zklock_shared->incarnation = incarnation;
 	zklock_shared->session_state = ZKS_CONNECTING;
 	zklock_shared->state_since = GetCurrentTimestamp();
+	/* an outage that outlived the previous worker goes on */
+	if (zklock_shared->disconnected_since == 0)
+		zklock_shared->disconnected_since = zklock_shared->state_since;
+	outage_since_us = zklock_boottime_us();
 	adopt_orphaned_entries();
 	LWLockRelease(zklock_shared->lock);
 
@@ -241,18 +399,13 @@ zklock_worker_main(Datum main_arg)
 	AddWaitEventToSet(wes, WL_SOCKET_READABLE, zkc_wake_fd(), NULL, NULL);
 
 	/* first, end the session of a crashed predecessor, if there was one */
-	phase_since = last_down_log = GetCurrentTimestamp();
+	phase_since = GetCurrentTimestamp();
 	if (load_session(&old_id, old_passwd))
 	{
-		char		err[128];
-
 		ereport(LOG,
 				(errmsg("zklock: closing the ZooKeeper session 0x%llx of the previous worker",
 						(unsigned long long) old_id)));
-		if (zkc_connect(zklock_hosts, zklock_session_timeout, &old_id,
-						old_passwd, auth_credentials(), err, sizeof(err)))
-			phase = WP_CLOSING_OLD;
-		else
+		if (!start_closing(old_id, old_passwd, false, false))
 			open_session();
 	}
 	else
@@ -265,7 +418,6 @@ zklock_worker_main(Datum main_arg)
 		long		ms;
 		ZkEvent    *ev;
 		int			n;
-		TimestampTz now;
 
 		nevents = WaitEventSetWait(wes, timeout, events, lengthof(events),
 								   ZKLOCK_WAIT_EVENT);
@@ -287,13 +439,8 @@ zklock_worker_main(Datum main_arg)
 
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			if (strcmp(old_hosts, zklock_hosts) != 0 && phase == WP_SESSION)
-			{
-				ereport(LOG,
-						(errmsg("zklock: zklock.hosts changed to \"%s\"; starting a new session",
-								zklock_hosts)));
-				session_gone("zklock.hosts changed");
-			}
+			if (strcmp(old_hosts, zklock_hosts) != 0)
+				hosts_changed();
 			pfree(old_hosts);
 		}
 
@@ -324,43 +471,7 @@ zklock_worker_main(Datum main_arg)
 		for (int i = 0; i < n; i++)
 			zklock_protocol_request(batch[i]);
 
-		/* timers */
-		now = GetCurrentTimestamp();
-		if (phase == WP_CLOSING_OLD &&
-			TimestampDifferenceExceeds(phase_since, now, zklock_connect_timeout))
-		{
-			ereport(LOG,
-					(errmsg("zklock: could not reach ZooKeeper to close the previous session; its nodes go when it times out")));
-			zkc_close();
-			open_session();
-		}
-		else if (phase == WP_WAIT_RECONNECT && now >= reconnect_at)
-			open_session();
-		else if (phase == WP_SESSION && was_connected &&
-				 zklock_shared->session_state == ZKS_CONNECTING &&
-				 TimestampDifferenceExceeds(disconnected_since, now,
-											Max(zkc_negotiated_timeout(),
-												zklock_session_timeout)))
-		{
-			/* the server has expired it by now, whatever the client says */
-			session_gone("disconnected from ZooKeeper for longer than the session timeout");
-		}
-		if (zklock_shared->session_state != ZKS_CONNECTED &&
-			TimestampDifferenceExceeds(last_down_log, now, STILL_DOWN_LOG_MS))
-		{
-			char		why[256];
-			bool		have_why = zkc_last_error(why, sizeof(why));
-
-			last_down_log = now;
-			if (have_why)
-				set_session_state(zklock_shared->session_state,
-								  zklock_shared->session_id, why);
-			ereport(LOG,
-					(errmsg("zklock: not connected to ZooKeeper at \"%s\" since %s",
-							zklock_hosts,
-							timestamptz_to_str(zklock_shared->state_since)),
-					 have_why ? errdetail("The ZooKeeper client says: %s", why) : 0));
-		}
+		worker_timers();
 		/* fail requests that waited too long for a connection */
 		ms = zklock_protocol_tick();
 		timeout = (ms >= 0 && ms < 1000) ? ms + 1 : 1000;
@@ -371,7 +482,8 @@ zklock_worker_main(Datum main_arg)
 			timeout = ms + 1;
 	}
 
-	proc_exit(1);
+	/* a shutdown is a clean exit; otherwise the postmaster restarts us */
+	proc_exit(stop_by_postmaster ? 0 : 1);
 }
 
 static void
@@ -400,27 +512,223 @@ open_session(void)
 	}
 }
 
+/* Drop what a closed handle still had queued */
+static void
+drop_events(void)
+{
+	ZkEvent    *ev;
+
+	while ((ev = zkc_next_event()) != NULL)
+		zkc_free_event(ev);
+}
+
+/*
+ * Reattach to an earlier session of this instance (a crashed predecessor's,
+ * or one this worker gave up), to close it: closing deletes its ephemeral
+ * nodes at once, instead of after its timeout.  No credentials are needed
+ * for that.  keep_trying: wait for ZooKeeper however long it takes (a
+ * session given up in an outage); else give up after
+ * zklock.connect_timeout.  retry: a fresh handle for the same attempt
+ * (retry_closing).  False if no handle could be made.  The session file
+ * names the session until it is closed.
+ */
+static bool
+start_closing(int64 id, const char *passwd, bool keep_trying, bool retry)
+{
+	char		err[128];
+
+	if (!zkc_connect(zklock_hosts, zklock_session_timeout, &id, passwd,
+					 NULL, err, sizeof(err)))
+		return false;
+	phase = WP_CLOSING_OLD;
+	phase_since = GetCurrentTimestamp();
+	if (!retry)
+	{
+		closing_since = phase_since;
+		closing_id = id;
+		memcpy(closing_passwd, passwd, sizeof(closing_passwd));
+		closing_keep_trying = keep_trying;
+	}
+	set_session_state(ZKS_CONNECTING, 0, NULL);
+	return true;
+}
+
+/*
+ * The reattached session answered (connected: close it now; expired or
+ * refused: nothing left to close), or it is given up: forget it and start
+ * our own.
+ */
+static void
+finish_closing(const char *outcome)
+{
+	zkc_close();
+	drop_events();
+	(void) unlink(SESSION_FILE);
+	ereport(LOG,
+			(errmsg("zklock: previous ZooKeeper session 0x%llx %s",
+					(unsigned long long) closing_id, outcome)));
+	open_session();
+}
+
+/*
+ * Still waiting to reattach to an earlier session: make a fresh handle
+ * every CLOSING_RETRY_MS.  A client that reaches a ZooKeeper server while
+ * it is still starting waits two thirds of the session timeout before it
+ * tries again; a fresh handle tries at once.  (Closing a handle that has
+ * just reattached closes the session, which is what we want.)
+ */
+static void
+retry_closing(void)
+{
+	zkc_close();
+	drop_events();
+	if (!start_closing(closing_id, closing_passwd, closing_keep_trying, true))
+	{
+		(void) unlink(SESSION_FILE);
+		open_session();
+	}
+}
+
+/*
+ * The worker's timers, once per pass of its main loop.
+ */
+static void
+worker_timers(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (phase == WP_CLOSING_OLD && !closing_keep_trying &&
+		TimestampDifferenceExceeds(closing_since, now, zklock_connect_timeout))
+	{
+		ereport(LOG,
+				(errmsg("zklock: could not reach ZooKeeper to close the previous session 0x%llx; its nodes go when it times out",
+						(unsigned long long) closing_id)));
+		zkc_close();
+		drop_events();
+		open_session();
+	}
+	else if (phase == WP_CLOSING_OLD &&
+			 TimestampDifferenceExceeds(phase_since, now, CLOSING_RETRY_MS))
+		retry_closing();
+	else if (phase == WP_WAIT_RECONNECT && now >= reconnect_at)
+		open_session();
+	else if (phase == WP_SESSION && was_connected &&
+			 zklock_shared->session_state == ZKS_CONNECTING &&
+			 outage_ms() >= Max(zkc_negotiated_timeout(),
+								zklock_session_timeout))
+	{
+		/* ZooKeeper has expired it by now, or will when it is back */
+		ereport(LOG,
+				(errmsg("zklock: gave up ZooKeeper session 0x%llx after %ld s without a connection",
+						(unsigned long long) zkc_session_id(),
+						outage_seconds()),
+				 errdetail("It is closed as soon as ZooKeeper can be reached again; a new session follows.")));
+		session_gone("no connection to ZooKeeper for longer than the session timeout",
+					 true);
+	}
+	outage_report();
+}
+
+/*
+ * Mark what the session held as lost (after withdrawing its lease, so that
+ * no commit trusts it any more), and say so in the log: once, naming the
+ * session, why, and the backends that held locks.
+ */
+static void
+mark_session_lost(int64 id, const char *why)
+{
+	int			pids[MAX_LOST_PIDS];
+	int			npids;
+	int			nlost;
+
+	zklock_lease_end_session();
+	nlost = zklock_protocol_session_lost(why, pids, MAX_LOST_PIDS, &npids);
+	if (nlost > 0)
+	{
+		StringInfoData list;
+
+		initStringInfo(&list);
+		for (int i = 0; i < npids; i++)
+			appendStringInfo(&list, "%s%d", i > 0 ? ", " : "", pids[i]);
+		if (npids == MAX_LOST_PIDS)
+			appendStringInfoString(&list, " and perhaps others");
+		ereport(WARNING,
+				(errmsg_plural("zklock: %d zklock lock lost with ZooKeeper session 0x%llx",
+							   "zklock: %d zklock locks lost with ZooKeeper session 0x%llx",
+							   nlost, nlost, (unsigned long long) id),
+				 errdetail("The locks were lost because of this: %s. Backends that held them (PID): %s.",
+						   why, list.data)));
+		pfree(list.data);
+	}
+}
+
 /*
  * The session is over (expired, or given up): first withdraw its lease and
  * mark what it held as lost, so that no commit trusts it any more; only
  * then close the handle (which, for a live session, lets ZooKeeper grant
  * its locks to others), drop whatever it still had in flight, and start a
- * new session.
+ * new session.  reattach: the session may live on in ZooKeeper (given up
+ * while ZooKeeper could not be reached, which may restore it from its
+ * disk): reattach to it and close it, before a new session.
  */
 static void
-session_gone(const char *why)
+session_gone(const char *why, bool reattach)
 {
-	ZkEvent    *ev;
+	int64		id = zkc_session_id();
+	char		passwd[16];
+	bool		have_passwd;
 
-	zklock_lease_end_session();
-	zklock_protocol_session_lost(why);
+	have_passwd = zkc_session_passwd(passwd, sizeof(passwd)) == sizeof(passwd);
+	mark_session_lost(id, why);
 	set_session_state(ZKS_EXPIRED, 0, why);
 	(void) ZKLOCK_FAILPOINT("session-lost-before-close");
 	zkc_close();
-	while ((ev = zkc_next_event()) != NULL)
-		zkc_free_event(ev);
+	drop_events();
+	if (reattach && id != 0 && have_passwd &&
+		start_closing(id, passwd, true, false))
+		return;					/* the session file still names it */
 	(void) unlink(SESSION_FILE);
 	open_session();
+}
+
+/*
+ * zklock.hosts changed: a session is not carried over to other servers.
+ * A connected session is closed (its nodes go at once); one that is not
+ * connected is left to time out on the old servers.  Nothing the client
+ * said about the old servers stays in the log or zk_lock_status.
+ */
+static void
+hosts_changed(void)
+{
+	forget_outage_why();
+	outage_logs = 0;
+	outage_since_us = zklock_boottime_us();
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	zklock_shared->last_error[0] = '\0';
+	LWLockRelease(zklock_shared->lock);
+
+	if (phase == WP_SESSION)
+	{
+		if (zkc_session_id() != 0)
+			ereport(LOG,
+					(errmsg("zklock: zklock.hosts changed to \"%s\"; closing ZooKeeper session 0x%llx and starting a new one",
+							zklock_hosts, (unsigned long long) zkc_session_id())));
+		else
+			ereport(LOG,
+					(errmsg("zklock: zklock.hosts changed to \"%s\"; starting a new session",
+							zklock_hosts)));
+		session_gone("zklock.hosts changed", false);
+	}
+	else if (phase == WP_CLOSING_OLD)
+	{
+		ereport(LOG,
+				(errmsg("zklock: zklock.hosts changed to \"%s\"; the previous ZooKeeper session 0x%llx is left to time out",
+						zklock_hosts, (unsigned long long) closing_id)));
+		zkc_close();
+		drop_events();
+		(void) unlink(SESSION_FILE);
+		open_session();
+	}
 }
 
 static void
@@ -428,21 +736,12 @@ handle_session_event(ZkEvent *ev)
 {
 	if (phase == WP_CLOSING_OLD)
 	{
-		if (ev->state == ZKC_STATE_CONNECTED || ev->state == ZKC_STATE_EXPIRED ||
-			ev->state == ZKC_STATE_AUTH_FAILED)
-		{
-			ZkEvent    *rest;
-
-			/* closing it deletes its ephemeral nodes at once */
-			zkc_close();
-			while ((rest = zkc_next_event()) != NULL)
-				zkc_free_event(rest);
-			(void) unlink(SESSION_FILE);
-			ereport(LOG,
-					(errmsg("zklock: previous ZooKeeper session %s",
-							ev->state == ZKC_STATE_CONNECTED ? "closed" : "had already expired")));
-			open_session();
-		}
+		/* closing it deletes its ephemeral nodes at once */
+		if (ev->state == ZKC_STATE_CONNECTED)
+			finish_closing("closed");
+		else if (ev->state == ZKC_STATE_EXPIRED ||
+				 ev->state == ZKC_STATE_AUTH_FAILED)
+			finish_closing("had already expired");
 		return;
 	}
 	if (phase != WP_SESSION)
@@ -460,13 +759,6 @@ handle_session_event(ZkEvent *ev)
 								zklock_hosts,
 								(unsigned long long) zkc_session_id(),
 								zkc_negotiated_timeout())));
-			}
-			else
-				ereport(LOG,
-						(errmsg("zklock: reconnected to ZooKeeper, session 0x%llx",
-								(unsigned long long) zkc_session_id())));
-			if (!was_connected)
-			{
 				zklock_lease_session_started(zkc_session_id(),
 											 session_asked_at);
 				if (zkc_negotiated_timeout() < 3 * zklock_lease_margin)
@@ -476,6 +768,12 @@ handle_session_event(ZkEvent *ev)
 							 errdetail("Commits under zklock locks will wait for the lease, or fail."),
 							 errhint("Raise zklock.session_timeout (and ZooKeeper's maxSessionTimeout), or lower zklock.lease_margin.")));
 			}
+			else
+				ereport(LOG,
+						(errmsg("zklock: reconnected to ZooKeeper at \"%s\", session 0x%llx",
+								zklock_hosts,
+								(unsigned long long) zkc_session_id())));
+			outage_ended();
 			was_connected = true;
 			if (zklock_root_needs_check(zkc_session_id()))
 				zklock_root_check_start(zkc_session_id());
@@ -485,27 +783,26 @@ handle_session_event(ZkEvent *ev)
 
 		case ZKC_STATE_CONNECTING:
 			if (zklock_shared->session_state == ZKS_CONNECTED)
-			{
-				disconnected_since = GetCurrentTimestamp();
 				ereport(LOG,
-						(errmsg("zklock: lost the connection to ZooKeeper; reconnecting")));
-			}
+						(errmsg("zklock: lost the connection to ZooKeeper at \"%s\", session 0x%llx; reconnecting",
+								zklock_hosts,
+								(unsigned long long) zkc_session_id())));
 			set_session_state(ZKS_CONNECTING, zkc_session_id(), NULL);
 			zklock_protocol_disconnected();
 			break;
 
 		case ZKC_STATE_EXPIRED:
 			ereport(LOG,
-					(errmsg("zklock: ZooKeeper session 0x%llx expired; every lock it held is lost",
+					(errmsg("zklock: ZooKeeper session 0x%llx expired",
 							(unsigned long long) zkc_session_id())));
-			session_gone("ZooKeeper session expired");
+			session_gone("the ZooKeeper session expired", false);
 			break;
 
 		case ZKC_STATE_AUTH_FAILED:
 			ereport(LOG,
 					(errmsg("zklock: ZooKeeper authentication failed")));
-			zklock_lease_end_session();
-			zklock_protocol_session_lost("ZooKeeper authentication failed");
+			mark_session_lost(zkc_session_id(),
+							  "ZooKeeper authentication failed");
 			set_session_state(ZKS_AUTH_FAILED, 0, "authentication failed");
 			zkc_close();
 			phase = WP_WAIT_RECONNECT;
@@ -518,12 +815,15 @@ handle_session_event(ZkEvent *ev)
 /*
  * Leaving: closing the session deletes every node of this instance now.
  * What it held is marked lost first, and the lease withdrawn, so that no
- * commit passes between the close and the marking.
+ * commit passes between the close and the marking.  The session file goes
+ * only when the session could be closed (it was connected); otherwise the
+ * next worker reattaches to the session to close it.
  */
 static void
 worker_exit(int code, Datum arg)
 {
-	bool		had_session = zkc_is_open() && phase == WP_SESSION;
+	bool		closes_session = zkc_is_open() && phase == WP_SESSION &&
+		zklock_shared->session_state == ZKS_CONNECTED;
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	zklock_shared->lease_session = 0;
@@ -545,8 +845,9 @@ worker_exit(int code, Datum arg)
 		else if (e->state == ZKE_REQUESTED)
 		{
 			e->state = ZKE_FAILED;
-			e->sqlstate = ERRCODE_CONNECTION_FAILURE;
-			strlcpy(e->error, "the zklock worker stopped", sizeof(e->error));
+			e->sqlstate = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+			strlcpy(e->error, ZKLOCK_WORKER_GONE "stopped while the request was pending",
+					sizeof(e->error));
 			zklock_wake_owner(e);
 		}
 		else if (e->state == ZKE_RELEASING)
@@ -556,6 +857,6 @@ worker_exit(int code, Datum arg)
 
 	(void) ZKLOCK_FAILPOINT("session-lost-before-close");
 	zkc_close();
-	if (had_session)
+	if (closes_session)
 		(void) unlink(SESSION_FILE);
 }

@@ -180,7 +180,10 @@ typedef struct ZkLockShared
 	int64		session_id;		/* lock */
 	int			negotiated_timeout; /* lock: ms */
 	TimestampTz state_since;	/* lock */
-	TimestampTz disconnected_since; /* lock: 0 while connected */
+	TimestampTz disconnected_since; /* lock: 0 while connected; else when
+									 * the outage (or the worker) began */
+	uint64		n_connected;	/* lock: how often the state became
+								 * connected (a backend's wait compares it) */
 	char		last_error[ZKLOCK_MAX_ERROR_LEN + 1];	/* lock */
 
 	/*
@@ -224,6 +227,13 @@ typedef struct ZkLockShared
 	int			nentries;		/* fixed at startup */
 	ZkLockEntry entries[FLEXIBLE_ARRAY_MEMBER];
 } ZkLockShared;
+
+/*
+ * The start of the error of a request that the worker failed because it
+ * stopped or restarted (55000): the backend's message then hints at the
+ * worker, not at ZooKeeper.
+ */
+#define ZKLOCK_WORKER_GONE	"the zklock worker "
 
 /* settings (zklock.c) */
 extern char *zklock_hosts;
