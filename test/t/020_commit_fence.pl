@@ -136,7 +136,7 @@ $w2->query_ok('SELECT 1');
 
 # node1 went through crash recovery; its new worker reconnects
 ok(ZkLockTest::zk_wait_connected($node1, 30), 'node1 is back and connected');
-like(slurp_file($node1->logfile), qr/previous ZooKeeper session (closed|had already expired)/,
+like(slurp_file($node1->logfile), qr/previous ZooKeeper session (?:0x[0-9a-f]+ )?(closed|had already expired)/,
 	'the new worker closed the previous session');
 
 $_->quit for ($h, $w, $w2);

@@ -67,7 +67,7 @@ foreach my $what ('backend', 'worker')
 		$run->fault_end;
 		# the new worker closed the old session: its nodes went at once
 		my $closed = ZkChaos::wait_for_log($node,
-			qr/zklock: previous ZooKeeper session (closed|had already expired)/,
+			qr/zklock: previous ZooKeeper session (?:0x[0-9a-f]+ )?(closed|had already expired)/,
 			$log_offset, 10);
 		is($closed, 'closed',
 			"$scn: the new worker of " . $node->name . ' closed the old ZooKeeper session');
