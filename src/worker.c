@@ -83,6 +83,8 @@ static int64 closing_id;
 static char closing_passwd[16];
 static TimestampTz closing_since;
 static bool closing_keep_trying;
+static int	closing_retry_ms;	/* when to try a fresh handle */
+static bool closing_refused;	/* the client complained meanwhile */
 
 /*
  * The outage: when it began, on CLOCK_BOOTTIME (durations; the shared
@@ -232,6 +234,7 @@ outage_report(void)
 		return;
 	if (zkc_last_error(why, sizeof(why)))
 	{
+		closing_refused = true;
 		strlcpy(outage_why, why, sizeof(outage_why));
 		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 		strlcpy(zklock_shared->last_error, why,
@@ -548,7 +551,9 @@ start_closing(int64 id, const char *passwd, bool keep_trying, bool retry)
 		closing_id = id;
 		memcpy(closing_passwd, passwd, sizeof(closing_passwd));
 		closing_keep_trying = keep_trying;
+		closing_retry_ms = CLOSING_RETRY_MS;
 	}
+	closing_refused = false;
 	set_session_state(ZKS_CONNECTING, 0, NULL);
 	return true;
 }
@@ -572,14 +577,19 @@ finish_closing(const char *outcome)
 
 /*
  * Still waiting to reattach to an earlier session: make a fresh handle
- * every CLOSING_RETRY_MS.  A client that reaches a ZooKeeper server while
- * it is still starting waits two thirds of the session timeout before it
- * tries again; a fresh handle tries at once.  (Closing a handle that has
- * just reattached closes the session, which is what we want.)
+ * every CLOSING_RETRY_MS while ZooKeeper refuses the client.  A client
+ * that reaches a ZooKeeper server while it is still starting waits two
+ * thirds of the session timeout before it tries again; a fresh handle
+ * tries at once.  An attempt that met no refusal may just be slow: the
+ * next one gets twice as long, up to the session timeout, so a slow
+ * handshake still completes.  (Closing a handle that has just reattached
+ * closes the session, which is what we want.)
  */
 static void
 retry_closing(void)
 {
+	closing_retry_ms = closing_refused ? CLOSING_RETRY_MS :
+		Min(closing_retry_ms * 2, Max(zklock_session_timeout, CLOSING_RETRY_MS));
 	zkc_close();
 	drop_events();
 	if (!start_closing(closing_id, closing_passwd, closing_keep_trying, true))
@@ -608,7 +618,7 @@ worker_timers(void)
 		open_session();
 	}
 	else if (phase == WP_CLOSING_OLD &&
-			 TimestampDifferenceExceeds(phase_since, now, CLOSING_RETRY_MS))
+			 TimestampDifferenceExceeds(phase_since, now, closing_retry_ms))
 		retry_closing();
 	else if (phase == WP_WAIT_RECONNECT && now >= reconnect_at)
 		open_session();
