@@ -200,8 +200,14 @@ $node3->safe_psql('postgres', 'CREATE EXTENSION zklock');
 ok(zk_wait_log($node3, qr/zklock\.auth asks for an authentication scheme zklock does not support/, 0, 30),
 	'an unsupported scheme: the worker says so');
 like(slurp_file($node3->logfile), qr/supports neither SASL nor TLS/, 'and why');
-($rc, $out, $err) = $node3->psql('postgres', q{SELECT zk_lock_try_acquire('acl/x')});
+($rc, $out, $err) = $node3->psql('postgres', q{SELECT zk_lock_try_acquire('acl/x')},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 isnt($rc, 0, 'no lock is taken without the credentials asked for');
+# the worker ends at once each time it starts: the request finds none
+# running (or one that stops under it): 55000, as README's errors table says
+like($err, qr/ERROR:  55000: (zklock worker is not running|could not .*: the zklock worker (stopped|restarted))/,
+	'55000: the worker is not running');
+like($err, qr/HINT:  .*(server log|worker)/, 'with a hint about the worker');
 is($node3->safe_psql('postgres', 'SELECT 1'), '1', 'the server runs on');
 
 # a malformed file, then one with group access, then the right mode
