@@ -204,7 +204,7 @@ static void fail(int idx, int sqlstate, const char *fmt,...) pg_attribute_printf
 static void finish_release(int idx);
 static void list_start(int idx);
 static void list_event(int idx, ZkEvent *ev);
-static void list_finish(int idx, bool ok, const char *why);
+static void list_finish(int idx, bool ok, int sqlstate, const char *why);
 static void list_next(void);
 static bool list_is_waiting(int idx);
 static void list_disconnected(void);
@@ -316,7 +316,7 @@ zklock_protocol_request(int idx)
 				break;
 			case PH_LISTING:
 				/* drop the walk now; its late replies find the entry idle */
-				list_finish(idx, false, NULL);
+				list_finish(idx, false, 0, NULL);
 				break;
 			case PH_WATCHING:
 			case PH_HELD:
@@ -472,7 +472,8 @@ recover(int idx)
 		return;
 	if (w->kind == ZKR_LIST)
 	{
-		list_finish(idx, false, "connection to ZooKeeper lost during the listing");
+		list_finish(idx, false, ERRCODE_CONNECTION_FAILURE,
+					"connection to ZooKeeper lost during the listing");
 		return;
 	}
 	send_children(idx);
@@ -1693,7 +1694,7 @@ zklock_protocol_session_lost(const char *why)
 				w->phase = PH_IDLE;
 				break;
 			case PH_LISTING:
-				list_finish(i, false, why);
+				list_finish(i, false, ERRCODE_CONNECTION_FAILURE, why);
 				break;
 			default:
 				if (w->persistent && (w->created || w->create_unknown))
@@ -1775,7 +1776,7 @@ zklock_protocol_tick(void)
 				snprintf(why, sizeof(why),
 						 "could not connect to ZooKeeper at \"%s\" within %d ms",
 						 zklock_hosts, zklock_connect_timeout);
-				list_finish(i, false, why);
+				list_finish(i, false, ERRCODE_CONNECTION_FAILURE, why);
 			}
 			else
 				fail(i, ERRCODE_CONNECTION_FAILURE,
@@ -1832,6 +1833,7 @@ typedef struct Listing
 	Size		room;			/* the backend's segment size */
 	Size		needed;			/* bytes of all rows so far */
 	bool		overflow;		/* rows no longer kept, only counted */
+	int			noauth;			/* nodes ZooKeeper would not show us */
 	StringInfoData rows;
 } Listing;
 
@@ -1938,14 +1940,15 @@ list_issue(int idx)
 		pfree(item);
 		if (!sent)
 		{
-			list_finish(idx, false, "not connected to ZooKeeper");
+			list_finish(idx, false, ERRCODE_CONNECTION_FAILURE,
+						"not connected to ZooKeeper");
 			return false;
 		}
 		l->pending++;
 	}
 	if (l->pending == 0 && l->queue == NIL)
 	{
-		list_finish(idx, true, NULL);
+		list_finish(idx, true, 0, NULL);
 		return false;
 	}
 	return true;
@@ -2000,9 +2003,32 @@ list_event(int idx, ZkEvent *ev)
 	if (w->phase != PH_LISTING || l == NULL || !l->active || l->pending <= 0)
 		return;
 	l->pending--;
+	if (ev->rc == ZKC_NOAUTH && strcmp(ev->path, w->parent) != 0)
+	{
+		/*
+		 * A node of another client whose ACL refuses us READ: not ours (our
+		 * nodes and the resource nodes we make are readable by our
+		 * identity), so skip it and list the rest, counted in one LOG line
+		 * at the end.  The subtree asked for itself fails below.
+		 */
+		l->noauth++;
+		(void) list_issue(idx);
+		return;
+	}
+	if (ev->rc == ZKC_CONNLOSS || ev->rc == ZKC_EXPIRED)
+	{
+		list_finish(idx, false, ERRCODE_CONNECTION_FAILURE,
+					zkc_result_text(ev->zoo_rc));
+		return;
+	}
 	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
 	{
-		list_finish(idx, false, zkc_result_text(ev->zoo_rc));
+		/* refused for another reason: not a connection failure */
+		char		why[ZKLOCK_MAX_ERROR_LEN + 1];
+
+		snprintf(why, sizeof(why), "ZooKeeper refused to read \"%s\": %s",
+				 ev->path, zkc_result_text(ev->zoo_rc));
+		list_finish(idx, false, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, why);
 		return;
 	}
 
@@ -2027,7 +2053,7 @@ list_event(int idx, ZkEvent *ev)
  * had, and give its slot to the next one waiting.
  */
 static void
-list_finish(int idx, bool ok, const char *why)
+list_finish(int idx, bool ok, int sqlstate, const char *why)
 {
 	WorkEntry  *w = &work[idx];
 	Listing    *l = w->listing;
@@ -2042,6 +2068,12 @@ list_finish(int idx, bool ok, const char *why)
 	size = e->list_size;
 	ok = ok && e->state == ZKE_REQUESTED;
 	LWLockRelease(zklock_shared->lock);
+
+	if (l && l->noauth > 0)
+		ereport(LOG,
+				(errmsg("zklock: a listing of \"%s\" skipped %d node(s) that ZooKeeper does not let zklock read",
+						w->parent, l->noauth),
+				 errdetail("Another client made them with an ACL that refuses READ to zklock's identity.")));
 
 	if (ok && needed <= size)
 	{
@@ -2073,7 +2105,7 @@ list_finish(int idx, bool ok, const char *why)
 		else
 		{
 			e->state = ZKE_FAILED;
-			e->sqlstate = ERRCODE_CONNECTION_FAILURE;
+			e->sqlstate = sqlstate ? sqlstate : ERRCODE_CONNECTION_FAILURE;
 			strlcpy(e->error, why ? why : "listing failed", sizeof(e->error));
 		}
 		zklock_wake_owner(e);
