@@ -29,7 +29,9 @@
  *	   handoff costs no further round trip.  (Had someone deleted our own
  *	   waiting node meanwhile, the guard of step 4 finds it gone and the
  *	   grant turns LOST a round trip later: the commit fence refuses.)  One
- *	   release wakes one waiter: there is no herd.
+ *	   release wakes one waiter: there is no herd.  A change of the watched
+ *	   node's data (its holder rewriting its description) changes no
+ *	   sequence number: the waiter only watches it again, without listing.
  *
  *	   An explicit request (a persistent node, Hive's LOCK TABLE) has no
  *	   guard after its grant: it always lists again, and is granted only
@@ -1032,8 +1034,22 @@ zklock_protocol_event(ZkEvent *ev)
 				((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
 				 (ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE)))
 				grant(idx);		/* our last blocker is gone */
+			else if (ev->kind == ZKEV_WATCH &&
+					 ev->watch_type == ZKC_WATCH_CHANGED)
+			{
+				/*
+				 * Its data changed (a holder rewriting its description, a
+				 * revocation): the children, hence what we wait for, did
+				 * not.  Watch the same node again, without listing, so that
+				 * a holder's rewrite costs each waiter behind it one request
+				 * instead of a listing of every waiter (a herd).  The
+				 * exists tells if it went meanwhile.
+				 */
+				if (!zkc_exists(ev->path, true, TAG(w->generation, OP_WAIT, idx)))
+					set_recovering(w);
+			}
 			else if (ev->kind == ZKEV_WATCH)
-				send_children(idx); /* the node we wait behind changed */
+				send_children(idx); /* the node we wait behind is gone */
 			else if (ev->rc == ZKC_NONODE)
 				send_children(idx); /* gone before the watch was set */
 			else if (ev->rc == ZKC_CONNLOSS)
