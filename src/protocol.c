@@ -41,8 +41,10 @@
  *	   that a deleted node fails the request at once.
  *
  *	4. Granted: the fencing token is the node's czxid.  The worker watches
- *	   its own node, so that a node deleted by someone else turns the lock
- *	   into LOST.
+ *	   its own node (the guard), so that a node deleted by someone else
+ *	   turns the lock into LOST, and a revocation written into it is acted
+ *	   on.  The guard reads the data and sets the watch in one request, at
+ *	   the grant and after each change, so no write falls in between.
  *
  *	5. Release or withdrawal: delete the node, retried until it succeeds or
  *	   the session ends.  The backend does not wait for it.
@@ -89,12 +91,11 @@ typedef enum ZkOp
 	OP_CHILDREN,				/* list the resource's children */
 	OP_ADOPT,					/* stat a node found again by its prefix */
 	OP_WAIT,					/* exists+watch on the node we wait behind */
-	OP_GUARD,					/* exists+watch on our own granted node */
+	OP_GUARD,					/* getData+watch on our own granted node */
 	OP_DELETE,					/* delete our node */
 	OP_LIST_CHILDREN,			/* zk_locks: list a subtree */
 	OP_LIST_DATA,				/* zk_locks: read a lock node */
 	OP_ADMIN,					/* force-release or revoke another's node */
-	OP_GUARD_DATA,				/* read our granted node after it changed */
 	OP_GRANT_WRITE,				/* explicit: rewrite the node we are granted */
 	OP_GRANT_CHILD,				/* explicit: delete its waiter child */
 	OP_WAITER,					/* explicit: create the waiter child */
@@ -151,6 +152,8 @@ typedef struct WorkEntry
 	uint32		writing;		/* the one a write in flight carries */
 	bool		rewriting;		/* a rewrite (or its read) is in flight */
 	bool		rewrite_off;	/* someone else wrote the node: leave it */
+	int			revoke_seen;	/* data version of the revocation acted on
+								 * (a write makes it 1 or more); 0 none */
 	TimestampTz since;			/* deferred since */
 	int64		czxid;
 	char		parent[ZKLOCK_MAX_PATH + 1];	/* the resource node */
@@ -506,15 +509,15 @@ node_field(const char *data, const char *key)
  * transaction then ends and releases the lock.
  */
 static void
-revoked(int idx, const char *data)
+revoked(int idx, const char *data, int version)
 {
 	WorkEntry  *w = &work[idx];
 	const char *r = node_field(data, "revoke=");
 	bool		terminate;
 	int			pid = 0;
 
-	if (r == NULL)
-		return;
+	if (r == NULL || version == w->revoke_seen)
+		return;					/* none, or this one was acted on */
 	terminate = strncmp(r, "terminate", 9) == 0;
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	if (entry(idx)->state == ZKE_GRANTED)
@@ -522,6 +525,7 @@ revoked(int idx, const char *data)
 	LWLockRelease(zklock_shared->lock);
 	if (pid == 0)
 		return;
+	w->revoke_seen = version;	/* the guard and a rewrite may both read it */
 	ereport(LOG,
 			(errmsg("zklock: lock node \"%s/%s\" was revoked; %s backend %d",
 					w->parent, w->node,
@@ -1059,23 +1063,51 @@ zklock_protocol_event(ZkEvent *ev)
 		case OP_GUARD:
 			if (w->phase != PH_HELD)
 				break;
-			if (ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_CHANGED)
+			if (ev->kind == ZKEV_WATCH && ev->watch_type != ZKC_WATCH_DELETED)
 			{
-				/* someone changed our node's data: a revocation? */
-				(void) zkc_get_data(ev->path, TAG(w->generation, OP_GUARD_DATA, idx));
-				send_guard(idx);	/* a watch fires once: set it again */
+				/*
+				 * Someone changed our node's data (our own rewrite, or a
+				 * revocation): read it and watch it again, in one request.
+				 */
+				send_guard(idx);
 				break;
 			}
-			if (ev->kind == ZKEV_STAT && ev->rc != ZKC_OK &&
-				ev->rc != ZKC_NONODE)
+			if (ev->kind == ZKEV_DATA && ev->rc == ZKC_OK)
 			{
-				/* the watch was not set (connection lost): set it again */
+				/* the watch is set; a write after this read fires it */
+				revoked(idx, ev->data, ev->version);
+				break;
+			}
+			if (ev->kind == ZKEV_DATA && ev->rc == ZKC_NOAUTH)
+			{
+				/*
+				 * Our node's ACL was changed to refuse us READ: we cannot
+				 * see a revocation, but still notice the deletion.
+				 */
+				char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
+				node_path(path, w, w->node);
+				if (!zkc_exists(path, true, TAG(w->generation, OP_GUARD, idx)))
+				{
+					w->guard_needed = true;
+					recovery_needed = true;
+				}
+				break;
+			}
+			if ((ev->kind == ZKEV_DATA || ev->kind == ZKEV_STAT) &&
+				ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+			{
+				/*
+				 * The watch was not set (connection lost): read and set it
+				 * again once connected (resume), so that a revocation
+				 * written meanwhile is read then.
+				 */
 				w->guard_needed = true;
 				recovery_needed = true;
 				break;
 			}
 			if ((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
-				(ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE))
+				ev->rc == ZKC_NONODE)
 			{
 				/* our granted node is gone and we did not delete it */
 				LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
@@ -1092,11 +1124,6 @@ zklock_protocol_event(ZkEvent *ev)
 				/* keep the entry until the backend lets it go */
 				w->created = false;
 			}
-			break;
-
-		case OP_GUARD_DATA:
-			if (w->phase == PH_HELD && ev->rc == ZKC_OK)
-				revoked(idx, ev->data);
 			break;
 
 		case OP_REWRITE:
@@ -1133,7 +1160,14 @@ zklock_protocol_event(ZkEvent *ev)
 			if (w->phase != PH_HELD || ev->rc != ZKC_OK)
 				break;			/* connection loss: resume reads again */
 			if (node_field(ev->data, "revoke=") != NULL)
-				w->rewrite_off = true;	/* a revocation: never overwrite it */
+			{
+				/*
+				 * A revocation: never overwrite it, and act on it if the
+				 * guard has not (revoked() signals once per revocation).
+				 */
+				w->rewrite_off = true;
+				revoked(idx, ev->data, ev->version);
+			}
 			else
 			{
 				w->data_version = ev->version;
@@ -1559,10 +1593,15 @@ grant(int idx)
 
 /*
  * Watch our own granted node, so that its deletion by someone else (an
- * administrator, a revocation) turns the lock LOST.  Not waited for; a
- * watch that could not be set (not sent, or its reply lost with the
- * connection) is set again once connected (resume), so no deletion goes
- * unnoticed.  Failpoint "fail": as if the reply was lost.
+ * administrator, a revocation) turns the lock LOST, and a revocation
+ * written into it is acted on.  The read and the watch are one request
+ * (getData with a watch): a write applied after the read fires the watch,
+ * so a revocation written before the guard is set, or between a change and
+ * the guard set again after it (each rewrite of our own data fires it), is
+ * read, never missed.  Not waited for; a guard that could not be set (not
+ * sent, or its reply lost with the connection) is set again, reading
+ * again, once connected (resume).  Failpoint "fail": as if the reply was
+ * lost; "pause": a write made meanwhile must still be seen.
  */
 static void
 send_guard(int idx)
@@ -1572,7 +1611,7 @@ send_guard(int idx)
 
 	node_path(path, w, w->node);
 	w->guard_needed = ZKLOCK_FAILPOINT("before-guard") ||
-		!zkc_exists(path, true, TAG(w->generation, OP_GUARD, idx));
+		!zkc_get_data_watch(path, TAG(w->generation, OP_GUARD, idx));
 	if (w->guard_needed)
 		recovery_needed = true;
 }
