@@ -7,6 +7,8 @@
 #      acted on: the holder is terminated, "was revoked" is logged.  The
 #      guard reads the node and sets its watch in one request; an exists
 #      that only set a watch would never see it;
+#  (a2) the same when the guard's request was lost (before-guard=fail): the
+#      guard set again once the failpoint is cleared reads the revocation;
 #  (b) the same window after each rewrite of the holder's own node data (a
 #      scope change fires the holder's own guard): a revocation written
 #      while the worker is paused before setting the guard again is acted
@@ -77,6 +79,23 @@ sub ended
 		'(a) the guard reads the revocation: "was revoked" logged');
 	ok(ended($h), '(a) and the holder\'s session is terminated');
 	ok(zk_wait_no_locks(zk_path('gw/a')), '(a) its node is gone');
+}
+
+# --- (a2) the guard's request lost: set again, reading, once it can be -------
+{
+	my $h = zk_session($node1, 'holder-a2');
+	my $log_at = -s $node1->logfile;
+	ok(zk_set_failpoints($node1, 'before-guard=fail'), '(a2) before-guard=fail');
+	$h->query_ok(q{SELECT zk_lock_acquire_session('gw/a2', parents => false)});
+	ok(zk_wait_log($node1, qr/failpoint "before-guard" reached \(fail\)/, $log_at),
+		'(a2) granted; the guard\'s request is lost (retried)');
+	is(psql1($node2, q{SELECT zk_lock_revoke('gw/a2', 'terminate')}), '1',
+		'(a2) node2 revokes it meanwhile');
+	ok(zk_set_failpoints($node1, ''), '(a2) failpoint cleared');
+	ok(zk_wait_log($node1, $revoked_re->('gw/a2', $h->pid), $log_at),
+		'(a2) the guard set again reads the revocation: "was revoked" logged');
+	ok(ended($h), '(a2) and the holder\'s session is terminated');
+	ok(zk_wait_no_locks(zk_path('gw/a2')), '(a2) its node is gone');
 }
 
 # --- (b) the same window after a rewrite of the holder's own node data -------
