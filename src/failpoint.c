@@ -26,8 +26,9 @@
  *						as a connection loss would, so the node is found
  *						again by its prefix and adopted (or not) by its
  *						ephemeralOwner
- *	before-guard		a lock was granted, its guard watch not set yet;
- *						fail: as if the watch's reply was lost
+ *	before-guard		a lock was granted, or its node changed, and its
+ *						guard (a read with a watch) is not set yet; fail:
+ *						as if the request's reply was lost
  *	before-delete		a delete of our node is about to be sent; fail: as
  *						if its reply was lost (retried)
  *	session-lost-before-close	held locks are marked lost, the session

@@ -29,7 +29,9 @@
  *	   handoff costs no further round trip.  (Had someone deleted our own
  *	   waiting node meanwhile, the guard of step 4 finds it gone and the
  *	   grant turns LOST a round trip later: the commit fence refuses.)  One
- *	   release wakes one waiter: there is no herd.
+ *	   release wakes one waiter: there is no herd.  A change of the watched
+ *	   node's data (its holder rewriting its description) changes no
+ *	   sequence number: the waiter only watches it again, without listing.
  *
  *	   An explicit request (a persistent node, Hive's LOCK TABLE) has no
  *	   guard after its grant: it always lists again, and is granted only
@@ -39,8 +41,10 @@
  *	   that a deleted node fails the request at once.
  *
  *	4. Granted: the fencing token is the node's czxid.  The worker watches
- *	   its own node, so that a node deleted by someone else turns the lock
- *	   into LOST.
+ *	   its own node (the guard), so that a node deleted by someone else
+ *	   turns the lock into LOST, and a revocation written into it is acted
+ *	   on.  The guard reads the data and sets the watch in one request, at
+ *	   the grant and after each change, so no write falls in between.
  *
  *	5. Release or withdrawal: delete the node, retried until it succeeds or
  *	   the session ends.  The backend does not wait for it.
@@ -87,12 +91,11 @@ typedef enum ZkOp
 	OP_CHILDREN,				/* list the resource's children */
 	OP_ADOPT,					/* stat a node found again by its prefix */
 	OP_WAIT,					/* exists+watch on the node we wait behind */
-	OP_GUARD,					/* exists+watch on our own granted node */
+	OP_GUARD,					/* getData+watch on our own granted node */
 	OP_DELETE,					/* delete our node */
 	OP_LIST_CHILDREN,			/* zk_locks: list a subtree */
 	OP_LIST_DATA,				/* zk_locks: read a lock node */
 	OP_ADMIN,					/* force-release or revoke another's node */
-	OP_GUARD_DATA,				/* read our granted node after it changed */
 	OP_GRANT_WRITE,				/* explicit: rewrite the node we are granted */
 	OP_GRANT_CHILD,				/* explicit: delete its waiter child */
 	OP_WAITER,					/* explicit: create the waiter child */
@@ -149,6 +152,8 @@ typedef struct WorkEntry
 	uint32		writing;		/* the one a write in flight carries */
 	bool		rewriting;		/* a rewrite (or its read) is in flight */
 	bool		rewrite_off;	/* someone else wrote the node: leave it */
+	int			revoke_seen;	/* data version of the revocation acted on
+								 * (a write makes it 1 or more); 0 none */
 	TimestampTz since;			/* deferred since */
 	int64		czxid;
 	char		parent[ZKLOCK_MAX_PATH + 1];	/* the resource node */
@@ -204,7 +209,7 @@ static void fail(int idx, int sqlstate, const char *fmt,...) pg_attribute_printf
 static void finish_release(int idx);
 static void list_start(int idx);
 static void list_event(int idx, ZkEvent *ev);
-static void list_finish(int idx, bool ok, const char *why);
+static void list_finish(int idx, bool ok, int sqlstate, const char *why);
 static void list_next(void);
 static bool list_is_waiting(int idx);
 static void list_disconnected(void);
@@ -316,7 +321,7 @@ zklock_protocol_request(int idx)
 				break;
 			case PH_LISTING:
 				/* drop the walk now; its late replies find the entry idle */
-				list_finish(idx, false, NULL);
+				list_finish(idx, false, 0, NULL);
 				break;
 			case PH_WATCHING:
 			case PH_HELD:
@@ -472,7 +477,8 @@ recover(int idx)
 		return;
 	if (w->kind == ZKR_LIST)
 	{
-		list_finish(idx, false, "connection to ZooKeeper lost during the listing");
+		list_finish(idx, false, ERRCODE_CONNECTION_FAILURE,
+					"connection to ZooKeeper lost during the listing");
 		return;
 	}
 	send_children(idx);
@@ -503,15 +509,15 @@ node_field(const char *data, const char *key)
  * transaction then ends and releases the lock.
  */
 static void
-revoked(int idx, const char *data)
+revoked(int idx, const char *data, int version)
 {
 	WorkEntry  *w = &work[idx];
 	const char *r = node_field(data, "revoke=");
 	bool		terminate;
 	int			pid = 0;
 
-	if (r == NULL)
-		return;
+	if (r == NULL || version == w->revoke_seen)
+		return;					/* none, or this one was acted on */
 	terminate = strncmp(r, "terminate", 9) == 0;
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	if (entry(idx)->state == ZKE_GRANTED)
@@ -519,6 +525,7 @@ revoked(int idx, const char *data)
 	LWLockRelease(zklock_shared->lock);
 	if (pid == 0)
 		return;
+	w->revoke_seen = version;	/* the guard and a rewrite may both read it */
 	ereport(LOG,
 			(errmsg("zklock: lock node \"%s/%s\" was revoked; %s backend %d",
 					w->parent, w->node,
@@ -1031,8 +1038,22 @@ zklock_protocol_event(ZkEvent *ev)
 				((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
 				 (ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE)))
 				grant(idx);		/* our last blocker is gone */
+			else if (ev->kind == ZKEV_WATCH &&
+					 ev->watch_type == ZKC_WATCH_CHANGED)
+			{
+				/*
+				 * Its data changed (a holder rewriting its description, a
+				 * revocation): the children, hence what we wait for, did
+				 * not.  Watch the same node again, without listing, so that
+				 * a holder's rewrite costs each waiter behind it one request
+				 * instead of a listing of every waiter (a herd).  The
+				 * exists tells if it went meanwhile.
+				 */
+				if (!zkc_exists(ev->path, true, TAG(w->generation, OP_WAIT, idx)))
+					set_recovering(w);
+			}
 			else if (ev->kind == ZKEV_WATCH)
-				send_children(idx); /* the node we wait behind changed */
+				send_children(idx); /* the node we wait behind is gone */
 			else if (ev->rc == ZKC_NONODE)
 				send_children(idx); /* gone before the watch was set */
 			else if (ev->rc == ZKC_CONNLOSS)
@@ -1042,23 +1063,51 @@ zklock_protocol_event(ZkEvent *ev)
 		case OP_GUARD:
 			if (w->phase != PH_HELD)
 				break;
-			if (ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_CHANGED)
+			if (ev->kind == ZKEV_WATCH && ev->watch_type != ZKC_WATCH_DELETED)
 			{
-				/* someone changed our node's data: a revocation? */
-				(void) zkc_get_data(ev->path, TAG(w->generation, OP_GUARD_DATA, idx));
-				send_guard(idx);	/* a watch fires once: set it again */
+				/*
+				 * Someone changed our node's data (our own rewrite, or a
+				 * revocation): read it and watch it again, in one request.
+				 */
+				send_guard(idx);
 				break;
 			}
-			if (ev->kind == ZKEV_STAT && ev->rc != ZKC_OK &&
-				ev->rc != ZKC_NONODE)
+			if (ev->kind == ZKEV_DATA && ev->rc == ZKC_OK)
 			{
-				/* the watch was not set (connection lost): set it again */
+				/* the watch is set; a write after this read fires it */
+				revoked(idx, ev->data, ev->version);
+				break;
+			}
+			if (ev->kind == ZKEV_DATA && ev->rc == ZKC_NOAUTH)
+			{
+				/*
+				 * Our node's ACL was changed to refuse us READ: we cannot
+				 * see a revocation, but still notice the deletion.
+				 */
+				char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
+				node_path(path, w, w->node);
+				if (!zkc_exists(path, true, TAG(w->generation, OP_GUARD, idx)))
+				{
+					w->guard_needed = true;
+					recovery_needed = true;
+				}
+				break;
+			}
+			if ((ev->kind == ZKEV_DATA || ev->kind == ZKEV_STAT) &&
+				ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+			{
+				/*
+				 * The watch was not set (connection lost): read and set it
+				 * again once connected (resume), so that a revocation
+				 * written meanwhile is read then.
+				 */
 				w->guard_needed = true;
 				recovery_needed = true;
 				break;
 			}
 			if ((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
-				(ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE))
+				ev->rc == ZKC_NONODE)
 			{
 				/* our granted node is gone and we did not delete it */
 				LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
@@ -1075,11 +1124,6 @@ zklock_protocol_event(ZkEvent *ev)
 				/* keep the entry until the backend lets it go */
 				w->created = false;
 			}
-			break;
-
-		case OP_GUARD_DATA:
-			if (w->phase == PH_HELD && ev->rc == ZKC_OK)
-				revoked(idx, ev->data);
 			break;
 
 		case OP_REWRITE:
@@ -1116,7 +1160,14 @@ zklock_protocol_event(ZkEvent *ev)
 			if (w->phase != PH_HELD || ev->rc != ZKC_OK)
 				break;			/* connection loss: resume reads again */
 			if (node_field(ev->data, "revoke=") != NULL)
-				w->rewrite_off = true;	/* a revocation: never overwrite it */
+			{
+				/*
+				 * A revocation: never overwrite it, and act on it if the
+				 * guard has not (revoked() signals once per revocation).
+				 */
+				w->rewrite_off = true;
+				revoked(idx, ev->data, ev->version);
+			}
 			else
 			{
 				w->data_version = ev->version;
@@ -1542,10 +1593,15 @@ grant(int idx)
 
 /*
  * Watch our own granted node, so that its deletion by someone else (an
- * administrator, a revocation) turns the lock LOST.  Not waited for; a
- * watch that could not be set (not sent, or its reply lost with the
- * connection) is set again once connected (resume), so no deletion goes
- * unnoticed.  Failpoint "fail": as if the reply was lost.
+ * administrator, a revocation) turns the lock LOST, and a revocation
+ * written into it is acted on.  The read and the watch are one request
+ * (getData with a watch): a write applied after the read fires the watch,
+ * so a revocation written before the guard is set, or between a change and
+ * the guard set again after it (each rewrite of our own data fires it), is
+ * read, never missed.  Not waited for; a guard that could not be set (not
+ * sent, or its reply lost with the connection) is set again, reading
+ * again, once connected (resume).  Failpoint "fail": as if the reply was
+ * lost; "pause": a write made meanwhile must still be seen.
  */
 static void
 send_guard(int idx)
@@ -1555,7 +1611,7 @@ send_guard(int idx)
 
 	node_path(path, w, w->node);
 	w->guard_needed = ZKLOCK_FAILPOINT("before-guard") ||
-		!zkc_exists(path, true, TAG(w->generation, OP_GUARD, idx));
+		!zkc_get_data_watch(path, TAG(w->generation, OP_GUARD, idx));
 	if (w->guard_needed)
 		recovery_needed = true;
 }
@@ -1707,7 +1763,7 @@ zklock_protocol_session_lost(const char *why, int *pids, int maxpids,
 				w->phase = PH_IDLE;
 				break;
 			case PH_LISTING:
-				list_finish(i, false, why);
+				list_finish(i, false, ERRCODE_CONNECTION_FAILURE, why);
 				break;
 			default:
 				if (w->persistent && (w->created || w->create_unknown))
@@ -1790,7 +1846,7 @@ zklock_protocol_tick(void)
 				snprintf(why, sizeof(why),
 						 "could not connect to ZooKeeper at \"%s\" within %d ms",
 						 zklock_hosts, zklock_connect_timeout);
-				list_finish(i, false, why);
+				list_finish(i, false, ERRCODE_CONNECTION_FAILURE, why);
 			}
 			else
 				fail(i, ERRCODE_CONNECTION_FAILURE,
@@ -1847,6 +1903,7 @@ typedef struct Listing
 	Size		room;			/* the backend's segment size */
 	Size		needed;			/* bytes of all rows so far */
 	bool		overflow;		/* rows no longer kept, only counted */
+	int			noauth;			/* nodes ZooKeeper would not show us */
 	StringInfoData rows;
 } Listing;
 
@@ -1953,14 +2010,15 @@ list_issue(int idx)
 		pfree(item);
 		if (!sent)
 		{
-			list_finish(idx, false, "not connected to ZooKeeper");
+			list_finish(idx, false, ERRCODE_CONNECTION_FAILURE,
+						"not connected to ZooKeeper");
 			return false;
 		}
 		l->pending++;
 	}
 	if (l->pending == 0 && l->queue == NIL)
 	{
-		list_finish(idx, true, NULL);
+		list_finish(idx, true, 0, NULL);
 		return false;
 	}
 	return true;
@@ -2015,9 +2073,32 @@ list_event(int idx, ZkEvent *ev)
 	if (w->phase != PH_LISTING || l == NULL || !l->active || l->pending <= 0)
 		return;
 	l->pending--;
+	if (ev->rc == ZKC_NOAUTH && strcmp(ev->path, w->parent) != 0)
+	{
+		/*
+		 * A node of another client whose ACL refuses us READ: not ours (our
+		 * nodes and the resource nodes we make are readable by our
+		 * identity), so skip it and list the rest, counted in one LOG line
+		 * at the end.  The subtree asked for itself fails below.
+		 */
+		l->noauth++;
+		(void) list_issue(idx);
+		return;
+	}
+	if (ev->rc == ZKC_CONNLOSS || ev->rc == ZKC_EXPIRED)
+	{
+		list_finish(idx, false, ERRCODE_CONNECTION_FAILURE,
+					zkc_result_text(ev->zoo_rc));
+		return;
+	}
 	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
 	{
-		list_finish(idx, false, zkc_result_text(ev->zoo_rc));
+		/* refused for another reason: not a connection failure */
+		char		why[ZKLOCK_MAX_ERROR_LEN + 1];
+
+		snprintf(why, sizeof(why), "ZooKeeper refused to read \"%s\": %s",
+				 ev->path, zkc_result_text(ev->zoo_rc));
+		list_finish(idx, false, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, why);
 		return;
 	}
 
@@ -2042,7 +2123,7 @@ list_event(int idx, ZkEvent *ev)
  * had, and give its slot to the next one waiting.
  */
 static void
-list_finish(int idx, bool ok, const char *why)
+list_finish(int idx, bool ok, int sqlstate, const char *why)
 {
 	WorkEntry  *w = &work[idx];
 	Listing    *l = w->listing;
@@ -2057,6 +2138,12 @@ list_finish(int idx, bool ok, const char *why)
 	size = e->list_size;
 	ok = ok && e->state == ZKE_REQUESTED;
 	LWLockRelease(zklock_shared->lock);
+
+	if (l && l->noauth > 0)
+		ereport(LOG,
+				(errmsg("zklock: a listing of \"%s\" skipped %d node(s) that ZooKeeper does not let zklock read",
+						w->parent, l->noauth),
+				 errdetail("Another client made them with an ACL that refuses READ to zklock's identity.")));
 
 	if (ok && needed <= size)
 	{
@@ -2088,7 +2175,7 @@ list_finish(int idx, bool ok, const char *why)
 		else
 		{
 			e->state = ZKE_FAILED;
-			e->sqlstate = ERRCODE_CONNECTION_FAILURE;
+			e->sqlstate = sqlstate ? sqlstate : ERRCODE_CONNECTION_FAILURE;
 			strlcpy(e->error, why ? why : "listing failed", sizeof(e->error));
 		}
 		zklock_wake_owner(e);

@@ -29,6 +29,8 @@ typedef struct OpContext
 {
 	ZkEventKind kind;
 	uint64		tag;
+	struct OpContext *watch;	/* a read's watch context: freed by the
+								 * completion when the watch was not set */
 	char		path[FLEXIBLE_ARRAY_MEMBER];
 } OpContext;
 
@@ -316,6 +318,9 @@ stat_completion(int rc, const struct Stat *stat, const void *data)
 {
 	OpContext  *op = (OpContext *) data;
 
+	/* exists sets its watch on a node there (ZOK) or not (ZNONODE) */
+	if (op->watch && rc != ZOK && rc != ZNONODE)
+		free(op->watch);
 	deliver(make_event(ZKEV_STAT, op->tag, rc, op->path,
 					   rc == ZOK ? stat : NULL, NULL, NULL, 0));
 	free(op);
@@ -327,6 +332,9 @@ data_completion(int rc, const char *value, int value_len,
 {
 	OpContext  *op = (OpContext *) data;
 
+	/* getData sets its watch only when it read the node */
+	if (op->watch && rc != ZOK)
+		free(op->watch);
 	deliver(make_event(ZKEV_DATA, op->tag, rc, op->path,
 					   rc == ZOK ? stat : NULL, NULL,
 					   rc == ZOK ? value : NULL, value_len));
@@ -568,6 +576,7 @@ new_op(ZkEventKind kind, const char *path, uint64 tag)
 		return NULL;
 	op->kind = kind;
 	op->tag = tag;
+	op->watch = NULL;
 	memcpy(op->path, path, len);
 	return op;
 }
@@ -627,6 +636,7 @@ zkc_exists(const char *path, bool watch, uint64 tag)
 		free(op);
 		return false;
 	}
+	op->watch = wop;
 	rc = zoo_awexists(zh, path, watch ? node_watcher : NULL, wop,
 					  stat_completion, op);
 	if (rc != ZOK)
@@ -642,6 +652,35 @@ zkc_get_data(const char *path, uint64 tag)
 	if (zh == NULL || (op = new_op(ZKEV_DATA, path, tag)) == NULL)
 		return false;
 	return sent(zoo_aget(zh, path, 0, data_completion, op), op);
+}
+
+/*
+ * getData that also sets a watch on the node, in the same request: the
+ * data comes back as a ZKEV_DATA, and any later change or deletion fires a
+ * ZKEV_WATCH with the same tag.  A write applied after this read always
+ * fires the watch, so nothing falls between the read and the watch.  The
+ * watch is set only when the read succeeds (not on ZNONODE, nor when the
+ * reply is lost).
+ */
+bool
+zkc_get_data_watch(const char *path, uint64 tag)
+{
+	OpContext  *op;
+	OpContext  *wop;
+	int			rc;
+
+	if (zh == NULL || (op = new_op(ZKEV_DATA, path, tag)) == NULL)
+		return false;
+	if ((wop = new_op(ZKEV_WATCH, path, tag)) == NULL)
+	{
+		free(op);
+		return false;
+	}
+	op->watch = wop;
+	rc = zoo_awget(zh, path, node_watcher, wop, data_completion, op);
+	if (rc != ZOK)
+		free(wop);
+	return sent(rc, op);
 }
 
 bool

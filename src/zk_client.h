@@ -117,6 +117,7 @@ extern bool zkc_create(const char *path, const char *data, int datalen,
 extern bool zkc_get_children(const char *path, uint64 tag);
 extern bool zkc_exists(const char *path, bool watch, uint64 tag);
 extern bool zkc_get_data(const char *path, uint64 tag);
+extern bool zkc_get_data_watch(const char *path, uint64 tag);
 extern bool zkc_delete(const char *path, uint64 tag);
 extern bool zkc_set_data_version(const char *path, const char *data,
 								 int datalen, int version, uint64 tag);

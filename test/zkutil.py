@@ -25,6 +25,15 @@ Usage:
   zkutil.py HOSTS create-seq-hex PATH HEX  create the persistent sequential node
                                          PATH<seq> (parents too) with the data
                                          HEX (bytes, hex-encoded); print its path
+  zkutil.py HOSTS create-private PATH USER:PASS plain|seq
+                                         create PATH (PATH<seq> with seq) as
+                                         another client would, with an ACL
+                                         that gives every right to the digest
+                                         identity USER:PASS only (nobody else
+                                         may read it); parents as needed,
+                                         open; print its path
+  zkutil.py HOSTS delete-private PATH USER:PASS
+                                         delete PATH (and below) as USER:PASS
   zkutil.py HOSTS dump PATH              one line per lock node below PATH:
                                          path <TAB> czxid <TAB> data, with
                                          backslash, tab and newline escaped
@@ -176,6 +185,21 @@ def main(argv):
             return 0
         if cmd == "set" and len(args) == 1:
             zk.set(path, args[0].replace("\\n", "\n").encode("utf-8"))
+            return 0
+        if cmd == "create-private" and len(args) == 2 and args[1] in ("plain", "seq"):
+            from kazoo.security import make_digest_acl
+            user, _, password = args[0].partition(":")
+            parent = path.rsplit("/", 1)[0]
+            if parent:
+                zk.ensure_path(parent)
+            made = zk.create(path, b"another client's node",
+                             acl=[make_digest_acl(user, password, all=True)],
+                             sequence=(args[1] == "seq"))
+            sys.stdout.write(made + "\n")
+            return 0
+        if cmd == "delete-private" and len(args) == 1:
+            zk.add_auth("digest", args[0])
+            zk.delete(path, recursive=True)
             return 0
         if cmd == "delete-r" and not args:
             if path == "/":
