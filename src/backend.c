@@ -101,6 +101,7 @@ static uint32 batch_gen[ZKLOCK_MAX_BATCH];
 static Oid	extension_guarded = InvalidOid;
 
 static void xact_callback(XactEvent event, void *arg);
+static void extension_guard_begin(void);
 static void extension_guard_end(void);
 static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 							 SubTransactionId parentSubid, void *arg);
@@ -1218,6 +1219,9 @@ take_steps(LockStep *steps, int nsteps, bool session, bool wait,
 		if (!wait)
 			return false;		/* a try: something is taken now */
 		nmade = 0;				/* wait for each in order */
+		/* the batch was given back: nothing a DROP would count now */
+		if (session)
+			extension_guard_begin();
 	}
 
 	PG_TRY();
@@ -1298,7 +1302,9 @@ add_steps(LockStep *steps, int n, const char *resource, ZkLockMode mode,
  * fails before any node is made.  A DROP in progress is not waited for
  * (its transaction may stay open for as long as it likes): 55006 at once.
  * The object is not kept during the wait, so a DROP never waits for a
- * waiter.
+ * waiter; when the pipelined try of several nodes (take_at_once) gives them
+ * back to wait for them one by one, the object is taken again until the
+ * first of those requests is visible.
  */
 static void
 extension_gone_error(void)
@@ -1312,16 +1318,19 @@ extension_gone_error(void)
 static void
 extension_guard_begin(void)
 {
-	Oid			ext = get_extension_oid("zklock", true);
+	Oid			ext;
 
-		if (!OidIsValid(ext))
+	if (OidIsValid(extension_guarded))
+		return;					/* held already */
+	ext = get_extension_oid("zklock", true);
+	if (!OidIsValid(ext))
 		extension_gone_error();
 	if (!ConditionalLockDatabaseObject(ExtensionRelationId, ext, 0,
 									   AccessShareLock))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("extension \"zklock\" is being dropped"),
-				 errdetail("Another transaction is dropping the extension; a session lock taken now could not be released once it is gone. No lock was taken."),
+				 errmsg("extension \"zklock\" is being dropped or altered"),
+				 errdetail("Another transaction holds or waits for the extension in ACCESS EXCLUSIVE mode (DROP EXTENSION, or ALTER EXTENSION); a session lock taken now might not be releasable once it commits. No lock was taken."),
 				 errhint("Try again once that transaction has ended.")));
 	/* dropped, and committed, between the look-up and the lock? */
 	if (get_extension_oid("zklock", true) != ext)

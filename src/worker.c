@@ -24,7 +24,8 @@
  * and its end once; zk_lock_status.last_error says why at once.
  *
  * A SIGTERM from the postmaster (a shutdown) ends the worker with exit
- * code 0; from anyone else (pg_terminate_backend) with 1, so that the
+ * code 0; from anyone else (kill; pg_terminate_backend does not reach a
+ * worker without a database connection) with 1, so that the
  * postmaster starts it again.
  *
  *-------------------------------------------------------------------------
@@ -60,29 +61,29 @@
 #define RECONNECT_DELAY_MS	500
 #define MAX_LOST_PIDS		10	/* PIDs named in the lost-locks WARNING */
 #define CLOSING_RETRY_MS	1000	/* a fresh reattach handle this often */
+#define SESSION_NAME_MAX	256		/* of zklock.node_name in the session file */
 
 typedef enum WorkerPhase
 {
 	WP_CLOSING_OLD,				/* reattached to an earlier session, to close
 								 * it */
 	WP_SESSION,					/* our own session, connecting or connected */
-	WP_WAIT_RECONNECT			/* no handle; make one at reconnect_at */
+	WP_WAIT_RECONNECT			/* no handle; make one at reconnect_at_us */
 } WorkerPhase;
 
 static WorkerPhase phase;
 static bool was_connected = false;
-static TimestampTz phase_since;
-static TimestampTz reconnect_at;
+static int64 phase_since_us;	/* CLOCK_BOOTTIME us: durations only */
+static int64 reconnect_at_us;
 static int64 session_asked_at;	/* CLOCK_BOOTTIME us of zkc_connect */
+static char handle_error[128];	/* the last handle we could not make */
 
 /*
- * WP_CLOSING_OLD: the session being closed, since when, and whether to wait
- * for ZooKeeper however long it takes
+ * WP_CLOSING_OLD: the session being closed (until it is, however long
+ * ZooKeeper takes to come back; the session file names it meanwhile)
  */
 static int64 closing_id;
 static char closing_passwd[16];
-static TimestampTz closing_since;
-static bool closing_keep_trying;
 static int	closing_retry_ms;	/* when to try a fresh handle */
 static bool closing_refused;	/* the client complained meanwhile */
 
@@ -104,8 +105,8 @@ static void handle_session_event(ZkEvent *ev);
 static void session_gone(const char *why, bool reattach);
 static void hosts_changed(void);
 static void worker_timers(void);
-static bool start_closing(int64 id, const char *passwd, bool keep_trying,
-						  bool retry);
+static void start_closing(int64 id, const char *passwd);
+static void attach_to_close(void);
 
 void
 zklock_register_worker(void)
@@ -269,18 +270,28 @@ outage_ended(void)
 }
 
 /*
- * The session file: session id and password, written atomically.
+ * The session file: session id, password and this instance's
+ * zklock.node_name (at most SESSION_NAME_MAX bytes of it), written
+ * atomically.
  */
+static int
+session_name_len(void)
+{
+	return Min(strlen(zklock_node_name), SESSION_NAME_MAX);
+}
+
 static void
 save_session(void)
 {
-	char		buf[8 + 64];
+	char		buf[8 + 16 + SESSION_NAME_MAX];
 	int64		id = zkc_session_id();
 	int			len;
 	int			fd;
 
 	memcpy(buf, &id, sizeof(id));
-	len = sizeof(id) + zkc_session_passwd(buf + sizeof(id), 64);
+	len = sizeof(id) + zkc_session_passwd(buf + sizeof(id), 16);
+	memcpy(buf + len, zklock_node_name, session_name_len());
+	len += session_name_len();
 	fd = OpenTransientFile(SESSION_FILE_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
 	if (fd < 0 || write(fd, buf, len) != len || pg_fsync(fd) != 0)
 	{
@@ -295,10 +306,16 @@ save_session(void)
 	(void) durable_rename(SESSION_FILE_TMP, SESSION_FILE, WARNING);
 }
 
+/*
+ * The session named by the session file, if this instance wrote it.  A
+ * copy of the data directory started elsewhere (a storage snapshot) has
+ * another node name, and must not close the original's live session.  A
+ * file without a name is zklock 1.1's, of this instance.
+ */
 static bool
 load_session(int64 *id, char *passwd)
 {
-	char		buf[8 + 64];
+	char		buf[8 + 16 + SESSION_NAME_MAX];
 	int			fd = OpenTransientFile(SESSION_FILE, O_RDONLY | PG_BINARY);
 	int			len;
 
@@ -306,10 +323,22 @@ load_session(int64 *id, char *passwd)
 		return false;
 	len = read(fd, buf, sizeof(buf));
 	CloseTransientFile(fd);
-	if (len != 8 + 16)
+	if (len < 8 + 16)
 		return false;
 	memcpy(id, buf, sizeof(*id));
 	memcpy(passwd, buf + 8, 16);
+	if (len > 8 + 16 &&
+		(len - (8 + 16) != session_name_len() ||
+		 memcmp(buf + 8 + 16, zklock_node_name, session_name_len()) != 0))
+	{
+		ereport(LOG,
+				(errmsg("zklock: not closing ZooKeeper session 0x%llx of \"%s\": it was written by instance \"%.*s\", and this is \"%s\"",
+						(unsigned long long) *id, SESSION_FILE,
+						len - (8 + 16), buf + 8 + 16, zklock_node_name),
+				 errdetail("A copy of another instance's data directory, or a changed zklock.node_name: that session is left to its owner, or to time out.")));
+		(void) unlink(SESSION_FILE);
+		return false;
+	}
 	return *id != 0;
 }
 
@@ -402,14 +431,13 @@ zklock_worker_main(Datum main_arg)
 	AddWaitEventToSet(wes, WL_SOCKET_READABLE, zkc_wake_fd(), NULL, NULL);
 
 	/* first, end the session of a crashed predecessor, if there was one */
-	phase_since = GetCurrentTimestamp();
+	phase_since_us = zklock_boottime_us();
 	if (load_session(&old_id, old_passwd))
 	{
 		ereport(LOG,
 				(errmsg("zklock: closing the ZooKeeper session 0x%llx of the previous worker",
 						(unsigned long long) old_id)));
-		if (!start_closing(old_id, old_passwd, false, false))
-			open_session();
+		start_closing(old_id, old_passwd);
 	}
 	else
 		open_session();
@@ -489,29 +517,45 @@ zklock_worker_main(Datum main_arg)
 	proc_exit(stop_by_postmaster ? 0 : 1);
 }
 
+/*
+ * The client library could not make a handle (a host name that does not
+ * resolve, no file descriptor left): logged once per distinct reason, not
+ * at every retry; zk_lock_status.last_error shows it meanwhile.
+ */
+static void
+handle_failed(const char *what, const char *err, int retry_ms)
+{
+	set_session_state(ZKS_CONNECTING, 0, err);
+	if (strcmp(err, handle_error) == 0)
+		return;
+	strlcpy(handle_error, err, sizeof(handle_error));
+	ereport(LOG,
+			(errmsg("zklock: could not %s with \"%s\": %s",
+					what, zklock_hosts, err),
+			 errdetail("The worker tries again every %d ms; this is logged again only if the reason changes.",
+					   retry_ms)));
+}
+
 static void
 open_session(void)
 {
 	char		err[128];
 
-	phase_since = GetCurrentTimestamp();
+	phase_since_us = zklock_boottime_us();
 	was_connected = false;
 	session_asked_at = zklock_boottime_us();
 	if (zkc_connect(zklock_hosts, zklock_session_timeout, NULL, NULL,
 					auth_credentials(), err, sizeof(err)))
 	{
 		phase = WP_SESSION;
+		handle_error[0] = '\0';
 		set_session_state(ZKS_CONNECTING, 0, NULL);
 	}
 	else
 	{
-		ereport(LOG,
-				(errmsg("zklock: could not start a ZooKeeper session with \"%s\": %s",
-						zklock_hosts, err)));
-		set_session_state(ZKS_CONNECTING, 0, err);
+		handle_failed("start a ZooKeeper session", err, RECONNECT_DELAY_MS);
 		phase = WP_WAIT_RECONNECT;
-		reconnect_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-												   RECONNECT_DELAY_MS);
+		reconnect_at_us = zklock_boottime_us() + RECONNECT_DELAY_MS * INT64CONST(1000);
 	}
 }
 
@@ -529,39 +573,44 @@ drop_events(void)
  * Reattach to an earlier session of this instance (a crashed predecessor's,
  * or one this worker gave up), to close it: closing deletes its ephemeral
  * nodes at once, instead of after its timeout.  No credentials are needed
- * for that.  keep_trying: wait for ZooKeeper however long it takes (a
- * session given up in an outage); else give up after
- * zklock.connect_timeout.  retry: a fresh handle for the same attempt
- * (retry_closing).  False if no handle could be made.  The session file
- * names the session until it is closed.
+ * for that.  It waits for ZooKeeper however long that takes: ZooKeeper
+ * restores sessions from its disk, and requests fail with 08006 meanwhile
+ * as they would while a new session connects.  The session file names the
+ * session until it is closed.
  */
-static bool
-start_closing(int64 id, const char *passwd, bool keep_trying, bool retry)
+static void
+start_closing(int64 id, const char *passwd)
+{
+	closing_id = id;
+	memcpy(closing_passwd, passwd, sizeof(closing_passwd));
+	closing_retry_ms = CLOSING_RETRY_MS;
+	phase = WP_CLOSING_OLD;
+	set_session_state(ZKS_CONNECTING, 0, NULL);
+	attach_to_close();
+}
+
+/* A (fresh) handle on the session being closed; the timer tries again */
+static void
+attach_to_close(void)
 {
 	char		err[128];
 
-	if (!zkc_connect(zklock_hosts, zklock_session_timeout, &id, passwd,
-					 NULL, err, sizeof(err)))
-		return false;
-	phase = WP_CLOSING_OLD;
-	phase_since = GetCurrentTimestamp();
-	if (!retry)
-	{
-		closing_since = phase_since;
-		closing_id = id;
-		memcpy(closing_passwd, passwd, sizeof(closing_passwd));
-		closing_keep_trying = keep_trying;
-		closing_retry_ms = CLOSING_RETRY_MS;
-	}
+	phase_since_us = zklock_boottime_us();
 	closing_refused = false;
-	set_session_state(ZKS_CONNECTING, 0, NULL);
-	return true;
+	if (zkc_connect(zklock_hosts, zklock_session_timeout, &closing_id,
+					closing_passwd, NULL, err, sizeof(err)))
+		handle_error[0] = '\0';
+	else
+	{
+		closing_refused = true; /* no handle: again in CLOSING_RETRY_MS */
+		handle_failed("reattach to the previous ZooKeeper session", err,
+					  CLOSING_RETRY_MS);
+	}
 }
 
 /*
  * The reattached session answered (connected: close it now; expired or
- * refused: nothing left to close), or it is given up: forget it and start
- * our own.
+ * refused: nothing left to close): forget it and start our own.
  */
 static void
 finish_closing(const char *outcome)
@@ -592,11 +641,7 @@ retry_closing(void)
 		Min(closing_retry_ms * 2, Max(zklock_session_timeout, CLOSING_RETRY_MS));
 	zkc_close();
 	drop_events();
-	if (!start_closing(closing_id, closing_passwd, closing_keep_trying, true))
-	{
-		(void) unlink(SESSION_FILE);
-		open_session();
-	}
+	attach_to_close();
 }
 
 /*
@@ -605,22 +650,12 @@ retry_closing(void)
 static void
 worker_timers(void)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	int64		now_us = zklock_boottime_us();
 
-	if (phase == WP_CLOSING_OLD && !closing_keep_trying &&
-		TimestampDifferenceExceeds(closing_since, now, zklock_connect_timeout))
-	{
-		ereport(LOG,
-				(errmsg("zklock: could not reach ZooKeeper to close the previous session 0x%llx; its nodes go when it times out",
-						(unsigned long long) closing_id)));
-		zkc_close();
-		drop_events();
-		open_session();
-	}
-	else if (phase == WP_CLOSING_OLD &&
-			 TimestampDifferenceExceeds(phase_since, now, closing_retry_ms))
+	if (phase == WP_CLOSING_OLD &&
+		now_us - phase_since_us >= closing_retry_ms * INT64CONST(1000))
 		retry_closing();
-	else if (phase == WP_WAIT_RECONNECT && now >= reconnect_at)
+	else if (phase == WP_WAIT_RECONNECT && now_us >= reconnect_at_us)
 		open_session();
 	else if (phase == WP_SESSION && was_connected &&
 			 zklock_shared->session_state == ZKS_CONNECTING &&
@@ -694,9 +729,11 @@ session_gone(const char *why, bool reattach)
 	(void) ZKLOCK_FAILPOINT("session-lost-before-close");
 	zkc_close();
 	drop_events();
-	if (reattach && id != 0 && have_passwd &&
-		start_closing(id, passwd, true, false))
+	if (reattach && id != 0 && have_passwd)
+	{
+		start_closing(id, passwd);
 		return;					/* the session file still names it */
+	}
 	(void) unlink(SESSION_FILE);
 	open_session();
 }
@@ -816,8 +853,8 @@ handle_session_event(ZkEvent *ev)
 			set_session_state(ZKS_AUTH_FAILED, 0, "authentication failed");
 			zkc_close();
 			phase = WP_WAIT_RECONNECT;
-			reconnect_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   RECONNECT_DELAY_MS * 10);
+			reconnect_at_us = zklock_boottime_us() +
+				RECONNECT_DELAY_MS * INT64CONST(10000);
 			break;
 	}
 }

@@ -24,7 +24,9 @@
 #  - item 11: a fast shutdown ends the worker with exit code 0 (no "exited
 #    with exit code 1" line);
 #  - item 8: zklock.hosts reloaded to a wrong port and back: last_error
-#    says why, then nothing stale once connected.
+#    says why, then nothing stale once connected;
+#  - a copy of node1's data directory (a storage snapshot) started as
+#    another instance does not close node1's session.
 use strict;
 use warnings;
 
@@ -245,6 +247,30 @@ $node2->reload;
 ok(zk_wait_connected($node2, 20), 'back to the right servers: connected');
 is(psql1($node2, 'SELECT last_error FROM zk_lock_status'), '',
 	'last_error is empty, nothing left about the other host');
+
+# --- a copy of the data directory leaves the original's session alone ---------
+# The session file names the instance that wrote it (zklock.node_name): a
+# storage snapshot of node1 started elsewhere must not reattach to node1's
+# session and close it (review of issue 11).
+my $h1 = zk_session($node1, 'orig_holder');
+$h1->query_ok(q{SELECT zk_lock_acquire_session('ops/clone')});
+$node1->stop('immediate');    # what a snapshot of a running instance holds
+$node1->backup_fs_cold('snap');
+my $clone = PostgreSQL::Test::Cluster->new('clone');
+$clone->init_from_backup($node1, 'snap');
+$clone->append_conf('postgresql.conf', "zklock.node_name = 'clone'");
+$clone->start;
+ok(zk_wait_log($clone, qr/not closing ZooKeeper session 0x[0-9a-f]+ of "[^"]*": it was written by instance "node1", and this is "clone"/, 0, 30),
+	'a copy of node1\'s data directory does not close node1\'s session, and says why');
+ok(zk_wait_connected($clone), 'it starts a session of its own');
+unlike(slurp_file($clone->logfile), qr/previous ZooKeeper session 0x[0-9a-f]+ closed/,
+	'no session was closed by the copy');
+$clone->stop;
+my $off1 = -s $node1->logfile;
+$node1->start;
+ok(zk_wait_log($node1, qr/previous ZooKeeper session 0x[0-9a-f]+ (closed|had already expired)/, $off1, 30),
+	'node1 itself still closes (or finds expired) its own earlier session');
+ok(zk_wait_connected($node1), 'node1 is connected again');
 
 zk_done_check();
 done_testing();
