@@ -64,39 +64,32 @@ sub ended
 		timeout => $secs // 15);
 }
 
-# --- (a) a revocation written before the guard is first set ------------------
+# A revocation written while node1's guard for a fresh grant is held back
+# at the failpoint before-guard ($action: pause, or fail = its request lost
+# and retried): once the failpoint is cleared, the guard reads it.
+sub revoked_before_guard
 {
-	my $h = zk_session($node1, 'holder-a');
+	my ($label, $res, $action, $what) = @_;
+	my $h = zk_session($node1, "holder-$label");
 	my $log_at = -s $node1->logfile;
-	ok(zk_set_failpoints($node1, 'before-guard=pause'), '(a) before-guard=pause');
-	$h->query_ok(q{SELECT zk_lock_acquire_session('gw/a', parents => false)});
-	ok(zk_wait_log($node1, qr/failpoint "before-guard" reached \(pause\)/, $log_at),
-		'(a) granted; the worker stops before setting the guard');
-	is(psql1($node2, q{SELECT zk_lock_revoke('gw/a', 'terminate')}), '1',
-		'(a) node2 revokes it meanwhile');
-	ok(zk_set_failpoints($node1, ''), '(a) failpoint cleared');
-	ok(zk_wait_log($node1, $revoked_re->('gw/a', $h->pid), $log_at),
-		'(a) the guard reads the revocation: "was revoked" logged');
-	ok(ended($h), '(a) and the holder\'s session is terminated');
-	ok(zk_wait_no_locks(zk_path('gw/a')), '(a) its node is gone');
+	ok(zk_set_failpoints($node1, "before-guard=$action"), "($label) before-guard=$action");
+	$h->query_ok(qq{SELECT zk_lock_acquire_session('$res', parents => false)});
+	ok(zk_wait_log($node1, qr/failpoint "before-guard" reached \($action\)/, $log_at),
+		"($label) granted; $what");
+	is(psql1($node2, qq{SELECT zk_lock_revoke('$res', 'terminate')}), '1',
+		"($label) node2 revokes it meanwhile");
+	ok(zk_set_failpoints($node1, ''), "($label) failpoint cleared");
+	ok(zk_wait_log($node1, $revoked_re->($res, $h->pid), $log_at),
+		"($label) the guard reads the revocation: \"was revoked\" logged");
+	ok(ended($h), "($label) and the holder's session is terminated");
+	ok(zk_wait_no_locks(zk_path($res)), "($label) its node is gone");
 }
 
+# --- (a) a revocation written before the guard is first set ------------------
+revoked_before_guard('a', 'gw/a', 'pause', 'the worker stops before setting the guard');
+
 # --- (a2) the guard's request lost: set again, reading, once it can be -------
-{
-	my $h = zk_session($node1, 'holder-a2');
-	my $log_at = -s $node1->logfile;
-	ok(zk_set_failpoints($node1, 'before-guard=fail'), '(a2) before-guard=fail');
-	$h->query_ok(q{SELECT zk_lock_acquire_session('gw/a2', parents => false)});
-	ok(zk_wait_log($node1, qr/failpoint "before-guard" reached \(fail\)/, $log_at),
-		'(a2) granted; the guard\'s request is lost (retried)');
-	is(psql1($node2, q{SELECT zk_lock_revoke('gw/a2', 'terminate')}), '1',
-		'(a2) node2 revokes it meanwhile');
-	ok(zk_set_failpoints($node1, ''), '(a2) failpoint cleared');
-	ok(zk_wait_log($node1, $revoked_re->('gw/a2', $h->pid), $log_at),
-		'(a2) the guard set again reads the revocation: "was revoked" logged');
-	ok(ended($h), '(a2) and the holder\'s session is terminated');
-	ok(zk_wait_no_locks(zk_path('gw/a2')), '(a2) its node is gone');
-}
+revoked_before_guard('a2', 'gw/a2', 'fail', 'the guard\'s request is lost (retried)');
 
 # --- (b) the same window after a rewrite of the holder's own node data -------
 {
