@@ -1,30 +1,27 @@
 /*-------------------------------------------------------------------------
  *
  * compat.h
- *		Differences between the PostgreSQL versions zklock builds against.
+ *		What depends on the PostgreSQL version zklock builds against.
  *
- * zklock is developed and tested on PostgreSQL 15; these macros keep the
- * rest of the code free of version tests for 15 and later.
+ * zklock is built and tested on PostgreSQL 15 only (the version Debian 12
+ * packages); nothing else is claimed.  The few places that would differ
+ * in other versions go through these macros, so that a port has one file
+ * to start from; they hold only what is compiled and tested.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef ZKLOCK_COMPAT_H
 #define ZKLOCK_COMPAT_H
 
-#if PG_VERSION_NUM < 150000
-#error "zklock requires PostgreSQL 15 or later"
+#if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 160000
+#error "zklock is built and tested on PostgreSQL 15 only"
 #endif
 
-/* PostgreSQL 17 renamed pgprocno to the proc number of MyProc */
-#if PG_VERSION_NUM >= 170000
-#define ZKLOCK_MY_PROCNO		MyProcNumber
-#define ZKLOCK_PROC_LATCH(no)	(&GetPGProcByNumber(no)->procLatch)
-#else
+/* this backend's PGPROC number, and the latch of another's */
 #define ZKLOCK_MY_PROCNO		(MyProc->pgprocno)
 #define ZKLOCK_PROC_LATCH(no)	(&ProcGlobal->allProcs[(no)].procLatch)
-#endif
 
-/* PostgreSQL 17 gave extensions named wait events */
+/* the wait event zklock's waits show in pg_stat_activity */
 #define ZKLOCK_WAIT_EVENT		PG_WAIT_EXTENSION
 
 #endif							/* ZKLOCK_COMPAT_H */

@@ -1653,10 +1653,7 @@ finish_release(int idx)
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	if (entry(idx)->state == ZKE_RELEASING)
-	{
 		zklock_entry_free(idx);
-		zklock_shared->n_released++;
-	}
 	LWLockRelease(zklock_shared->lock);
 	w->phase = PH_IDLE;
 }

@@ -409,7 +409,6 @@ zklock_worker_main(Datum main_arg)
 	}
 	zklock_shared->worker_pid = MyProcPid;
 	zklock_shared->worker_procno = ZKLOCK_MY_PROCNO;
-	zklock_shared->incarnation = incarnation;
 	zklock_shared->session_state = ZKS_CONNECTING;
 	zklock_shared->state_since = GetCurrentTimestamp();
 	/* an outage that outlived the previous worker goes on */

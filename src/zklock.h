@@ -14,11 +14,11 @@
  *
  * Locking rules: ZkLockShared->lock (an LWLock) guards the free list, the
  * work queue and every field of every entry marked "lock" below.  Fields
- * marked "backend" are written by the owning backend while the entry is
- * in ZKE_REQUESTED and the worker has not yet dequeued it, and read by the
- * worker after dequeuing, both under the lock.  Fields marked "worker" are
- * written by the worker under the lock and read by the owner under the lock.
- * Session fields are written by the worker only and read by anyone under
+ * marked "backend" are written by the owning backend between allocating
+ * the entry and submitting it (zklock_entry_alloc, then the move to
+ * ZKE_REQUESTED), and read by the worker after dequeuing, both under the
+ * lock.  Fields marked "worker" are written by the worker under the lock
+ * and read by the owner under the lock.  Session fields are written by the worker only and read by anyone under
  * the lock.  Nobody holds the lock across a ZooKeeper call or a wait.
  *
  * The life of an entry (state is "lock"):
@@ -175,7 +175,6 @@ typedef struct ZkLockShared
 	/* worker and session, written by the worker */
 	int			worker_pid;		/* lock; 0 when no worker runs */
 	int			worker_procno;	/* lock */
-	uint32		incarnation;	/* lock: changes at each worker start */
 	ZkSessionState session_state;	/* lock */
 	int64		session_id;		/* lock */
 	int			negotiated_timeout; /* lock: ms */
@@ -207,7 +206,6 @@ typedef struct ZkLockShared
 	uint64		n_not_granted;
 	uint64		n_failed;
 	uint64		n_waited;
-	uint64		n_released;
 	uint64		n_lost;
 
 	/* free list and work queue, lock */
