@@ -79,6 +79,7 @@
 #include "zk_client.h"
 #include "protocol.h"
 #include "failpoint.h"
+#include "lease.h"
 
 #define ZKLOCK_MAX_PATH		(ZKLOCK_MAX_ROOT_LEN + 1 + ZKLOCK_MAX_RESOURCE_LEN)
 #define MAX_CREATE_TRIES	8
@@ -154,7 +155,7 @@ typedef struct WorkEntry
 	bool		rewrite_off;	/* someone else wrote the node: leave it */
 	int			revoke_seen;	/* data version of the revocation acted on
 								 * (a write makes it 1 or more); 0 none */
-	TimestampTz since;			/* deferred since */
+	int64		since_us;		/* deferred since (CLOCK_BOOTTIME us) */
 	int64		czxid;
 	char		parent[ZKLOCK_MAX_PATH + 1];	/* the resource node */
 	char		prefix[32];
@@ -185,13 +186,13 @@ static bool orphan_busy = false;
 
 static uint32 sweep_generation = 0;
 static int	sweep_pending = 0;
-static TimestampTz last_sweep = 0;
+static int64 last_sweep_us = 0;	/* CLOCK_BOOTTIME, as every timer here */
 
 static WorkEntry *work = NULL;
 static int	nwork = 0;
 static bool connected = false;
 static bool recovery_needed = false;	/* some entry is PH_RECOVERING */
-static TimestampTz last_recovery = 0;
+static int64 last_recovery_us = 0;
 static int64 session_id = 0;
 static uint32 incarnation = 0;
 
@@ -285,7 +286,7 @@ zklock_protocol_request(int idx)
 		zklock_format_node_prefix(w->prefix, sizeof(w->prefix), incarnation,
 								  idx, gen, w->persistent);
 		w->node[0] = '\0';
-		w->since = GetCurrentTimestamp();
+		w->since_us = zklock_boottime_us();
 		if (!connected)
 			w->phase = PH_DEFERRED;
 	}
@@ -1795,23 +1796,23 @@ zklock_protocol_session_lost(const char *why, int *pids, int maxpids,
 long
 zklock_protocol_tick(void)
 {
-	TimestampTz now;
+	int64		now_us = zklock_boottime_us();
 	long		next = -1;
 
-	now = GetCurrentTimestamp();
-	if (connected && TimestampDifferenceExceeds(last_sweep, now, zklock_sweep_interval))
+	if (connected &&
+		now_us - last_sweep_us >= zklock_sweep_interval * INT64CONST(1000))
 	{
-		last_sweep = now;
+		last_sweep_us = now_us;
 		sweep_start();
 	}
 	if (connected)
 	{
 		/* lost replies while connected: retry, at most every 100 ms */
 		if (recovery_needed &&
-			TimestampDifferenceExceeds(last_recovery, now, 100))
+			now_us - last_recovery_us >= 100 * INT64CONST(1000))
 		{
 			recovery_needed = false;
-			last_recovery = now;
+			last_recovery_us = now_us;
 			for (int i = 0; i < nwork; i++)
 				if (work[i].phase == PH_RECOVERING ||
 					(work[i].phase == PH_HELD &&
@@ -1823,16 +1824,15 @@ zklock_protocol_tick(void)
 	for (int i = 0; i < nwork; i++)
 	{
 		WorkEntry  *w = &work[i];
-		TimestampTz deadline;
+		int64		deadline_us;
 
 		if (w->phase != PH_DEFERRED && w->phase != PH_RECOVERING &&
 			!list_is_waiting(i))
 			continue;
 		if (w->phase == PH_RECOVERING && (w->created || w->release))
 			continue;			/* a held or released node: keep trying */
-		deadline = TimestampTzPlusMilliseconds(w->since,
-											   zklock_connect_timeout);
-		if (now >= deadline)
+		deadline_us = w->since_us + zklock_connect_timeout * INT64CONST(1000);
+		if (now_us >= deadline_us)
 		{
 			if (w->phase == PH_RECOVERING && w->create_unknown)
 				continue;		/* may exist: find it once connected */
@@ -1852,7 +1852,7 @@ zklock_protocol_tick(void)
 		}
 		else
 		{
-			long		ms = TimestampDifferenceMilliseconds(now, deadline);
+			long		ms = (long) ((deadline_us - now_us + 999) / 1000);
 
 			if (next < 0 || ms < next)
 				next = ms;
@@ -1966,7 +1966,7 @@ list_start(int idx)
 
 		list_waiting = lappend_int(list_waiting, idx);
 		MemoryContextSwitchTo(old);
-		w->since = GetCurrentTimestamp();
+		w->since_us = zklock_boottime_us();
 		return;
 	}
 	list_activate(idx);
@@ -2075,9 +2075,19 @@ list_event(int idx, ZkEvent *ev)
 		/*
 		 * A node of another client whose ACL refuses us READ: not ours (our
 		 * nodes and the resource nodes we make are readable by our
-		 * identity), so skip it and list the rest, counted in one LOG line
-		 * at the end.  The subtree asked for itself fails below.
+		 * identity).  A lock node is still listed, by name and without
+		 * data: its name gives its mode and place in the queue, which
+		 * decide who of the others is granted.  Below any other such node
+		 * nothing can be listed.  Counted in one LOG line at the end; the
+		 * subtree asked for itself fails below.
 		 */
+		if (TAG_OP(ev->tag) == OP_LIST_DATA)
+		{
+			ev->datalen = 0;
+			ev->czxid = 0;
+			ev->ephemeral_owner = 0;
+			list_row(l, ev);
+		}
 		l->noauth++;
 		(void) list_issue(idx);
 		return;
@@ -2138,9 +2148,9 @@ list_finish(int idx, bool ok, int sqlstate, const char *why)
 
 	if (l && l->noauth > 0)
 		ereport(LOG,
-				(errmsg("zklock: a listing of \"%s\" skipped %d node(s) that ZooKeeper does not let zklock read",
+				(errmsg("zklock: a listing of \"%s\" could not read %d node(s): ZooKeeper does not let zklock read them",
 						w->parent, l->noauth),
-				 errdetail("Another client made them with an ACL that refuses READ to zklock's identity.")));
+				 errdetail("Another client made them with an ACL that refuses READ to zklock's identity. Lock nodes among them are listed by name, without their holder's details; nothing below the others is listed.")));
 
 	if (ok && needed <= size)
 	{
@@ -2218,10 +2228,10 @@ static void
 list_disconnected(void)
 {
 	ListCell   *lc;
-	TimestampTz now = GetCurrentTimestamp();
+	int64		now_us = zklock_boottime_us();
 
 	foreach(lc, list_waiting)
-		work[lfirst_int(lc)].since = now;
+		work[lfirst_int(lc)].since_us = now_us;
 }
 
 /* Give free slots to the listings waiting for one, in arrival order */
