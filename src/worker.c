@@ -42,6 +42,7 @@
 #include "port.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "postmaster/postmaster.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
@@ -61,7 +62,8 @@
 #define RECONNECT_DELAY_MS	500
 #define MAX_LOST_PIDS		10	/* PIDs named in the lost-locks WARNING */
 #define CLOSING_RETRY_MS	1000	/* a fresh reattach handle this often */
-#define SESSION_NAME_MAX	256		/* of zklock.node_name in the session file */
+#define SESSION_IDENTITY_MAX 1200	/* the writer's identity in the session
+										 * file */
 
 typedef enum WorkerPhase
 {
@@ -270,28 +272,53 @@ outage_ended(void)
 }
 
 /*
- * The session file: session id, password and this instance's
- * zklock.node_name (at most SESSION_NAME_MAX bytes of it), written
- * atomically.
+ * The session file: session id, password and who wrote it -- this boot of
+ * this machine, this data directory and port (instance_identity) --
+ * written atomically.  A copy of the data directory started elsewhere (a
+ * storage snapshot, a cloned machine: another boot, directory or port)
+ * must not close the original's live session, which its owner still
+ * trusts until its lease runs out.
  */
-static int
-session_name_len(void)
+static const char *
+instance_identity(void)
 {
-	return Min(strlen(zklock_node_name), SESSION_NAME_MAX);
+	static char *identity = NULL;
+
+	if (identity == NULL)
+	{
+		char		boot_id[64] = "";
+		FILE	   *f = AllocateFile("/proc/sys/kernel/random/boot_id", "r");
+
+		if (f != NULL)
+		{
+			if (fgets(boot_id, sizeof(boot_id), f) == NULL)
+				boot_id[0] = '\0';
+			FreeFile(f);
+		}
+		boot_id[strcspn(boot_id, "\n")] = '\0';
+		identity = MemoryContextStrdup(TopMemoryContext,
+									   psprintf("boot %s, %s, port %d",
+												boot_id, DataDir,
+												PostPortNumber));
+		if (strlen(identity) > SESSION_IDENTITY_MAX)
+			identity[SESSION_IDENTITY_MAX] = '\0';
+	}
+	return identity;
 }
 
 static void
 save_session(void)
 {
-	char		buf[8 + 16 + SESSION_NAME_MAX];
+	char		buf[8 + 16 + SESSION_IDENTITY_MAX];
 	int64		id = zkc_session_id();
+	const char *who = instance_identity();
 	int			len;
 	int			fd;
 
 	memcpy(buf, &id, sizeof(id));
 	len = sizeof(id) + zkc_session_passwd(buf + sizeof(id), 16);
-	memcpy(buf + len, zklock_node_name, session_name_len());
-	len += session_name_len();
+	memcpy(buf + len, who, strlen(who));
+	len += strlen(who);
 	fd = OpenTransientFile(SESSION_FILE_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
 	if (fd < 0 || write(fd, buf, len) != len || pg_fsync(fd) != 0)
 	{
@@ -307,16 +334,16 @@ save_session(void)
 }
 
 /*
- * The session named by the session file, if this instance wrote it.  A
- * copy of the data directory started elsewhere (a storage snapshot) has
- * another node name, and must not close the original's live session.  A
- * file without a name is zklock 1.1's, of this instance.
+ * The session named by the session file, if this instance wrote it in
+ * this boot (see instance_identity).  A file that names no writer
+ * (zklock 1.1's) is not trusted either: its session times out.
  */
 static bool
 load_session(int64 *id, char *passwd)
 {
-	char		buf[8 + 16 + SESSION_NAME_MAX];
+	char		buf[8 + 16 + SESSION_IDENTITY_MAX];
 	int			fd = OpenTransientFile(SESSION_FILE, O_RDONLY | PG_BINARY);
+	const char *who = instance_identity();
 	int			len;
 
 	if (fd < 0)
@@ -327,15 +354,14 @@ load_session(int64 *id, char *passwd)
 		return false;
 	memcpy(id, buf, sizeof(*id));
 	memcpy(passwd, buf + 8, 16);
-	if (len > 8 + 16 &&
-		(len - (8 + 16) != session_name_len() ||
-		 memcmp(buf + 8 + 16, zklock_node_name, session_name_len()) != 0))
+	if (len - (8 + 16) != (int) strlen(who) ||
+		memcmp(buf + 8 + 16, who, strlen(who)) != 0)
 	{
 		ereport(LOG,
-				(errmsg("zklock: not closing ZooKeeper session 0x%llx of \"%s\": it was written by instance \"%.*s\", and this is \"%s\"",
+				(errmsg("zklock: not closing ZooKeeper session 0x%llx named in \"%s\": it was written by \"%.*s\", and this is \"%s\"",
 						(unsigned long long) *id, SESSION_FILE,
-						len - (8 + 16), buf + 8 + 16, zklock_node_name),
-				 errdetail("A copy of another instance's data directory, or a changed zklock.node_name: that session is left to its owner, or to time out.")));
+						len - (8 + 16), buf + 8 + 16, who),
+				 errdetail("A copy of another instance's data directory, or a file of an earlier boot or zklock version: that session is left to its owner, or to time out.")));
 		(void) unlink(SESSION_FILE);
 		return false;
 	}

@@ -249,18 +249,18 @@ is(psql1($node2, 'SELECT last_error FROM zk_lock_status'), '',
 	'last_error is empty, nothing left about the other host');
 
 # --- a copy of the data directory leaves the original's session alone ---------
-# The session file names the instance that wrote it (zklock.node_name): a
-# storage snapshot of node1 started elsewhere must not reattach to node1's
-# session and close it (review of issue 11).
+# The session file names who wrote it (this boot, data directory and
+# port): a storage snapshot of node1 started elsewhere, with node1's
+# configuration as it is, must not reattach to node1's session and close it
+# (review of issue 11).
 my $h1 = zk_session($node1, 'orig_holder');
 $h1->query_ok(q{SELECT zk_lock_acquire_session('ops/clone')});
 $node1->stop('immediate');    # what a snapshot of a running instance holds
 $node1->backup_fs_cold('snap');
 my $clone = PostgreSQL::Test::Cluster->new('clone');
 $clone->init_from_backup($node1, 'snap');
-$clone->append_conf('postgresql.conf', "zklock.node_name = 'clone'");
 $clone->start;
-ok(zk_wait_log($clone, qr/not closing ZooKeeper session 0x[0-9a-f]+ of "[^"]*": it was written by instance "node1", and this is "clone"/, 0, 30),
+ok(zk_wait_log($clone, qr/not closing ZooKeeper session 0x[0-9a-f]+ named in "[^"]*": it was written by "boot [^"]*\Q${\ $node1->data_dir}\E, port ${\ $node1->port}", and this is "boot [^"]*\Q${\ $clone->data_dir}\E, port ${\ $clone->port}"/, 0, 30),
 	'a copy of node1\'s data directory does not close node1\'s session, and says why');
 ok(zk_wait_connected($clone), 'it starts a session of its own');
 unlike(slurp_file($clone->logfile), qr/previous ZooKeeper session 0x[0-9a-f]+ closed/,
