@@ -5,6 +5,7 @@ OBJS = \
 	src/zklock.o \
 	src/shmem.o \
 	src/resource.o \
+	src/grant_rule.o \
 	src/zk_client.o \
 	src/protocol.o \
 	src/worker.o \
@@ -50,4 +51,4 @@ zklock-installcheck-precheck:
 .PHONY: zklock-installcheck-precheck
 
 # every object depends on the shared headers (PGXS tracks no dependencies)
-$(OBJS): src/zklock.h src/compat.h src/zk_client.h src/protocol.h src/lease.h src/failpoint.h
+$(OBJS): src/zklock.h src/compat.h src/zk_client.h src/protocol.h src/lease.h src/failpoint.h src/grant_rule.h
