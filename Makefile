@@ -5,6 +5,7 @@ OBJS = \
 	src/zklock.o \
 	src/shmem.o \
 	src/resource.o \
+	src/grant_rule.o \
 	src/zk_client.o \
 	src/protocol.o \
 	src/worker.o \
@@ -40,6 +41,9 @@ REGRESS_PREP = zklock-installcheck-precheck
 # no JIT bitcode: nothing here is worth inlining, and clang need not be installed
 override with_llvm = no
 
+# the unit test's program (make zklock-unit, below)
+EXTRA_CLEAN = test/unit/test_grant_rule
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
@@ -50,4 +54,14 @@ zklock-installcheck-precheck:
 .PHONY: zklock-installcheck-precheck
 
 # every object depends on the shared headers (PGXS tracks no dependencies)
-$(OBJS): src/zklock.h src/compat.h src/zk_client.h src/protocol.h src/lease.h src/failpoint.h
+$(OBJS): src/zklock.h src/compat.h src/zk_client.h src/protocol.h src/lease.h src/failpoint.h src/grant_rule.h
+
+# make zklock-unit: the unit test of the grant rule (test/unit/), a
+# standalone program with src/grant_rule.c compiled in, built with the
+# extension's compiler flags (and PG_CFLAGS); it prints TAP.
+test/unit/test_grant_rule: test/unit/test_grant_rule.c src/grant_rule.c src/grant_rule.h src/zklock.h src/compat.h
+	$(CC) $(CFLAGS) $(CPPFLAGS) -o $@ $(srcdir)/test/unit/test_grant_rule.c $(srcdir)/src/grant_rule.c
+
+zklock-unit: test/unit/test_grant_rule
+	./test/unit/test_grant_rule
+.PHONY: zklock-unit

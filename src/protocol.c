@@ -75,6 +75,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "grant_rule.h"
 #include "zklock.h"
 #include "zk_client.h"
 #include "protocol.h"
@@ -1285,9 +1286,8 @@ decide(int idx, ZkEvent *ev)
 	WorkEntry  *w = &work[idx];
 	int64		my_seq = -1;
 	ZkLockMode	my_mode = w->mode;
-	int			pred = -1;
-	int64		pred_seq = -1;
-	int			nblockers = 0;
+	int			pred;
+	int			nblockers;
 	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
 
 	/* our node: known by name, or found again by prefix */
@@ -1343,25 +1343,10 @@ decide(int idx, ZkEvent *ev)
 		return;
 	}
 
-	/* Hive's rule: the node we would have to wait behind, if any */
-	for (int i = 0; i < ev->nchildren; i++)
-	{
-		ZkLockMode	m;
-		int64		s;
-
-		if (!zklock_parse_node_name(ev->children[i], &m, &s) || s >= my_seq)
-			continue;
-		if (my_mode == ZKLOCK_SHARED && m != ZKLOCK_EXCLUSIVE)
-			continue;
-		nblockers++;
-		if (s > pred_seq)
-		{
-			pred_seq = s;
-			pred = i;
-		}
-	}
-
-	if (pred < 0)
+	/* Hive's rule (grant_rule.c): the node we would have to wait behind */
+	if (zklock_grant_rule((const char *const *) ev->children, ev->nchildren,
+						  my_seq, my_mode, &pred, &nblockers) ==
+		ZKLOCK_VERDICT_GRANTED)
 	{
 		if (w->persistent)
 			grant_persistent(idx);

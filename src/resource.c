@@ -11,7 +11,8 @@
  * LOCK-SHARED-<seq>, behind a per-request prefix (see protocol.c), with the
  * ten-digit sequence number that ZooKeeper appends; under subtrees that
  * zklock.node_naming maps to another client's style, as that client names
- * its nodes.
+ * its nodes.  Which names are lock nodes, of any client, and what mode they
+ * say, is grant_rule.c's (zklock_parse_node_name).
  *
  *-------------------------------------------------------------------------
  */
@@ -231,67 +232,6 @@ const char *
 zklock_mode_name(ZkLockMode mode)
 {
 	return mode == ZKLOCK_SHARED ? "shared" : "exclusive";
-}
-
-/*
- * Lock node names.  ZooKeeper appends a ten-digit sequence number to the
- * name a sequential create asks for; the mark right before it says the mode.
- * zklock recognises the marks of every lock client it shares an ensemble
- * with, whatever it names its own nodes, so that their nodes count as
- * contenders with their modes:
- */
-typedef struct NodeMark
-{
-	const char *mark;
-	ZkLockMode	mode;
-} NodeMark;
-
-static const NodeMark node_marks[] = {
-	{"LOCK-EXCLUSIVE-", ZKLOCK_EXCLUSIVE},	/* Hive, and zklock by default */
-	{"LOCK-SHARED-", ZKLOCK_SHARED},
-	{"__WRIT__", ZKLOCK_EXCLUSIVE}, /* Curator InterProcessReadWriteLock */
-	{"__READ__", ZKLOCK_SHARED},
-	{"__rlock__", ZKLOCK_SHARED},	/* Kazoo ReadLock */
-	{"__lock__", ZKLOCK_EXCLUSIVE}, /* Kazoo Lock and WriteLock */
-	{"lock-", ZKLOCK_EXCLUSIVE},	/* Curator InterProcessMutex */
-	{"write-", ZKLOCK_EXCLUSIVE},	/* ZooKeeper's shared-lock recipe */
-	{"read-", ZKLOCK_SHARED},
-};
-
-#define SEQ_DIGITS		10
-
-bool
-zklock_parse_node_name(const char *name, ZkLockMode *mode, int64 *seq)
-{
-	size_t		len = strlen(name);
-	const char *digits;
-	int64		s = 0;
-
-	if (len <= SEQ_DIGITS)
-		return false;
-	digits = name + len - SEQ_DIGITS;
-	for (const char *p = digits; *p; p++)
-	{
-		if (*p < '0' || *p > '9')
-			return false;
-		s = s * 10 + (*p - '0');
-	}
-
-	for (int i = 0; i < lengthof(node_marks); i++)
-	{
-		size_t		marklen = strlen(node_marks[i].mark);
-
-		if ((size_t) (digits - name) >= marklen &&
-			strncmp(digits - marklen, node_marks[i].mark, marklen) == 0)
-		{
-			if (mode)
-				*mode = node_marks[i].mode;
-			if (seq)
-				*seq = s;
-			return true;
-		}
-	}
-	return false;
 }
 
 /*

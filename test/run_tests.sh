@@ -10,7 +10,8 @@
 # As another user: expects the packages and `make install` to be done, and
 # runs the suite as that user.
 #
-# The suite: pg_regress (sql/, expected/) by `make installcheck` against a
+# The suite: the unit test of the grant rule (test/unit/, `make zklock-unit`,
+# no servers); pg_regress (sql/, expected/) by `make installcheck` against a
 # server and a ZooKeeper started here on loopback; then the TAP tests (test/t/*.pl), which
 # start their own ZooKeeper servers and PostgreSQL instances; then, as root,
 # the seconds-long benchmark smoke test (bench/smoke.sh), which fails when a
@@ -79,10 +80,29 @@ cleanup() {
 }
 trap cleanup EXIT
 
+unit_passed=0
+unit_failed=0
 regress_passed=0
 regress_failed=0
 tap_passed=0
 tap_failed=0
+
+# --- unit tests (test/unit/, no servers) --------------------------------
+# The grant rule and lock node names (src/grant_rule.c), table-driven; TAP.
+set +e
+make -s zklock-unit PG_CONFIG="$pgbin/pg_config" PG_CFLAGS=-Werror 2>&1 | tee unit.out.log
+unit_rc=${PIPESTATUS[0]}
+set -e
+unit_passed=$(grep -cE '^ok ' unit.out.log || true)
+unit_failed=$(grep -cE '^not ok ' unit.out.log || true)
+unit_planned=$(sed -nE 's/^1\.\.([0-9]+)$/\1/p' unit.out.log | head -n1)
+# cases that never ran (a crash, a build failure) count as failed
+if [ "$((unit_passed + unit_failed))" -lt "${unit_planned:-0}" ]; then
+	unit_failed=$((unit_planned - unit_passed))
+fi
+if [ "$unit_rc" -ne 0 ] && [ "$unit_failed" -eq 0 ]; then
+	unit_failed=1
+fi
 
 # --- pg_regress, through `make installcheck` ---------------------------
 # A ZooKeeper and a server with the suite's settings (test/installcheck.conf),
@@ -139,9 +159,12 @@ if [ "$tap_rc" -ne 0 ] && [ "$tap_failed" -eq 0 ]; then
 	tap_failed=1
 fi
 
+suite_passed=$((unit_passed + regress_passed + tap_passed))
+suite_failed=$((unit_failed + regress_failed + tap_failed))
 echo
+echo "unit: $unit_passed passed, $unit_failed failed"
 echo "pg_regress: $regress_passed passed, $regress_failed failed"
 echo "TAP: $tap_passed passed, $tap_failed failed"
-echo "suite: $((regress_passed + tap_passed)) passed, $((regress_failed + tap_failed)) failed"
-echo "$((regress_passed + tap_passed)) $((regress_failed + tap_failed))" > counts
-[ "$regress_rc" -eq 0 ] && [ "$tap_rc" -eq 0 ]
+echo "suite: $suite_passed passed, $suite_failed failed"
+echo "$suite_passed $suite_failed" > counts
+[ "$unit_rc" -eq 0 ] && [ "$unit_failed" -eq 0 ] && [ "$regress_rc" -eq 0 ] && [ "$tap_rc" -eq 0 ]

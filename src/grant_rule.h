@@ -1,0 +1,41 @@
+/*-------------------------------------------------------------------------
+ *
+ * grant_rule.h
+ *		Lock node names and Hive's grant rule, as pure functions.
+ *
+ * Nothing here allocates, raises or touches shared state: src/grant_rule.c
+ * links into the standalone unit test (test/unit/test_grant_rule.c) as it
+ * is into the extension.
+ *
+ * Portions Copyright (c) 2026, zklock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_GRANT_RULE_H
+#define ZKLOCK_GRANT_RULE_H
+
+#include "zklock.h"				/* ZkLockMode */
+
+/* What the rule says about our node among its siblings */
+typedef enum ZkGrantVerdict
+{
+	ZKLOCK_VERDICT_GRANTED = 0, /* no lower node conflicts: ours */
+	ZKLOCK_VERDICT_WAIT			/* watch *watch_index, then list again */
+} ZkGrantVerdict;
+
+/*
+ * A lock node's mode and sequence number from its name, whoever wrote it
+ * (also declared in zklock.h for the rest of the extension).
+ */
+extern bool zklock_parse_node_name(const char *name, ZkLockMode *mode,
+								   int64 *seq);
+
+/* Whether a node in mode "held" keeps a request in mode "wanted" waiting */
+extern bool zklock_modes_conflict(ZkLockMode held, ZkLockMode wanted);
+
+extern ZkGrantVerdict zklock_grant_rule(const char *const *children,
+										int nchildren, int64 my_seq,
+										ZkLockMode my_mode, int *watch_index,
+										int *nblockers);
+
+#endif							/* ZKLOCK_GRANT_RULE_H */

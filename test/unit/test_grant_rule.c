@@ -1,0 +1,308 @@
+/*-------------------------------------------------------------------------
+ *
+ * test_grant_rule.c
+ *		Table-driven test of Hive's grant rule and of lock node names
+ *		(src/grant_rule.c), without ZooKeeper or a server.
+ *
+ * Each case is a resource's children as ZooKeeper might list them (in no
+ * particular order, zklock's own nodes among other clients' and among
+ * children that are not lock nodes), our node and our mode; it expects the
+ * verdict, the node to watch and how many nodes block us.  The output is
+ * TAP; the exit status is 1 when a case fails.  Built and run by
+ * `make zklock-unit` (test/run_tests.sh does).
+ *
+ * Portions Copyright (c) 2026, zklock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "grant_rule.h"
+
+/* libc's printf: this binary links grant_rule.c only, not libpgport */
+#undef printf
+#undef snprintf
+
+#define MAX_CHILDREN	10
+
+/* zklock's own nodes: "zk<incarnation>.<entry>.<generation>-" and a mark */
+#define ZK_X(seq)	"zk0000beef.3.1-LOCK-EXCLUSIVE-" seq
+#define ZK_S(seq)	"zk0000beef.4.1-LOCK-SHARED-" seq
+#define OTHER_X(seq) "zk0000cafe.7.2-LOCK-EXCLUSIVE-" seq
+#define OTHER_S(seq) "zk0000cafe.8.2-LOCK-SHARED-" seq
+#define HIVE_X(seq)	"LOCK-EXCLUSIVE-" seq
+#define HIVE_S(seq)	"LOCK-SHARED-" seq
+#define UUID		"3f2a8c1e-6b7d-4e15-9a0c-5d4e3b2a1f00"
+
+typedef struct RuleCase
+{
+	const char *name;
+	const char *children[MAX_CHILDREN]; /* NULL-terminated */
+	const char *me;				/* our node (listed or not) */
+	ZkLockMode	my_mode;
+	ZkGrantVerdict verdict;
+	const char *watch;			/* the child to watch, on WAIT */
+	int			nblockers;
+} RuleCase;
+
+#define X ZKLOCK_EXCLUSIVE
+#define S ZKLOCK_SHARED
+#define GRANTED ZKLOCK_VERDICT_GRANTED
+#define WAIT ZKLOCK_VERDICT_WAIT
+
+static const RuleCase rule_cases[] = {
+	/* the simple ones */
+	{"empty listing: EXCLUSIVE granted",
+	 {NULL}, ZK_X("0000000001"), X, GRANTED, NULL, 0},
+	{"empty listing: SHARED granted",
+	 {NULL}, ZK_S("0000000001"), S, GRANTED, NULL, 0},
+	{"own EXCLUSIVE node only: granted",
+	 {ZK_X("0000000000")}, ZK_X("0000000000"), X, GRANTED, NULL, 0},
+	{"own SHARED node only: granted",
+	 {ZK_S("0000000004")}, ZK_S("0000000004"), S, GRANTED, NULL, 0},
+	{"EXCLUSIVE behind SHARED waits for it",
+	 {ZK_X("0000000002"), OTHER_S("0000000001")}, ZK_X("0000000002"), X,
+	 WAIT, OTHER_S("0000000001"), 1},
+	{"EXCLUSIVE behind EXCLUSIVE waits for it",
+	 {OTHER_X("0000000001"), ZK_X("0000000002")}, ZK_X("0000000002"), X,
+	 WAIT, OTHER_X("0000000001"), 1},
+	{"SHARED behind SHARED: granted",
+	 {OTHER_S("0000000001"), ZK_S("0000000002")}, ZK_S("0000000002"), S,
+	 GRANTED, NULL, 0},
+	{"SHARED behind several SHARED: granted",
+	 {HIVE_S("0000000001"), OTHER_S("0000000002"), HIVE_S("0000000003"),
+	 ZK_S("0000000004")}, ZK_S("0000000004"), S, GRANTED, NULL, 0},
+	{"SHARED behind EXCLUSIVE waits for it",
+	 {ZK_S("0000000002"), OTHER_X("0000000001")}, ZK_S("0000000002"), S,
+	 WAIT, OTHER_X("0000000001"), 1},
+	{"EXCLUSIVE behind several EXCLUSIVE (listed out of order) watches the nearest",
+	 {HIVE_X("0000000003"), ZK_X("0000000005"), HIVE_X("0000000001"),
+	 OTHER_X("0000000004"), HIVE_X("0000000002")}, ZK_X("0000000005"), X,
+	 WAIT, OTHER_X("0000000004"), 4},
+	{"EXCLUSIVE behind mixed watches its predecessor, a SHARED one",
+	 {HIVE_S("0000000001"), HIVE_X("0000000002"), OTHER_S("0000000003"),
+	 ZK_X("0000000004")}, ZK_X("0000000004"), X,
+	 WAIT, OTHER_S("0000000003"), 3},
+	{"SHARED behind mixed watches the nearest lower EXCLUSIVE",
+	 {HIVE_X("0000000001"), HIVE_S("0000000002"), OTHER_X("0000000003"),
+	 OTHER_S("0000000004"), ZK_S("0000000005")}, ZK_S("0000000005"), S,
+	 WAIT, OTHER_X("0000000003"), 2},
+	{"SHARED behind SHARED behind EXCLUSIVE: one blocker, not its predecessor",
+	 {ZK_S("0000000003"), OTHER_S("0000000002"), OTHER_X("0000000001")},
+	 ZK_S("0000000003"), S, WAIT, OTHER_X("0000000001"), 1},
+	{"higher nodes do not count: EXCLUSIVE first granted",
+	 {OTHER_S("0000000009"), ZK_X("0000000007"), OTHER_X("0000000008")},
+	 ZK_X("0000000007"), X, GRANTED, NULL, 0},
+	{"higher nodes do not count: SHARED before an EXCLUSIVE granted",
+	 {OTHER_S("0000000006"), ZK_S("0000000007"), OTHER_X("0000000008")},
+	 ZK_S("0000000007"), S, GRANTED, NULL, 0},
+	{"our node not listed: the rule still holds for its number",
+	 {OTHER_X("0000000001")}, ZK_X("0000000002"), X,
+	 WAIT, OTHER_X("0000000001"), 1},
+
+	/* other clients' nodes */
+	{"Curator write lock blocks a SHARED zklock node",
+	 {"_c_" UUID "-__WRIT__0000000003", ZK_S("0000000004")},
+	 ZK_S("0000000004"), S, WAIT, "_c_" UUID "-__WRIT__0000000003", 1},
+	{"Curator read lock does not block SHARED",
+	 {"_c_" UUID "-__READ__0000000003", ZK_S("0000000004")},
+	 ZK_S("0000000004"), S, GRANTED, NULL, 0},
+	{"Curator read lock blocks EXCLUSIVE",
+	 {"_c_" UUID "-__READ__0000000003", ZK_X("0000000004")},
+	 ZK_X("0000000004"), X, WAIT, "_c_" UUID "-__READ__0000000003", 1},
+	{"Curator mutex node is EXCLUSIVE: blocks SHARED",
+	 {"_c_" UUID "-lock-0000000007", ZK_S("0000000008")},
+	 ZK_S("0000000008"), S, WAIT, "_c_" UUID "-lock-0000000007", 1},
+	{"zklock in Curator's naming behind Curator's read and write nodes",
+	 {"_c_" UUID "-__WRIT__0000000001", "_c_" UUID "-__READ__0000000002",
+	 "_c_zk0000beef.3.1-__READ__0000000003"},
+	 "_c_zk0000beef.3.1-__READ__0000000003", S,
+	 WAIT, "_c_" UUID "-__WRIT__0000000001", 1},
+	{"Kazoo lock node blocks SHARED",
+	 {"__lock__0000000002", "__rlock__0000000001", ZK_S("0000000003")},
+	 ZK_S("0000000003"), S, WAIT, "__lock__0000000002", 1},
+	{"Kazoo read lock nodes (with Kazoo's uuid prefix) do not block SHARED",
+	 {UUID "__rlock__0000000001", "__rlock__0000000002", ZK_S("0000000003")},
+	 ZK_S("0000000003"), S, GRANTED, NULL, 0},
+	{"Kazoo read lock blocks EXCLUSIVE",
+	 {UUID "__rlock__0000000001", UUID "__lock__0000000003",
+	 ZK_X("0000000002")}, ZK_X("0000000002"), X,
+	 WAIT, UUID "__rlock__0000000001", 1},
+	{"recipe write- blocks read-",
+	 {"write-0000000001", "read-0000000002", "read-0000000003"},
+	 "read-0000000003", S, WAIT, "write-0000000001", 1},
+	{"recipe write- behind read- and write-",
+	 {"write-0000000001", "read-0000000002", "write-0000000003"},
+	 "write-0000000003", X, WAIT, "read-0000000002", 2},
+	{"every style at once: EXCLUSIVE watches the nearest, counts all",
+	 {HIVE_S("0000000001"), "_c_" UUID "-__WRIT__0000000002",
+	 "_c_" UUID "-__READ__0000000003", "__lock__0000000004",
+	 UUID "__rlock__0000000005", "_c_" UUID "-lock-0000000006",
+	 "read-0000000007", "write-0000000008", ZK_X("0000000009")},
+	 ZK_X("0000000009"), X, WAIT, "write-0000000008", 8},
+	{"every style at once: SHARED watches the nearest EXCLUSIVE, counts those",
+	 {HIVE_S("0000000001"), "_c_" UUID "-__WRIT__0000000002",
+	 "_c_" UUID "-__READ__0000000003", "__lock__0000000004",
+	 UUID "__rlock__0000000005", "_c_" UUID "-lock-0000000006",
+	 "read-0000000007", ZK_S("0000000009"), "write-0000000008"},
+	 ZK_S("0000000009"), S, WAIT, "write-0000000008", 4},
+
+	/* children that are not lock nodes */
+	{"a resource child, short and bad sequence numbers are ignored",
+	 {"table1", "LOCK-EXCLUSIVE-12", "x-LOCK-SHARED-00000000a1",
+	 "0000000001", ZK_X("0000000005")}, ZK_X("0000000005"), X,
+	 GRANTED, NULL, 0},
+	{"a non-lock child between lock nodes: the watched index is the lock node's",
+	 {"table1", OTHER_X("0000000001"), "LOCK-SHARED-0000000002x",
+	 ZK_X("0000000003")}, ZK_X("0000000003"), X,
+	 WAIT, OTHER_X("0000000001"), 1},
+	{"an unknown mark before ten digits is not a lock node",
+	 {"LOCK-SOMETHING-0000000001", "lock_0000000002", ZK_S("0000000003")},
+	 ZK_S("0000000003"), S, GRANTED, NULL, 0},
+
+	/* sequence numbers past 2^31 (ZooKeeper's counter is a signed int) */
+	{"EXCLUSIVE at 2147483648 blocks SHARED at 2147483649",
+	 {HIVE_X("2147483648"), ZK_S("2147483649")}, ZK_S("2147483649"), S,
+	 WAIT, HIVE_X("2147483648"), 1},
+	{"EXCLUSIVE at 2147483648 is above SHARED at 0000000005",
+	 {HIVE_X("2147483648"), ZK_S("0000000005")}, ZK_S("0000000005"), S,
+	 GRANTED, NULL, 0},
+	{"9999999999 behind 2147483647 and 2147483648 watches the nearest",
+	 {HIVE_S("2147483647"), OTHER_X("2147483648"), ZK_X("9999999999")},
+	 ZK_X("9999999999"), X, WAIT, OTHER_X("2147483648"), 2},
+	{"EXCLUSIVE at 9999999999 is above SHARED at 4294967296",
+	 {OTHER_X("9999999999"), ZK_S("4294967296"), HIVE_S("4294967295")},
+	 ZK_S("4294967296"), S, GRANTED, NULL, 0},
+};
+
+typedef struct NameCase
+{
+	const char *name;
+	bool		is_lock;
+	ZkLockMode	mode;
+	int64		seq;
+} NameCase;
+
+static const NameCase name_cases[] = {
+	{"LOCK-EXCLUSIVE-0000000001", true, X, 1},
+	{"LOCK-SHARED-0000000002", true, S, 2},
+	{"zk0000beef.3.1-LOCK-EXCLUSIVE-0000000010", true, X, 10},
+	{"zx0000beef.3.1-LOCK-SHARED-0000000011", true, S, 11},
+	{"_c_" UUID "-__WRIT__0000000003", true, X, 3},
+	{"_c_" UUID "-__READ__0000000004", true, S, 4},
+	{"_c_" UUID "-lock-0000000005", true, X, 5},
+	{"__lock__0000000002", true, X, 2},
+	{UUID "__lock__0000000006", true, X, 6},
+	{"__rlock__0000000007", true, S, 7},
+	{UUID "__rlock__0000000008", true, S, 8},
+	{"write-0000000009", true, X, 9},
+	{"read-0000000012", true, S, 12},
+	{"LOCK-EXCLUSIVE-0000000000", true, X, 0},
+	{"LOCK-SHARED-2147483647", true, S, INT64CONST(2147483647)},
+	{"LOCK-EXCLUSIVE-2147483648", true, X, INT64CONST(2147483648)},
+	{"LOCK-SHARED-4294967296", true, S, INT64CONST(4294967296)},
+	{"LOCK-EXCLUSIVE-9999999999", true, X, INT64CONST(9999999999)},
+	{"table1", false},
+	{"", false},
+	{"LOCK-EXCLUSIVE-12", false},
+	{"LOCK-EXCLUSIVE-", false},
+	{"x-LOCK-SHARED-00000000a1", false},
+	{"LOCK-SHARED-0000000002x", false},
+	{"0000000001", false},
+	{"00000000001", false},
+	{"LOCK-SHARED-00000000001", false},
+	{"LOCK-SOMETHING-0000000001", false},
+	{"lock_0000000002", false},
+};
+
+static int	test_no = 0;
+static int	failures = 0;
+
+static void
+report(bool ok, const char *name)
+{
+	test_no++;
+	if (!ok)
+		failures++;
+	printf("%s %d - %s\n", ok ? "ok" : "not ok", test_no, name);
+}
+
+static const char *
+verdict_name(ZkGrantVerdict v)
+{
+	return v == ZKLOCK_VERDICT_GRANTED ? "granted" : "wait";
+}
+
+static void
+run_rule_case(const RuleCase *c)
+{
+	int			nchildren = 0;
+	int64		my_seq;
+	int			watch_index = -2;
+	int			nblockers = -2;
+	ZkGrantVerdict v;
+	const char *watched;
+	bool		ok;
+
+	while (nchildren < MAX_CHILDREN && c->children[nchildren])
+		nchildren++;
+	if (!zklock_parse_node_name(c->me, NULL, &my_seq))
+	{
+		report(false, c->name);
+		printf("#   our node \"%s\" is not a lock node\n", c->me);
+		return;
+	}
+	v = zklock_grant_rule(c->children, nchildren, my_seq, c->my_mode,
+						  &watch_index, &nblockers);
+	watched = (watch_index >= 0 && watch_index < nchildren) ?
+		c->children[watch_index] : NULL;
+	if (v == ZKLOCK_VERDICT_GRANTED)
+		ok = (c->verdict == ZKLOCK_VERDICT_GRANTED &&
+			  watch_index == -1 && nblockers == 0);
+	else
+		ok = (c->verdict == ZKLOCK_VERDICT_WAIT && watched != NULL &&
+			  strcmp(watched, c->watch) == 0 && nblockers == c->nblockers);
+	report(ok, c->name);
+	if (!ok)
+	{
+		printf("#   expected %s, watch %s, %d blockers\n",
+			   verdict_name(c->verdict), c->watch ? c->watch : "(none)",
+			   c->nblockers);
+		printf("#   got      %s, watch %s (index %d), %d blockers\n",
+			   verdict_name(v), watched ? watched : "(none)", watch_index,
+			   nblockers);
+	}
+}
+
+static void
+run_name_case(const NameCase *c)
+{
+	ZkLockMode	mode = (ZkLockMode) -1;
+	int64		seq = -1;
+	bool		is_lock = zklock_parse_node_name(c->name, &mode, &seq);
+	bool		ok;
+	char		title[200];
+
+	if (c->is_lock)
+		ok = is_lock && mode == c->mode && seq == c->seq;
+	else
+		ok = !is_lock && mode == (ZkLockMode) -1 && seq == -1;
+	snprintf(title, sizeof(title), "node name \"%s\": %s", c->name,
+			 !c->is_lock ? "not a lock node" :
+			 c->mode == ZKLOCK_SHARED ? "SHARED" : "EXCLUSIVE");
+	report(ok, title);
+	if (!ok)
+		printf("#   got %s, mode %d, seq " INT64_FORMAT "\n",
+			   is_lock ? "a lock node" : "not a lock node", (int) mode, seq);
+}
+
+int
+main(void)
+{
+	printf("1..%d\n", (int) (lengthof(rule_cases) + lengthof(name_cases)));
+	for (int i = 0; i < lengthof(name_cases); i++)
+		run_name_case(&name_cases[i]);
+	for (int i = 0; i < lengthof(rule_cases); i++)
+		run_rule_case(&rule_cases[i]);
+	return failures > 0 ? 1 : 0;
+}
