@@ -194,6 +194,10 @@ static int	nwork = 0;
 static bool connected = false;
 static bool recovery_needed = false;	/* some entry is PH_RECOVERING */
 static int64 last_recovery_us = 0;
+
+/* listings that could not read some nodes: logged at most once a minute */
+#define NOAUTH_LOG_US	(INT64CONST(60) * 1000000)
+static int64 last_noauth_log_us = -NOAUTH_LOG_US;
 static int64 session_id = 0;
 static uint32 incarnation = 0;
 
@@ -1089,6 +1093,10 @@ zklock_protocol_event(ZkEvent *ev)
 				char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
 
 				node_path(path, w, w->node);
+				ereport(LOG,
+						(errmsg("zklock: lock node \"%s\" no longer lets zklock read it; a revocation of it cannot be seen",
+								path),
+						 errdetail("Someone changed its ACL. Its deletion is still noticed.")));
 				if (!zkc_exists(path, true, TAG(w->generation, OP_GUARD, idx)))
 				{
 					w->guard_needed = true;
@@ -2131,11 +2139,15 @@ list_finish(int idx, bool ok, int sqlstate, const char *why)
 	ok = ok && e->state == ZKE_REQUESTED;
 	LWLockRelease(zklock_shared->lock);
 
-	if (l && l->noauth > 0)
+	if (l && l->noauth > 0 &&
+		zklock_boottime_us() - last_noauth_log_us >= NOAUTH_LOG_US)
+	{
+		last_noauth_log_us = zklock_boottime_us();
 		ereport(LOG,
 				(errmsg("zklock: a listing of \"%s\" could not read %d node(s): ZooKeeper does not let zklock read them",
 						w->parent, l->noauth),
-				 errdetail("Another client made them with an ACL that refuses READ to zklock's identity. Lock nodes among them are listed by name, without their holder's details; nothing below the others is listed.")));
+				 errdetail("Another client made them with an ACL that refuses READ to zklock's identity. Lock nodes among them are listed by name, without their holder's details; nothing below the others is listed. (Said at most once a minute.)")));
+	}
 
 	if (ok && needed <= size)
 	{
