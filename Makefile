@@ -8,6 +8,10 @@ OBJS = \
 	src/grant_rule.o \
 	src/zk_client.o \
 	src/protocol.o \
+	src/listing.o \
+	src/admin.o \
+	src/sweep.o \
+	src/orphan.o \
 	src/worker.o \
 	src/backend.o \
 	src/functions.o \

@@ -1,0 +1,421 @@
+/*-------------------------------------------------------------------------
+ *
+ * listing.c
+ *		The cluster-wide listing behind zk_locks, as the worker runs it.
+ *
+ * zk_locks: walk the tree under the root, read every lock node, and hand
+ * the rows to the backend through its DSM segment.  A row is
+ * "path \t czxid \t ephemeralOwner \t data", with data escaped.  A backend
+ * asks with an entry of kind ZKR_LIST (backend.c); protocol.c starts the
+ * listing, hands it the replies tagged with its entry, and ends it when
+ * the backend withdraws, the session is lost, or no connection comes in
+ * time.
+ *
+ * Any role may list, as often and as many at once as it likes, so a listing
+ * must not be able to hurt the worker or ZooKeeper:
+ *
+ *	- Each listing owns its memory: a context of its own, holding its queue
+ *	  of paths still to read and its rows, deleted when the listing ends,
+ *	  whichever way it ends (done, failed, session lost, no connection in
+ *	  time, or withdrawn by its backend).  Replies that arrive after that
+ *	  carry the entry's old generation, or find it idle: they are dropped
+ *	  without touching anything of the listing.
+ *	- A listing keeps at most LIST_IN_FLIGHT requests in flight, walking
+ *	  depth first as the sweep does, so a big tree is a trickle, not a burst;
+ *	  at most LIST_MAX_ACTIVE listings walk at once, the others wait for a
+ *	  slot in arrival order.
+ *	- Rows beyond the size of the backend's segment are counted, not kept:
+ *	  the backend asks again with the size needed.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
+#include "storage/dsm.h"
+#include "utils/memutils.h"
+
+#include "grant_rule.h"
+#include "zklock.h"
+#include "zk_client.h"
+#include "protocol.h"
+#include "protocol_int.h"
+#include "lease.h"
+
+#define LIST_IN_FLIGHT		32
+#define LIST_MAX_ACTIVE		4
+
+/* listings that could not read some nodes: logged at most once a minute */
+#define NOAUTH_LOG_US	(INT64CONST(60) * 1000000)
+static int64 last_noauth_log_us = -NOAUTH_LOG_US;
+
+typedef struct ListItem
+{
+	bool		data;			/* read the node's data, or list its children */
+	char		path[FLEXIBLE_ARRAY_MEMBER];
+} ListItem;
+
+typedef struct Listing
+{
+	MemoryContext cxt;			/* owns this struct and all below */
+	bool		active;			/* walking; else waiting for a slot */
+	int			pending;		/* requests in flight */
+	List	   *queue;			/* ListItems not sent yet */
+	Size		room;			/* the backend's segment size */
+	Size		needed;			/* bytes of all rows so far */
+	bool		overflow;		/* rows no longer kept, only counted */
+	int			noauth;			/* nodes ZooKeeper would not show us */
+	StringInfoData rows;
+} Listing;
+
+static MemoryContext listings_context = NULL;	/* parent of each listing's */
+static int	list_active = 0;	/* listings walking */
+static List *list_waiting = NIL;	/* entries waiting for a slot, in order */
+static bool list_starting = false;	/* inside zklock_listing_next() */
+
+static void list_activate(int idx);
+static void list_drop(int idx);
+static bool list_issue(int idx);
+
+static void
+list_push(Listing *l, const char *dir, const char *name, bool data)
+{
+	MemoryContext old = MemoryContextSwitchTo(l->cxt);
+	ListItem   *item;
+	Size		len = strlen(dir) + (name ? 1 + strlen(name) : 0);
+
+	item = palloc(offsetof(ListItem, path) + len + 1);
+	item->data = data;
+	if (name)
+		snprintf(item->path, len + 1, "%s/%s", dir, name);
+	else
+		strcpy(item->path, dir);
+	l->queue = lappend(l->queue, item);
+	MemoryContextSwitchTo(old);
+}
+
+void
+zklock_listing_start(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	Listing    *l;
+	MemoryContext cxt;
+	size_t		len;
+
+	if (listings_context == NULL)
+		listings_context = AllocSetContextCreate(TopMemoryContext,
+												 "zklock listings",
+												 ALLOCSET_SMALL_SIZES);
+	if (w->listing != NULL)
+		list_drop(idx);			/* cannot happen; never leak it */
+
+	cxt = AllocSetContextCreate(listings_context, "zklock listing",
+								ALLOCSET_DEFAULT_SIZES);
+	l = MemoryContextAllocZero(cxt, sizeof(Listing));
+	l->cxt = cxt;
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	l->room = entry(idx)->list_size;
+	LWLockRelease(zklock_shared->lock);
+	w->listing = l;
+	w->phase = PH_LISTING;
+
+	/* w->parent is the root, or the subtree asked for, "<root>/<subtree>" */
+	len = strlen(w->parent);
+	if (len > 1 && w->parent[len - 1] == '/')
+		w->parent[len - 1] = '\0';
+
+	if (list_active >= LIST_MAX_ACTIVE || list_waiting != NIL || !zklock_connected)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		list_waiting = lappend_int(list_waiting, idx);
+		MemoryContextSwitchTo(old);
+		w->since_us = zklock_boottime_us();
+		return;
+	}
+	list_activate(idx);
+}
+
+/* A listing gets a slot: start walking */
+static void
+list_activate(int idx)
+{
+	Listing    *l = zklock_work[idx].listing;
+
+	l->active = true;
+	list_active++;
+	list_push(l, zklock_work[idx].parent, NULL, false);
+	(void) list_issue(idx);
+}
+
+/*
+ * Send queued requests while fewer than LIST_IN_FLIGHT are out; end the
+ * listing when nothing is left.  Returns false when the listing ended.
+ */
+static bool
+list_issue(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	Listing    *l = w->listing;
+
+	while (l->queue != NIL && l->pending < LIST_IN_FLIGHT)
+	{
+		ListItem   *item = llast(l->queue);
+		bool		sent;
+
+		/* depth first: the queue stays short, and a pop costs nothing */
+		l->queue = list_delete_last(l->queue);
+		sent = item->data ?
+			zkc_get_data(item->path, TAG(w->generation, OP_LIST_DATA, idx)) :
+			zkc_get_children(item->path, TAG(w->generation, OP_LIST_CHILDREN, idx));
+		pfree(item);
+		if (!sent)
+		{
+			zklock_listing_finish(idx, false, ERRCODE_CONNECTION_FAILURE,
+								  "not connected to ZooKeeper");
+			return false;
+		}
+		l->pending++;
+	}
+	if (l->pending == 0 && l->queue == NIL)
+	{
+		zklock_listing_finish(idx, true, 0, NULL);
+		return false;
+	}
+	return true;
+}
+
+/* One row, escaped; kept while it fits the backend's segment */
+static void
+list_row(Listing *l, ZkEvent *ev)
+{
+	MemoryContext old = MemoryContextSwitchTo(l->cxt);
+	StringInfo	buf = &l->rows;
+	int			start;
+
+	if (buf->data == NULL)
+		initStringInfo(buf);
+	start = buf->len;
+	appendStringInfo(buf, "%s\t" INT64_FORMAT "\t" INT64_FORMAT "\t",
+					 ev->path, ev->czxid, ev->ephemeral_owner);
+	for (int i = 0; i < ev->datalen; i++)
+	{
+		char		c = ev->data[i];
+
+		if (c == '\\')
+			appendStringInfoString(buf, "\\\\");
+		else if (c == '\n')
+			appendStringInfoString(buf, "\\n");
+		else if (c == '\t')
+			appendStringInfoString(buf, "\\t");
+		else if (c == '\0' || c == '\r')
+			appendStringInfoChar(buf, ' ');
+		else
+			appendStringInfoChar(buf, c);
+	}
+	appendStringInfoChar(buf, '\n');
+	l->needed += buf->len - start;
+	if (l->overflow || (Size) buf->len + 1 > l->room)
+	{
+		/* too big for the segment: the backend asks again, bigger */
+		l->overflow = true;
+		buf->len = start;
+		buf->data[start] = '\0';
+	}
+	MemoryContextSwitchTo(old);
+}
+
+void
+zklock_listing_event(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	Listing    *l = w->listing;
+
+	if (w->phase != PH_LISTING || l == NULL || !l->active || l->pending <= 0)
+		return;
+	l->pending--;
+	if (ev->rc == ZKC_NOAUTH && strcmp(ev->path, w->parent) != 0)
+	{
+		/*
+		 * A node of another client whose ACL refuses us READ: not ours (our
+		 * nodes and the resource nodes we make are readable by our
+		 * identity).  A lock node is still listed, by name and without
+		 * data: its name gives its mode and place in the queue, which
+		 * decide who of the others is granted.  Below any other such node
+		 * nothing can be listed.  Counted in one LOG line at the end; the
+		 * subtree asked for itself fails below.
+		 */
+		if (TAG_OP(ev->tag) == OP_LIST_DATA)
+		{
+			ev->datalen = 0;
+			ev->czxid = 0;
+			ev->ephemeral_owner = 0;
+			list_row(l, ev);
+		}
+		l->noauth++;
+		(void) list_issue(idx);
+		return;
+	}
+	if (ev->rc == ZKC_CONNLOSS || ev->rc == ZKC_EXPIRED)
+	{
+		zklock_listing_finish(idx, false, ERRCODE_CONNECTION_FAILURE,
+							  zkc_result_text(ev->zoo_rc));
+		return;
+	}
+	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+	{
+		/* refused for another reason: not a connection failure */
+		char		why[ZKLOCK_MAX_ERROR_LEN + 1];
+
+		snprintf(why, sizeof(why), "ZooKeeper refused to read \"%s\": %s",
+				 ev->path, zkc_result_text(ev->zoo_rc));
+		zklock_listing_finish(idx, false, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, why);
+		return;
+	}
+
+	if (ev->rc == ZKC_OK && TAG_OP(ev->tag) == OP_LIST_CHILDREN)
+	{
+		for (int i = 0; i < ev->nchildren; i++)
+		{
+			const char *c = ev->children[i];
+
+			list_push(l, ev->path, c, zklock_parse_node_name(c, NULL, NULL));
+		}
+	}
+	else if (ev->rc == ZKC_OK)
+		list_row(l, ev);
+
+	(void) list_issue(idx);
+}
+
+/*
+ * The listing ends: hand the rows (ok) or the error to the backend, or free
+ * the entry if the backend withdrew it; then drop everything the listing
+ * had, and give its slot to the next one waiting.
+ */
+void
+zklock_listing_finish(int idx, bool ok, int sqlstate, const char *why)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	Listing    *l = w->listing;
+	ZkLockEntry *e;
+	dsm_handle	handle;
+	Size		size;
+	Size		needed = (l ? l->needed : 0) + 1;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	e = entry(idx);
+	handle = e->list_handle;
+	size = e->list_size;
+	ok = ok && e->state == ZKE_REQUESTED;
+	LWLockRelease(zklock_shared->lock);
+
+	if (l && l->noauth > 0 &&
+		zklock_boottime_us() - last_noauth_log_us >= NOAUTH_LOG_US)
+	{
+		last_noauth_log_us = zklock_boottime_us();
+		ereport(LOG,
+				(errmsg("zklock: a listing of \"%s\" could not read %d node(s): ZooKeeper does not let zklock read them",
+						w->parent, l->noauth),
+				 errdetail("Another client made them with an ACL that refuses READ to zklock's identity. Lock nodes among them are listed by name, without their holder's details; nothing below the others is listed. (Said at most once a minute.)")));
+	}
+
+	if (ok && needed <= size)
+	{
+		dsm_segment *seg = dsm_attach(handle);
+
+		if (seg == NULL)
+			ok = false;			/* the backend gave up meanwhile */
+		else
+		{
+			char	   *dst = dsm_segment_address(seg);
+
+			Assert(l == NULL || !l->overflow);
+			if (l && l->rows.data)
+				memcpy(dst, l->rows.data, l->rows.len);
+			dst[needed - 1] = '\0';
+			dsm_detach(seg);
+		}
+	}
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	e = entry(idx);
+	if (e->state == ZKE_REQUESTED)
+	{
+		if (ok)
+		{
+			e->state = ZKE_DONE;
+			e->list_needed = needed;
+		}
+		else
+		{
+			e->state = ZKE_FAILED;
+			e->sqlstate = sqlstate ? sqlstate : ERRCODE_CONNECTION_FAILURE;
+			strlcpy(e->error, why ? why : "listing failed", sizeof(e->error));
+		}
+		zklock_wake_owner(e);
+	}
+	else if (e->state == ZKE_RELEASING)
+		zklock_entry_free(idx);
+	LWLockRelease(zklock_shared->lock);
+
+	list_drop(idx);
+	w->phase = PH_IDLE;
+	zklock_listing_next();
+}
+
+/* Free what a listing had, and its slot or its place in the line */
+static void
+list_drop(int idx)
+{
+	Listing    *l = zklock_work[idx].listing;
+
+	if (l == NULL)
+		return;
+	if (l->active)
+		list_active--;
+	else
+		list_waiting = list_delete_int(list_waiting, idx);
+	zklock_work[idx].listing = NULL;
+	MemoryContextDelete(l->cxt);
+}
+
+/* A listing waiting for a slot (or for the connection)? */
+bool
+zklock_listing_is_waiting(int idx)
+{
+	return zklock_work[idx].phase == PH_LISTING && zklock_work[idx].listing != NULL &&
+		!zklock_work[idx].listing->active;
+}
+
+/*
+ * Disconnected: listings waiting for a slot now wait for the connection,
+ * up to zklock.connect_timeout from now (zklock_protocol_tick).
+ */
+void
+zklock_listing_disconnected(void)
+{
+	ListCell   *lc;
+	int64		now_us = zklock_boottime_us();
+
+	foreach(lc, list_waiting)
+		zklock_work[lfirst_int(lc)].since_us = now_us;
+}
+
+/* Give free slots to the listings waiting for one, in arrival order */
+void
+zklock_listing_next(void)
+{
+	if (list_starting)
+		return;					/* the caller's loop goes on */
+	list_starting = true;
+	while (zklock_connected && list_active < LIST_MAX_ACTIVE && list_waiting != NIL)
+	{
+		int			idx = linitial_int(list_waiting);
+
+		list_waiting = list_delete_first(list_waiting);
+		list_activate(idx);
+	}
+	list_starting = false;
+}
