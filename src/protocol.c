@@ -322,6 +322,332 @@ send_children(int idx)
 		set_recovering(w);
 }
 
+/*
+ * Step 2: the listing came back.  Find our node, apply Hive's rule, grant
+ * or wait behind exactly one node.
+ */
+static void
+decide(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	int64		my_seq = -1;
+	ZkLockMode	my_mode = w->mode;
+	int			pred;
+	int			nblockers;
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
+	/* our node: known by name, or found again by prefix */
+	for (int i = 0; i < ev->nchildren; i++)
+	{
+		const char *c = ev->children[i];
+
+		if (w->node[0] ? strcmp(c, w->node) == 0 :
+			zklock_node_has_prefix(c, w->prefix))
+		{
+			if (!zklock_parse_node_name(c, NULL, &my_seq))
+				continue;
+			if (!w->created)
+			{
+				/* found after a lost reply: check whose it is first */
+				strlcpy(w->node, c, sizeof(w->node));
+				node_path(path, w, w->node);
+				w->phase = PH_CHECKING;
+				if (!zkc_exists(path, false, TAG(w->generation, OP_ADOPT, idx)))
+					set_recovering(w);
+				return;
+			}
+			break;
+		}
+	}
+
+	if (my_seq < 0)
+	{
+		/* our node is not there */
+		if (w->created)
+		{
+			/* deleted by someone else while we waited */
+			w->created = false;
+			fail(idx, ERRCODE_LOCK_NOT_AVAILABLE,
+				 "lock node under \"%s\" was deleted while waiting",
+				 w->parent);
+		}
+		else if (w->release)
+			finish_release(idx);
+		else if (w->tries >= MAX_CREATE_TRIES)
+			fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+				 "could not create lock node under \"%s\" after %d attempts",
+				 w->parent, w->tries);
+		else
+			send_create(idx, false);	/* the create never happened */
+		return;
+	}
+
+	if (w->release)
+	{
+		/* withdrawn while the create was in flight */
+		send_delete(idx);
+		return;
+	}
+
+	/* Hive's rule (grant_rule.c): the node we would have to wait behind */
+	if (zklock_grant_rule((const char *const *) ev->children, ev->nchildren,
+						  my_seq, my_mode, &pred, &nblockers) ==
+		ZKLOCK_VERDICT_GRANTED)
+	{
+		if (w->persistent)
+			grant_persistent(idx);
+		else
+			grant(idx);
+		return;
+	}
+
+	/* Step 3: not granted */
+	if (w->kind == ZKR_TRY_ACQUIRE)
+	{
+		w->try_failed = true;
+		send_delete(idx);
+		return;
+	}
+
+	if (!w->counted_wait)
+	{
+		w->counted_wait = true;
+		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+		zklock_shared->n_waited++;
+		LWLockRelease(zklock_shared->lock);
+	}
+	/*
+	 * A node created later always has a higher sequence number, so when the
+	 * node we watch is the only blocker left, its deletion alone grants us:
+	 * no need to list the children again (the handoff costs one hop less).
+	 */
+	w->last_blocker = (nblockers == 1);
+	node_path(path, w, ev->children[pred]);
+	w->phase = PH_WATCHING;
+	if (!zkc_exists(path, true, TAG(w->generation, OP_WAIT, idx)))
+		set_recovering(w);
+	else if (w->persistent)
+		watch_own_waiting_node(idx);
+}
+
+/*
+ * A waiting explicit request: its persistent node gets an ephemeral child
+ * of this session (while it exists, the sweep knows someone waits for the
+ * node), and a watch, so that the node deleted by someone else ends the
+ * wait with an error instead of a wait for ever.
+ */
+static void
+watch_own_waiting_node(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
+	node_path(path, w, w->node);
+	if (w->waiter_child == 0)
+	{
+		char	   *child = psprintf("%s/%s", path, ZKLOCK_WAITER_CHILD);
+
+		if (zkc_create(child, NULL, -1, ZKC_EPHEMERAL,
+					   TAG(w->generation, OP_WAITER, idx)))
+			w->waiter_child = 1;
+		pfree(child);
+	}
+	if (!w->self_watched)
+		w->self_watched = zkc_exists(path, true,
+									 TAG(w->generation, OP_SELF, idx));
+}
+
+/*
+ * Step 4: granted.  Tell the backend, then guard the node.
+ */
+static void
+grant(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	ZkLockEntry *e;
+	bool		withdrawn = false;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	e = entry(idx);
+	if (e->state == ZKE_REQUESTED)
+	{
+		e->state = ZKE_GRANTED;
+		e->token = w->czxid;
+		e->session_id = w->persistent ? 0 : session_id;
+		e->granted_at = GetCurrentTimestamp();
+		strlcpy(e->node, w->node, sizeof(e->node));
+		zklock_shared->n_granted++;
+		zklock_wake_owner(e);
+	}
+	else
+		withdrawn = true;
+	LWLockRelease(zklock_shared->lock);
+
+	if (withdrawn)
+	{
+		send_delete(idx);
+		return;
+	}
+	if (w->persistent)
+	{
+		/* an explicit lock: the node is on its own now, until it expires */
+		w->phase = PH_IDLE;
+		return;
+	}
+	w->phase = PH_HELD;
+	send_guard(idx);
+}
+
+/*
+ * Watch our own granted node, so that its deletion by someone else (an
+ * administrator, a revocation) turns the lock LOST, and a revocation
+ * written into it is acted on.  The read and the watch are one request
+ * (getData with a watch): a write applied after the read fires the watch,
+ * so a revocation written before the guard is set, or between a change and
+ * the guard set again after it (each rewrite of our own data fires it), is
+ * read, never missed.  Not waited for; a guard that could not be set (not
+ * sent, or its reply lost with the connection) is set again, reading
+ * again, once connected (resume).  Failpoint "fail": as if the reply was
+ * lost; "pause": a write made meanwhile must still be seen.
+ */
+static void
+send_guard(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
+	node_path(path, w, w->node);
+	w->guard_needed = ZKLOCK_FAILPOINT("before-guard") ||
+		!zkc_get_data_watch(path, TAG(w->generation, OP_GUARD, idx));
+	if (w->guard_needed)
+		recovery_needed = true;
+}
+
+/*
+ * The backend changed the description of a lock it holds (its scope, or
+ * whether it is held only for a child's sake, see backend.c's
+ * show_holds): write it into the node, where zk_locks on every instance
+ * reads it.  One setData, checked against the version of the node's data
+ * we know (our own earlier write, or 0 from the create), so that it never
+ * overwrites what another wrote meanwhile (a revocation): when the version
+ * is unknown or was not ours, read the node first, and leave a revoked
+ * node alone.  Nothing waits for it; a change made while a write is in
+ * flight goes when that write is answered.
+ */
+static void
+rewrite_data(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	uint32		version;
+	bool		granted;
+	bool		ok;
+
+	if (w->phase != PH_HELD || w->persistent || w->rewriting ||
+		w->rewrite_off || !zklock_connected)
+		return;
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	granted = entry(idx)->state == ZKE_GRANTED &&
+		entry(idx)->generation == w->generation;
+	version = entry(idx)->data_version;
+	if (granted && version != w->shown)
+		strlcpy(data, entry(idx)->data, sizeof(data));
+	LWLockRelease(zklock_shared->lock);
+	if (!granted || version == w->shown)
+		return;
+
+	node_path(path, w, w->node);
+	w->rewriting = true;
+	if (w->data_version < 0)
+		ok = zkc_get_data(path, TAG(w->generation, OP_REWRITE_READ, idx));
+	else
+	{
+		w->writing = version;
+		ok = zkc_set_data_version(path, data, strlen(data), w->data_version,
+								  TAG(w->generation, OP_REWRITE, idx));
+	}
+	if (!ok)
+	{
+		/* not sent: read and write again (resume) */
+		w->rewriting = false;
+		w->data_version = -1;
+		recovery_needed = true;
+	}
+}
+
+/*
+ * The data of a granted explicit node: the request's, without the waiter=
+ * line, and with expires_at= (for people only) counted from now.
+ */
+static void
+granted_data(char *data, size_t size)
+{
+	StringInfoData s;
+	const char *ttl = zklock_node_field(data, "ttl=");
+	int64		ttl_ms = ttl ? strtoll(ttl, NULL, 10) : 0;
+	const char *p = data;
+
+	initStringInfo(&s);
+	while (*p)
+	{
+		const char *eol = strchr(p, '\n');
+		size_t		len = eol ? (size_t) (eol - p + 1) : strlen(p);
+
+		if (strncmp(p, ZKLOCK_WAITER_FIELD, strlen(ZKLOCK_WAITER_FIELD)) == 0)
+		{
+			/* nobody waits any more: the line goes */
+		}
+		else if (strncmp(p, "expires_at=", 11) == 0 && eol)
+		{
+			/* Unix epoch microseconds, as backend.c writes it */
+			int64		at = GetCurrentTimestamp() + ttl_ms * 1000 +
+				(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
+
+			appendStringInfo(&s, "expires_at=" INT64_FORMAT ".%06d\n",
+							 at / USECS_PER_SEC, (int) (at % USECS_PER_SEC));
+		}
+		else
+			appendBinaryStringInfo(&s, p, len);
+		p += len;
+	}
+	strlcpy(data, s.data, size);
+	pfree(s.data);
+}
+
+/*
+ * Step 4 of an explicit request: Hive's rule grants our node.  Rewrite its
+ * data (setData): the write proves that the node still exists, and sets its
+ * mtime to the time of the grant by ZooKeeper's clock, from which its time
+ * to live counts.  Then delete its waiter child, and tell the backend once
+ * both are done (ZooKeeper answers them in order).
+ */
+static void
+grant_persistent(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	char	   *child;
+	bool		ok;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	strlcpy(data, entry(idx)->data, sizeof(data));
+	LWLockRelease(zklock_shared->lock);
+	granted_data(data, sizeof(data));
+
+	node_path(path, w, w->node);
+	child = psprintf("%s/%s", path, ZKLOCK_WAITER_CHILD);
+	w->phase = PH_GRANTING;
+	w->grant_written = false;
+	ok = zkc_set_data(path, data, strlen(data),
+					  TAG(w->generation, OP_GRANT_WRITE, idx)) &&
+		zkc_delete(child, TAG(w->generation, OP_GRANT_CHILD, idx));
+	pfree(child);
+	if (!ok)
+		set_recovering(w);
+}
+
 static void
 send_delete(int idx)
 {
@@ -344,24 +670,53 @@ send_delete(int idx)
 		set_recovering(w);
 }
 
-/*
- * After a lost reply, once connected again: list the children, which finds
- * our node by its prefix if it exists, and carry on from there.
- */
+/* Step 5 done: the node is gone; the entry can be reused */
 static void
-recover(int idx)
+finish_release(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
 
-	if (w->phase != PH_RECOVERING)
-		return;
-	if (w->kind == ZKR_LIST)
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	if (entry(idx)->state == ZKE_RELEASING)
+		zklock_entry_free(idx);
+	LWLockRelease(zklock_shared->lock);
+	w->phase = PH_IDLE;
+}
+
+/*
+ * A request ends in failure; any node of ours is gone or being deleted.
+ */
+static void
+fail(int idx, int sqlstate, const char *fmt,...)
+{
+	char		msg[ZKLOCK_MAX_ERROR_LEN + 1];
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	zklock_protocol_fail(idx, sqlstate, msg);
+}
+
+/* fail(), with its message made: for the files around the recipe too */
+void
+zklock_protocol_fail(int idx, int sqlstate, const char *msg)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	if (entry(idx)->state == ZKE_REQUESTED)
 	{
-		zklock_listing_finish(idx, false, ERRCODE_CONNECTION_FAILURE,
-							  "connection to ZooKeeper lost during the listing");
-		return;
+		entry(idx)->state = ZKE_FAILED;
+		entry(idx)->sqlstate = sqlstate;
+		strlcpy(entry(idx)->error, msg, sizeof(entry(idx)->error));
+		zklock_shared->n_failed++;
+		zklock_wake_owner(entry(idx));
 	}
-	send_children(idx);
+	else if (entry(idx)->state == ZKE_RELEASING)
+		zklock_entry_free(idx);
+	LWLockRelease(zklock_shared->lock);
+	w->phase = PH_IDLE;
 }
 
 /*
@@ -766,378 +1121,23 @@ zklock_protocol_event(ZkEvent *ev)
 }
 
 /*
- * Step 2: the listing came back.  Find our node, apply Hive's rule, grant
- * or wait behind exactly one node.
+ * After a lost reply, once connected again: list the children, which finds
+ * our node by its prefix if it exists, and carry on from there.
  */
 static void
-decide(int idx, ZkEvent *ev)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	int64		my_seq = -1;
-	ZkLockMode	my_mode = w->mode;
-	int			pred;
-	int			nblockers;
-	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
-
-	/* our node: known by name, or found again by prefix */
-	for (int i = 0; i < ev->nchildren; i++)
-	{
-		const char *c = ev->children[i];
-
-		if (w->node[0] ? strcmp(c, w->node) == 0 :
-			zklock_node_has_prefix(c, w->prefix))
-		{
-			if (!zklock_parse_node_name(c, NULL, &my_seq))
-				continue;
-			if (!w->created)
-			{
-				/* found after a lost reply: check whose it is first */
-				strlcpy(w->node, c, sizeof(w->node));
-				node_path(path, w, w->node);
-				w->phase = PH_CHECKING;
-				if (!zkc_exists(path, false, TAG(w->generation, OP_ADOPT, idx)))
-					set_recovering(w);
-				return;
-			}
-			break;
-		}
-	}
-
-	if (my_seq < 0)
-	{
-		/* our node is not there */
-		if (w->created)
-		{
-			/* deleted by someone else while we waited */
-			w->created = false;
-			fail(idx, ERRCODE_LOCK_NOT_AVAILABLE,
-				 "lock node under \"%s\" was deleted while waiting",
-				 w->parent);
-		}
-		else if (w->release)
-			finish_release(idx);
-		else if (w->tries >= MAX_CREATE_TRIES)
-			fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
-				 "could not create lock node under \"%s\" after %d attempts",
-				 w->parent, w->tries);
-		else
-			send_create(idx, false);	/* the create never happened */
-		return;
-	}
-
-	if (w->release)
-	{
-		/* withdrawn while the create was in flight */
-		send_delete(idx);
-		return;
-	}
-
-	/* Hive's rule (grant_rule.c): the node we would have to wait behind */
-	if (zklock_grant_rule((const char *const *) ev->children, ev->nchildren,
-						  my_seq, my_mode, &pred, &nblockers) ==
-		ZKLOCK_VERDICT_GRANTED)
-	{
-		if (w->persistent)
-			grant_persistent(idx);
-		else
-			grant(idx);
-		return;
-	}
-
-	/* Step 3: not granted */
-	if (w->kind == ZKR_TRY_ACQUIRE)
-	{
-		w->try_failed = true;
-		send_delete(idx);
-		return;
-	}
-
-	if (!w->counted_wait)
-	{
-		w->counted_wait = true;
-		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-		zklock_shared->n_waited++;
-		LWLockRelease(zklock_shared->lock);
-	}
-	/*
-	 * A node created later always has a higher sequence number, so when the
-	 * node we watch is the only blocker left, its deletion alone grants us:
-	 * no need to list the children again (the handoff costs one hop less).
-	 */
-	w->last_blocker = (nblockers == 1);
-	node_path(path, w, ev->children[pred]);
-	w->phase = PH_WATCHING;
-	if (!zkc_exists(path, true, TAG(w->generation, OP_WAIT, idx)))
-		set_recovering(w);
-	else if (w->persistent)
-		watch_own_waiting_node(idx);
-}
-
-/*
- * A waiting explicit request: its persistent node gets an ephemeral child
- * of this session (while it exists, the sweep knows someone waits for the
- * node), and a watch, so that the node deleted by someone else ends the
- * wait with an error instead of a wait for ever.
- */
-static void
-watch_own_waiting_node(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
-
-	node_path(path, w, w->node);
-	if (w->waiter_child == 0)
-	{
-		char	   *child = psprintf("%s/%s", path, ZKLOCK_WAITER_CHILD);
-
-		if (zkc_create(child, NULL, -1, ZKC_EPHEMERAL,
-					   TAG(w->generation, OP_WAITER, idx)))
-			w->waiter_child = 1;
-		pfree(child);
-	}
-	if (!w->self_watched)
-		w->self_watched = zkc_exists(path, true,
-									 TAG(w->generation, OP_SELF, idx));
-}
-
-/*
- * The data of a granted explicit node: the request's, without the waiter=
- * line, and with expires_at= (for people only) counted from now.
- */
-static void
-granted_data(char *data, size_t size)
-{
-	StringInfoData s;
-	const char *ttl = zklock_node_field(data, "ttl=");
-	int64		ttl_ms = ttl ? strtoll(ttl, NULL, 10) : 0;
-	const char *p = data;
-
-	initStringInfo(&s);
-	while (*p)
-	{
-		const char *eol = strchr(p, '\n');
-		size_t		len = eol ? (size_t) (eol - p + 1) : strlen(p);
-
-		if (strncmp(p, ZKLOCK_WAITER_FIELD, strlen(ZKLOCK_WAITER_FIELD)) == 0)
-		{
-			/* nobody waits any more: the line goes */
-		}
-		else if (strncmp(p, "expires_at=", 11) == 0 && eol)
-		{
-			/* Unix epoch microseconds, as backend.c writes it */
-			int64		at = GetCurrentTimestamp() + ttl_ms * 1000 +
-				(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
-
-			appendStringInfo(&s, "expires_at=" INT64_FORMAT ".%06d\n",
-							 at / USECS_PER_SEC, (int) (at % USECS_PER_SEC));
-		}
-		else
-			appendBinaryStringInfo(&s, p, len);
-		p += len;
-	}
-	strlcpy(data, s.data, size);
-	pfree(s.data);
-}
-
-/*
- * Step 4 of an explicit request: Hive's rule grants our node.  Rewrite its
- * data (setData): the write proves that the node still exists, and sets its
- * mtime to the time of the grant by ZooKeeper's clock, from which its time
- * to live counts.  Then delete its waiter child, and tell the backend once
- * both are done (ZooKeeper answers them in order).
- */
-static void
-grant_persistent(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
-	char		data[ZKLOCK_MAX_DATA_LEN + 1];
-	char	   *child;
-	bool		ok;
-
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	strlcpy(data, entry(idx)->data, sizeof(data));
-	LWLockRelease(zklock_shared->lock);
-	granted_data(data, sizeof(data));
-
-	node_path(path, w, w->node);
-	child = psprintf("%s/%s", path, ZKLOCK_WAITER_CHILD);
-	w->phase = PH_GRANTING;
-	w->grant_written = false;
-	ok = zkc_set_data(path, data, strlen(data),
-					  TAG(w->generation, OP_GRANT_WRITE, idx)) &&
-		zkc_delete(child, TAG(w->generation, OP_GRANT_CHILD, idx));
-	pfree(child);
-	if (!ok)
-		set_recovering(w);
-}
-
-/*
- * The backend changed the description of a lock it holds (its scope, or
- * whether it is held only for a child's sake, see backend.c's
- * show_holds): write it into the node, where zk_locks on every instance
- * reads it.  One setData, checked against the version of the node's data
- * we know (our own earlier write, or 0 from the create), so that it never
- * overwrites what another wrote meanwhile (a revocation): when the version
- * is unknown or was not ours, read the node first, and leave a revoked
- * node alone.  Nothing waits for it; a change made while a write is in
- * flight goes when that write is answered.
- */
-static void
-rewrite_data(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
-	char		data[ZKLOCK_MAX_DATA_LEN + 1];
-	uint32		version;
-	bool		granted;
-	bool		ok;
-
-	if (w->phase != PH_HELD || w->persistent || w->rewriting ||
-		w->rewrite_off || !zklock_connected)
-		return;
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	granted = entry(idx)->state == ZKE_GRANTED &&
-		entry(idx)->generation == w->generation;
-	version = entry(idx)->data_version;
-	if (granted && version != w->shown)
-		strlcpy(data, entry(idx)->data, sizeof(data));
-	LWLockRelease(zklock_shared->lock);
-	if (!granted || version == w->shown)
-		return;
-
-	node_path(path, w, w->node);
-	w->rewriting = true;
-	if (w->data_version < 0)
-		ok = zkc_get_data(path, TAG(w->generation, OP_REWRITE_READ, idx));
-	else
-	{
-		w->writing = version;
-		ok = zkc_set_data_version(path, data, strlen(data), w->data_version,
-								  TAG(w->generation, OP_REWRITE, idx));
-	}
-	if (!ok)
-	{
-		/* not sent: read and write again (resume) */
-		w->rewriting = false;
-		w->data_version = -1;
-		recovery_needed = true;
-	}
-}
-
-/*
- * Step 4: granted.  Tell the backend, then guard the node.
- */
-static void
-grant(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	ZkLockEntry *e;
-	bool		withdrawn = false;
-
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	e = entry(idx);
-	if (e->state == ZKE_REQUESTED)
-	{
-		e->state = ZKE_GRANTED;
-		e->token = w->czxid;
-		e->session_id = w->persistent ? 0 : session_id;
-		e->granted_at = GetCurrentTimestamp();
-		strlcpy(e->node, w->node, sizeof(e->node));
-		zklock_shared->n_granted++;
-		zklock_wake_owner(e);
-	}
-	else
-		withdrawn = true;
-	LWLockRelease(zklock_shared->lock);
-
-	if (withdrawn)
-	{
-		send_delete(idx);
-		return;
-	}
-	if (w->persistent)
-	{
-		/* an explicit lock: the node is on its own now, until it expires */
-		w->phase = PH_IDLE;
-		return;
-	}
-	w->phase = PH_HELD;
-	send_guard(idx);
-}
-
-/*
- * Watch our own granted node, so that its deletion by someone else (an
- * administrator, a revocation) turns the lock LOST, and a revocation
- * written into it is acted on.  The read and the watch are one request
- * (getData with a watch): a write applied after the read fires the watch,
- * so a revocation written before the guard is set, or between a change and
- * the guard set again after it (each rewrite of our own data fires it), is
- * read, never missed.  Not waited for; a guard that could not be set (not
- * sent, or its reply lost with the connection) is set again, reading
- * again, once connected (resume).  Failpoint "fail": as if the reply was
- * lost; "pause": a write made meanwhile must still be seen.
- */
-static void
-send_guard(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
-
-	node_path(path, w, w->node);
-	w->guard_needed = ZKLOCK_FAILPOINT("before-guard") ||
-		!zkc_get_data_watch(path, TAG(w->generation, OP_GUARD, idx));
-	if (w->guard_needed)
-		recovery_needed = true;
-}
-
-/*
- * A request ends in failure; any node of ours is gone or being deleted.
- */
-static void
-fail(int idx, int sqlstate, const char *fmt,...)
-{
-	char		msg[ZKLOCK_MAX_ERROR_LEN + 1];
-	va_list		ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	zklock_protocol_fail(idx, sqlstate, msg);
-}
-
-/* fail(), with its message made: for the files around the recipe too */
-void
-zklock_protocol_fail(int idx, int sqlstate, const char *msg)
+recover(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
 
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	if (entry(idx)->state == ZKE_REQUESTED)
+	if (w->phase != PH_RECOVERING)
+		return;
+	if (w->kind == ZKR_LIST)
 	{
-		entry(idx)->state = ZKE_FAILED;
-		entry(idx)->sqlstate = sqlstate;
-		strlcpy(entry(idx)->error, msg, sizeof(entry(idx)->error));
-		zklock_shared->n_failed++;
-		zklock_wake_owner(entry(idx));
+		zklock_listing_finish(idx, false, ERRCODE_CONNECTION_FAILURE,
+							  "connection to ZooKeeper lost during the listing");
+		return;
 	}
-	else if (entry(idx)->state == ZKE_RELEASING)
-		zklock_entry_free(idx);
-	LWLockRelease(zklock_shared->lock);
-	w->phase = PH_IDLE;
-}
-
-/* Step 5 done: the node is gone; the entry can be reused */
-static void
-finish_release(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	if (entry(idx)->state == ZKE_RELEASING)
-		zklock_entry_free(idx);
-	LWLockRelease(zklock_shared->lock);
-	w->phase = PH_IDLE;
+	send_children(idx);
 }
 
 /*
