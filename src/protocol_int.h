@@ -114,7 +114,6 @@ typedef struct WorkEntry
  */
 #define ORPHAN_IDX			0xfffffe
 
-
 /* protocol.c: the worker's table, one WorkEntry per shared entry */
 extern WorkEntry *zklock_work;
 extern bool zklock_connected;
@@ -132,6 +131,7 @@ node_path(char *buf, WorkEntry *w, const char *node)
 			 w->parent, node);
 }
 
+/* protocol.c: a "key=" line of node data; a request ends in failure */
 extern const char *zklock_node_field(const char *data, const char *key);
 extern void zklock_protocol_fail(int idx, int sqlstate, const char *msg);
 
