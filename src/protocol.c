@@ -103,6 +103,7 @@ static void send_children(int idx);
 static void send_delete(int idx);
 static void recover(int idx);
 static void decide(int idx, ZkEvent *ev);
+static void create_again(int idx, bool with_parents);
 static void grant(int idx);
 static void grant_persistent(int idx);
 static void rewrite_data(int idx);
@@ -323,6 +324,26 @@ send_children(int idx)
 }
 
 /*
+ * Our create did not happen (or its parents were missing): withdrawn
+ * meanwhile, the release is done; else create again, at most
+ * MAX_CREATE_TRIES times in all.
+ */
+static void
+create_again(int idx, bool with_parents)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (w->release)
+		finish_release(idx);
+	else if (w->tries >= MAX_CREATE_TRIES)
+		fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+			 "could not create lock node under \"%s\" after %d attempts",
+			 w->parent, w->tries);
+	else
+		send_create(idx, with_parents);
+}
+
+/*
  * Step 2: the listing came back.  Find our node, apply Hive's rule, grant
  * or wait behind exactly one node.
  */
@@ -371,14 +392,8 @@ decide(int idx, ZkEvent *ev)
 				 "lock node under \"%s\" was deleted while waiting",
 				 w->parent);
 		}
-		else if (w->release)
-			finish_release(idx);
-		else if (w->tries >= MAX_CREATE_TRIES)
-			fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
-				 "could not create lock node under \"%s\" after %d attempts",
-				 w->parent, w->tries);
 		else
-			send_create(idx, false);	/* the create never happened */
+			create_again(idx, false);	/* the create never happened */
 		return;
 	}
 
@@ -830,14 +845,7 @@ zklock_protocol_event(ZkEvent *ev)
 			}
 			if (w->need_parents)
 			{
-				if (w->release)
-					finish_release(idx);
-				else if (w->tries >= MAX_CREATE_TRIES)
-					fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
-						 "could not create lock node under \"%s\" after %d attempts",
-						 w->parent, w->tries);
-				else
-					send_create(idx, true);
+				create_again(idx, true);
 				break;
 			}
 			decide(idx, ev);
