@@ -58,7 +58,9 @@ zklock-installcheck-precheck:
 .PHONY: zklock-installcheck-precheck
 
 # every object depends on the shared headers (PGXS tracks no dependencies)
-$(OBJS): src/zklock.h src/compat.h src/zk_client.h src/protocol.h src/lease.h src/failpoint.h src/grant_rule.h
+$(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h \
+	src/resource.h src/worker.h src/backend.h src/zk_client.h src/protocol.h \
+	src/protocol_int.h src/lease.h src/failpoint.h src/grant_rule.h
 
 # make zklock-unit: the unit test of the grant rule (test/unit/), a
 # standalone program with src/grant_rule.c compiled in, built with the

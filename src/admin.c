@@ -20,10 +20,11 @@
 
 #include <signal.h>
 
+#include "protocol_int.h"
 #include "zklock.h"
+#include "shmem.h"
 #include "zk_client.h"
 #include "protocol.h"
-#include "protocol_int.h"
 
 /*
  * Revocation (Curator's, done for the holder): another instance wrote

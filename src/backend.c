@@ -46,7 +46,13 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include "backend.h"
+#include "compat.h"
 #include "zklock.h"
+#include "settings.h"
+#include "shmem.h"
+#include "resource.h"
+#include "grant_rule.h"
 #include "lease.h"
 
 typedef struct LocalLockKey

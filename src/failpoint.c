@@ -47,8 +47,8 @@
 #include "storage/latch.h"
 #include "utils/guc.h"
 
-#include "zklock.h"
 #include "failpoint.h"
+#include "compat.h"
 
 #ifdef ZKLOCK_FAILPOINTS
 

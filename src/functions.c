@@ -21,7 +21,12 @@
 #include "utils/timestamp.h"
 
 #include "zklock.h"
+#include "settings.h"
+#include "shmem.h"
+#include "resource.h"
+#include "grant_rule.h"
 #include "lease.h"
+#include "backend.h"
 
 PG_FUNCTION_INFO_V1(zklock_acquire);
 PG_FUNCTION_INFO_V1(zklock_outer_role);

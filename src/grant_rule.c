@@ -28,6 +28,7 @@
 #include "postgres.h"
 
 #include "grant_rule.h"
+#include "zklock.h"
 
 /*
  * Lock node names.  ZooKeeper appends a ten-digit sequence number to the

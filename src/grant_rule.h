@@ -23,10 +23,7 @@ typedef enum ZkGrantVerdict
 	ZKLOCK_VERDICT_WAIT			/* watch *watch_index, then list again */
 } ZkGrantVerdict;
 
-/*
- * A lock node's mode and sequence number from its name, whoever wrote it
- * (also declared in zklock.h for the rest of the extension).
- */
+/* A lock node's mode and sequence number from its name, whoever wrote it */
 extern bool zklock_parse_node_name(const char *name, ZkLockMode *mode,
 								   int64 *seq);
 

@@ -49,8 +49,10 @@
 
 #include <time.h>
 
-#include "zklock.h"
 #include "lease.h"
+#include "settings.h"
+#include "shmem.h"
+#include "zk_client.h"
 
 #define LEASE_PROOFS		8	/* answered syncs remembered */
 #define LEASE_IN_FLIGHT		4	/* syncs in flight at once */

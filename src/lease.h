@@ -15,7 +15,6 @@ extern int64 zklock_boottime_us(void);
 
 /* worker side */
 extern void zklock_lease_session_started(int64 session_id, int64 since_us);
-extern void zklock_lease_reconnected(int64 since_us);
 extern void zklock_lease_end_session(void);
 extern void zklock_lease_event(ZkEvent *ev);
 extern long zklock_lease_tick(bool connected);

@@ -36,11 +36,12 @@
 #include "storage/dsm.h"
 #include "utils/memutils.h"
 
-#include "grant_rule.h"
+#include "protocol_int.h"
 #include "zklock.h"
+#include "shmem.h"
+#include "grant_rule.h"
 #include "zk_client.h"
 #include "protocol.h"
-#include "protocol_int.h"
 #include "lease.h"
 
 #define LIST_IN_FLIGHT		32

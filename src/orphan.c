@@ -21,11 +21,11 @@
 #include "nodes/pg_list.h"
 #include "utils/memutils.h"
 
-#include "grant_rule.h"
+#include "protocol_int.h"
 #include "zklock.h"
+#include "resource.h"
 #include "zk_client.h"
 #include "protocol.h"
-#include "protocol_int.h"
 
 typedef struct Orphan
 {

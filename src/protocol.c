@@ -77,13 +77,16 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "grant_rule.h"
-#include "zklock.h"
-#include "zk_client.h"
 #include "protocol.h"
 #include "protocol_int.h"
-#include "failpoint.h"
+#include "zklock.h"
+#include "settings.h"
+#include "shmem.h"
+#include "resource.h"
+#include "grant_rule.h"
+#include "zk_client.h"
 #include "lease.h"
+#include "failpoint.h"
 
 #define MAX_CREATE_TRIES	8
 

@@ -19,6 +19,7 @@
 #define ZKLOCK_PROTOCOL_INT_H
 
 #include "zklock.h"
+#include "shmem.h"
 #include "zk_client.h"
 #include "protocol.h"
 

@@ -20,7 +20,10 @@
 
 #include "mb/pg_wchar.h"
 
+#include "resource.h"
 #include "zklock.h"
+#include "settings.h"
+#include "grant_rule.h"
 
 /*
  * The rule a resource name breaks, or NULL when it is a good name.  Never

@@ -53,9 +53,12 @@
 #include "nodes/pg_list.h"
 #include "utils/memutils.h"
 
-#include "zklock.h"
-#include "zk_client.h"
 #include "protocol.h"
+#include "zklock.h"
+#include "settings.h"
+#include "shmem.h"
+#include "grant_rule.h"
+#include "zk_client.h"
 #include "failpoint.h"
 
 #define ROOT_ANCHOR		"zklock.anchor"

@@ -22,7 +22,10 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 
+#include "shmem.h"
+#include "compat.h"
 #include "zklock.h"
+#include "settings.h"
 
 ZkLockShared *zklock_shared = NULL;
 

@@ -48,11 +48,13 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "grant_rule.h"
+#include "protocol_int.h"
 #include "zklock.h"
+#include "settings.h"
+#include "resource.h"
+#include "grant_rule.h"
 #include "zk_client.h"
 #include "protocol.h"
-#include "protocol_int.h"
 
 #define SWEEP_IN_FLIGHT 16
 

@@ -51,7 +51,11 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "worker.h"
+#include "compat.h"
 #include "zklock.h"
+#include "settings.h"
+#include "shmem.h"
 #include "zk_client.h"
 #include "protocol.h"
 #include "lease.h"

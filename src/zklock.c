@@ -34,7 +34,12 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
+#include "settings.h"
 #include "zklock.h"
+#include "shmem.h"
+#include "resource.h"
+#include "worker.h"
+#include "backend.h"
 #include "failpoint.h"
 
 PG_MODULE_MAGIC;

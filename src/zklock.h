@@ -1,7 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * zklock.h
- *		Shared declarations of zklock: ZooKeeper locks for PostgreSQL.
+ *		The shared state of zklock (ZooKeeper locks for PostgreSQL): limits,
+ *		lock modes, the entries of the shared table and the table itself.
+ *		Each module's functions are declared in its own header.
  *
  * Processes and shared state
  * --------------------------
@@ -232,76 +234,5 @@ typedef struct ZkLockShared
  * worker, not at ZooKeeper.
  */
 #define ZKLOCK_WORKER_GONE	"the zklock worker "
-
-/* settings (zklock.c) */
-extern char *zklock_hosts;
-extern char *zklock_root;
-extern int	zklock_session_timeout;
-extern int	zklock_connect_timeout;
-extern char *zklock_node_name;
-extern char *zklock_auth;
-extern char *zklock_auth_file;
-extern const char *zklock_credentials(void);
-extern char *zklock_node_naming;
-extern int	zklock_max_locks_per_backend;
-extern int	zklock_max_locks;
-extern char *zklock_allowed_subtrees;
-extern int	zklock_sweep_interval;
-extern int	zklock_lease_margin;
-
-/* shared memory (shmem.c) */
-extern ZkLockShared *zklock_shared;
-extern void zklock_shmem_request(void);
-extern void zklock_shmem_startup(void);
-extern int	zklock_entry_alloc(ZkEntryKind kind, int slot);
-extern void zklock_entry_free(int idx);
-extern void zklock_enqueue(int idx);
-extern int	zklock_dequeue(void);
-extern void zklock_wake_worker(void);
-extern void zklock_wake_owner(ZkLockEntry *entry);
-extern const char *zklock_session_state_name(ZkSessionState state);
-extern const char *zklock_instance_name(void);
-
-/* resource names and modes (resource.c) */
-extern void zklock_check_resource(const char *resource);
-extern const char *zklock_resource_problem(const char *resource, int *sqlstate);
-extern bool zklock_check_allowed_subtrees(const char *setting,
-										  const char **why);
-extern void zklock_check_allowed(const char *resource);
-extern ZkLockMode zklock_parse_mode(const char *mode);
-extern const char *zklock_mode_name(ZkLockMode mode);
-extern bool zklock_parse_node_name(const char *name, ZkLockMode *mode,
-								   int64 *seq);
-extern void zklock_format_node_prefix(char *buf, size_t buflen,
-									  uint32 incarnation, int idx,
-									  uint32 generation, bool persistent);
-extern bool zklock_node_has_prefix(const char *name, const char *prefix);
-extern void zklock_format_node_request(char *buf, size_t buflen,
-									   const char *prefix, ZkLockMode mode,
-									   ZkNamingStyle style);
-extern char *zklock_check_node_naming(const char *setting);
-extern ZkNamingStyle zklock_naming_style(const char *resource);
-
-/* background worker (worker.c) */
-extern void zklock_register_worker(void);
-extern PGDLLEXPORT void zklock_worker_main(Datum main_arg);
-
-/* backend side: local lock table and transaction hooks (backend.c) */
-extern void zklock_check_loaded(void);
-extern void zklock_backend_init(void);
-extern int	zklock_database_locks(Oid dbid, int *first_pid);
-extern int64 zklock_lock(const char *resource, ZkLockMode mode,
-						 bool session, bool wait, int timeout_ms,
-						 bool parents, bool *acquired);
-extern bool zklock_lock_set(int n, char **resources, ZkLockMode *modes,
-							bool session, bool wait, int timeout_ms,
-							int64 *tokens);
-extern bool zklock_unlock(const char *resource, ZkLockMode mode);
-extern int	zklock_unlock_all(void);
-extern char *zklock_list_nodes(const char *subtree, Size *len);
-extern int64 zklock_lock_explicit(const char *resource, ZkLockMode mode,
-								  int64 ttl_ms, int timeout_ms);
-extern bool zklock_admin_node(const char *resource, const char *node,
-							  ZkEntryKind kind, const char *data);
 
 #endif							/* ZKLOCK_H */

@@ -1,0 +1,34 @@
+/*-------------------------------------------------------------------------
+ *
+ * backend.h
+ *		The backend side: the local lock table, requests to the worker and
+ *		the transaction hooks (see backend.c), as the SQL functions and
+ *		_PG_init call them.
+ *
+ * Portions Copyright (c) 2026, zklock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_BACKEND_H
+#define ZKLOCK_BACKEND_H
+
+#include "zklock.h"
+
+extern void zklock_check_loaded(void);
+extern void zklock_backend_init(void);
+extern int	zklock_database_locks(Oid dbid, int *first_pid);
+extern int64 zklock_lock(const char *resource, ZkLockMode mode,
+						 bool session, bool wait, int timeout_ms,
+						 bool parents, bool *acquired);
+extern bool zklock_lock_set(int n, char **resources, ZkLockMode *modes,
+							bool session, bool wait, int timeout_ms,
+							int64 *tokens);
+extern bool zklock_unlock(const char *resource, ZkLockMode mode);
+extern int	zklock_unlock_all(void);
+extern char *zklock_list_nodes(const char *subtree, Size *len);
+extern int64 zklock_lock_explicit(const char *resource, ZkLockMode mode,
+								  int64 ttl_ms, int timeout_ms);
+extern bool zklock_admin_node(const char *resource, const char *node,
+							  ZkEntryKind kind, const char *data);
+
+#endif							/* ZKLOCK_BACKEND_H */

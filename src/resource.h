@@ -1,0 +1,34 @@
+/*-------------------------------------------------------------------------
+ *
+ * resource.h
+ *		Resource names, lock modes and the names zklock gives its own
+ *		lock nodes (see resource.c; reading any node's name is
+ *		grant_rule.h's zklock_parse_node_name).
+ *
+ * Portions Copyright (c) 2026, zklock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_RESOURCE_H
+#define ZKLOCK_RESOURCE_H
+
+#include "zklock.h"
+
+extern void zklock_check_resource(const char *resource);
+extern const char *zklock_resource_problem(const char *resource, int *sqlstate);
+extern bool zklock_check_allowed_subtrees(const char *setting,
+										  const char **why);
+extern void zklock_check_allowed(const char *resource);
+extern ZkLockMode zklock_parse_mode(const char *mode);
+extern const char *zklock_mode_name(ZkLockMode mode);
+extern void zklock_format_node_prefix(char *buf, size_t buflen,
+									  uint32 incarnation, int idx,
+									  uint32 generation, bool persistent);
+extern bool zklock_node_has_prefix(const char *name, const char *prefix);
+extern void zklock_format_node_request(char *buf, size_t buflen,
+									   const char *prefix, ZkLockMode mode,
+									   ZkNamingStyle style);
+extern char *zklock_check_node_naming(const char *setting);
+extern ZkNamingStyle zklock_naming_style(const char *resource);
+
+#endif							/* ZKLOCK_RESOURCE_H */

@@ -1,0 +1,28 @@
+/*-------------------------------------------------------------------------
+ *
+ * settings.h
+ *		zklock's settings (GUCs), defined and checked in zklock.c.
+ *
+ * Portions Copyright (c) 2026, zklock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_SETTINGS_H
+#define ZKLOCK_SETTINGS_H
+
+extern char *zklock_hosts;
+extern char *zklock_root;
+extern int	zklock_session_timeout;
+extern int	zklock_connect_timeout;
+extern char *zklock_node_name;
+extern char *zklock_auth;
+extern char *zklock_auth_file;
+extern const char *zklock_credentials(void);
+extern char *zklock_node_naming;
+extern int	zklock_max_locks_per_backend;
+extern int	zklock_max_locks;
+extern char *zklock_allowed_subtrees;
+extern int	zklock_sweep_interval;
+extern int	zklock_lease_margin;
+
+#endif							/* ZKLOCK_SETTINGS_H */
