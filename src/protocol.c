@@ -98,7 +98,7 @@ bool		zklock_connected = false;
 static bool recovery_needed = false;	/* some entry is PH_RECOVERING */
 static int64 last_recovery_us = 0;
 
-static int64 session_id = 0;
+static int64 protocol_session_id = 0;
 static uint32 incarnation = 0;
 
 static void send_create(int idx, bool with_parents);
@@ -292,7 +292,8 @@ send_create(int idx, bool with_parents)
 		char	   *v = (char *) zklock_node_field(data, ZKLOCK_WAITER_FIELD);
 		char		hex[17];
 
-		snprintf(hex, sizeof(hex), "%016llx", (unsigned long long) session_id);
+		snprintf(hex, sizeof(hex), "%016llx",
+				 (unsigned long long) protocol_session_id);
 		if (v && strlen(v) >= 16)
 			memcpy(v, hex, 16);
 	}
@@ -491,7 +492,7 @@ grant(int idx)
 	{
 		e->state = ZKE_GRANTED;
 		e->token = w->czxid;
-		e->session_id = w->persistent ? 0 : session_id;
+		e->session_id = w->persistent ? 0 : protocol_session_id;
 		e->granted_at = GetCurrentTimestamp();
 		strlcpy(e->node, w->node, sizeof(e->node));
 		zklock_shared->n_granted++;
@@ -857,7 +858,8 @@ zklock_protocol_event(ZkEvent *ev)
 		case OP_ADOPT:
 			/* a node found by our prefix: ours only if this session's */
 			if (ev->rc == ZKC_OK &&
-				ev->ephemeral_owner == (w->persistent ? 0 : session_id))
+				ev->ephemeral_owner ==
+				(w->persistent ? 0 : protocol_session_id))
 			{
 				ereport(LOG,
 						(errmsg("zklock: adopted lock node \"%s/%s\" after its create's reply was lost",
@@ -1187,7 +1189,7 @@ void
 zklock_protocol_connected(int64 new_session_id)
 {
 	zklock_connected = true;
-	session_id = new_session_id;
+	protocol_session_id = new_session_id;
 	recovery_needed = false;
 	zklock_orphan_next();
 	for (int i = 0; i < nwork; i++)
@@ -1219,7 +1221,7 @@ zklock_protocol_session_lost(const char *why, int *pids, int maxpids,
 
 	*npids = 0;
 	zklock_connected = false;
-	session_id = 0;
+	protocol_session_id = 0;
 	zklock_sweep_abandon();
 	zklock_orphan_disconnected();
 	for (int i = 0; i < nwork; i++)
@@ -1289,7 +1291,7 @@ zklock_protocol_tick(void)
 		now_us - last_sweep_us >= zklock_sweep_interval * INT64CONST(1000))
 	{
 		last_sweep_us = now_us;
-		zklock_sweep_start(session_id);
+		zklock_sweep_start(protocol_session_id);
 	}
 	if (zklock_connected)
 	{

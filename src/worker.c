@@ -77,9 +77,9 @@ typedef enum WorkerPhase
 	WP_WAIT_RECONNECT			/* no handle; make one at reconnect_at_us */
 } WorkerPhase;
 
-static WorkerPhase phase;
+static WorkerPhase worker_phase;
 static bool was_connected = false;
-static int64 phase_since_us;	/* CLOCK_BOOTTIME us: durations only */
+static int64 worker_phase_since_us;	/* CLOCK_BOOTTIME us: durations only */
 static int64 reconnect_at_us;
 static int64 session_asked_at;	/* CLOCK_BOOTTIME us of zkc_connect */
 static char handle_error[128];	/* the last handle we could not make */
@@ -460,7 +460,7 @@ zklock_worker_main(Datum main_arg)
 	AddWaitEventToSet(wes, WL_SOCKET_READABLE, zkc_wake_fd(), NULL, NULL);
 
 	/* first, end the session of a crashed predecessor, if there was one */
-	phase_since_us = zklock_boottime_us();
+	worker_phase_since_us = zklock_boottime_us();
 	if (load_session(&old_id, old_passwd))
 	{
 		ereport(LOG,
@@ -509,15 +509,16 @@ zklock_worker_main(Datum main_arg)
 		{
 			if (ev->kind == ZKEV_SESSION)
 				handle_session_event(ev);
-			else if (phase == WP_SESSION && ev->kind == ZKEV_SYNCED)
+			else if (worker_phase == WP_SESSION && ev->kind == ZKEV_SYNCED)
 				zklock_lease_event(ev);
-			else if (phase == WP_SESSION && TAG_IDX(ev->tag) == ROOT_IDX)
+			else if (worker_phase == WP_SESSION &&
+					 TAG_IDX(ev->tag) == ROOT_IDX)
 			{
 				/* requests go once the root is known to be safe */
 				if (zklock_root_event(ev))
 					zklock_protocol_connected(zkc_session_id());
 			}
-			else if (phase == WP_SESSION)
+			else if (worker_phase == WP_SESSION)
 				zklock_protocol_event(ev);
 			zkc_free_event(ev);
 		}
@@ -536,7 +537,7 @@ zklock_worker_main(Datum main_arg)
 		ms = zklock_protocol_tick();
 		timeout = (ms >= 0 && ms < 1000) ? ms + 1 : 1000;
 		/* keep the session's lease fresh */
-		ms = zklock_lease_tick(phase == WP_SESSION &&
+		ms = zklock_lease_tick(worker_phase == WP_SESSION &&
 							   zklock_shared->session_state == ZKS_CONNECTED);
 		if (ms >= 0 && ms < timeout)
 			timeout = ms + 1;
@@ -570,20 +571,20 @@ open_session(void)
 {
 	char		err[128];
 
-	phase_since_us = zklock_boottime_us();
+	worker_phase_since_us = zklock_boottime_us();
 	was_connected = false;
 	session_asked_at = zklock_boottime_us();
 	if (zkc_connect(zklock_hosts, zklock_session_timeout, NULL, NULL,
 					auth_credentials(), err, sizeof(err)))
 	{
-		phase = WP_SESSION;
+		worker_phase = WP_SESSION;
 		handle_error[0] = '\0';
 		set_session_state(ZKS_CONNECTING, 0, NULL);
 	}
 	else
 	{
 		handle_failed("start a ZooKeeper session", err, RECONNECT_DELAY_MS);
-		phase = WP_WAIT_RECONNECT;
+		worker_phase = WP_WAIT_RECONNECT;
 		reconnect_at_us = zklock_boottime_us() + RECONNECT_DELAY_MS * INT64CONST(1000);
 	}
 }
@@ -613,7 +614,7 @@ start_closing(int64 id, const char *passwd)
 	closing_id = id;
 	memcpy(closing_passwd, passwd, sizeof(closing_passwd));
 	closing_retry_ms = CLOSING_RETRY_MS;
-	phase = WP_CLOSING_OLD;
+	worker_phase = WP_CLOSING_OLD;
 	set_session_state(ZKS_CONNECTING, 0, NULL);
 	attach_to_close();
 }
@@ -624,7 +625,7 @@ attach_to_close(void)
 {
 	char		err[128];
 
-	phase_since_us = zklock_boottime_us();
+	worker_phase_since_us = zklock_boottime_us();
 	closing_refused = false;
 	if (zkc_connect(zklock_hosts, zklock_session_timeout, &closing_id,
 					closing_passwd, NULL, err, sizeof(err)))
@@ -681,12 +682,12 @@ worker_timers(void)
 {
 	int64		now_us = zklock_boottime_us();
 
-	if (phase == WP_CLOSING_OLD &&
-		now_us - phase_since_us >= closing_retry_ms * INT64CONST(1000))
+	if (worker_phase == WP_CLOSING_OLD &&
+		now_us - worker_phase_since_us >= closing_retry_ms * INT64CONST(1000))
 		retry_closing();
-	else if (phase == WP_WAIT_RECONNECT && now_us >= reconnect_at_us)
+	else if (worker_phase == WP_WAIT_RECONNECT && now_us >= reconnect_at_us)
 		open_session();
-	else if (phase == WP_SESSION && was_connected &&
+	else if (worker_phase == WP_SESSION && was_connected &&
 			 zklock_shared->session_state == ZKS_CONNECTING &&
 			 outage_ms() >= Max(zkc_negotiated_timeout(),
 								zklock_session_timeout))
@@ -783,7 +784,7 @@ hosts_changed(void)
 	zklock_shared->last_error[0] = '\0';
 	LWLockRelease(zklock_shared->lock);
 
-	if (phase == WP_SESSION)
+	if (worker_phase == WP_SESSION)
 	{
 		if (zkc_session_id() != 0)
 			ereport(LOG,
@@ -795,7 +796,7 @@ hosts_changed(void)
 							zklock_hosts)));
 		session_gone("zklock.hosts changed", false);
 	}
-	else if (phase == WP_CLOSING_OLD)
+	else if (worker_phase == WP_CLOSING_OLD)
 	{
 		ereport(LOG,
 				(errmsg("zklock: zklock.hosts changed to \"%s\"; the previous ZooKeeper session 0x%llx is left to time out",
@@ -810,7 +811,7 @@ hosts_changed(void)
 static void
 handle_session_event(ZkEvent *ev)
 {
-	if (phase == WP_CLOSING_OLD)
+	if (worker_phase == WP_CLOSING_OLD)
 	{
 		/* closing it deletes its ephemeral nodes at once */
 		if (ev->state == ZKC_STATE_CONNECTED)
@@ -820,7 +821,7 @@ handle_session_event(ZkEvent *ev)
 			finish_closing("had already expired");
 		return;
 	}
-	if (phase != WP_SESSION)
+	if (worker_phase != WP_SESSION)
 		return;
 
 	switch (ev->state)
@@ -881,7 +882,7 @@ handle_session_event(ZkEvent *ev)
 							  "ZooKeeper authentication failed");
 			set_session_state(ZKS_AUTH_FAILED, 0, "authentication failed");
 			zkc_close();
-			phase = WP_WAIT_RECONNECT;
+			worker_phase = WP_WAIT_RECONNECT;
 			reconnect_at_us = zklock_boottime_us() +
 				RECONNECT_DELAY_MS * INT64CONST(10000);
 			break;
@@ -898,7 +899,7 @@ handle_session_event(ZkEvent *ev)
 static void
 worker_exit(int code, Datum arg)
 {
-	bool		closes_session = zkc_is_open() && phase == WP_SESSION &&
+	bool		closes_session = zkc_is_open() && worker_phase == WP_SESSION &&
 		zklock_shared->session_state == ZKS_CONNECTED;
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
