@@ -90,7 +90,9 @@
 
 #define MAX_CREATE_TRIES	8
 
-static int64 last_sweep_us = 0;	/* CLOCK_BOOTTIME, as every timer here */
+static int64 last_sweep_us = PG_INT64_MIN / 2; /* CLOCK_BOOTTIME, as every
+												 * timer here; the first
+												 * sweep at once */
 
 WorkEntry  *zklock_work = NULL;
 static int	nwork = 0;

@@ -283,6 +283,8 @@ outage_ended(void)
  * must not close the original's live session, which its owner still
  * trusts until its lease runs out.
  */
+static bool identity_known = false;	/* the boot id could be read */
+
 static const char *
 instance_identity(void)
 {
@@ -300,6 +302,7 @@ instance_identity(void)
 			FreeFile(f);
 		}
 		boot_id[strcspn(boot_id, "\n")] = '\0';
+		identity_known = boot_id[0] != '\0';
 		identity = MemoryContextStrdup(TopMemoryContext,
 									   psprintf("boot %s, %s, port %d",
 												boot_id, DataDir,
@@ -358,6 +361,14 @@ load_session(int64 *id, char *passwd)
 		return false;
 	memcpy(id, buf, sizeof(*id));
 	memcpy(passwd, buf + 8, 16);
+	if (!identity_known)
+	{
+		ereport(LOG,
+				(errmsg("zklock: not closing ZooKeeper session 0x%llx named in \"%s\": this machine's boot id cannot be read, so the file's writer cannot be told from a copy",
+						(unsigned long long) *id, SESSION_FILE)));
+		(void) unlink(SESSION_FILE);
+		return false;
+	}
 	if (len - (8 + 16) != (int) strlen(who) ||
 		memcmp(buf + 8 + 16, who, strlen(who)) != 0)
 	{
