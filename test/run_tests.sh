@@ -24,6 +24,28 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 pgbin=$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
 
+# After a failed run: the logs of the failed TAP tests only (their own log
+# and their servers' logs, tails), then prove's summary of what failed, last,
+# so that it is what the end of the output shows.
+report_failures() {
+	local tree=$1 name f
+	[ -f "$tree/regression.diffs" ] && { echo "---- regression.diffs (head)"; head -n 60 "$tree/regression.diffs"; }
+	for name in $(sed -nE 's|^test/t/([^ ]+)\.pl +\(Wstat.*|\1|p' "$tree/prove.out.log" 2>/dev/null); do
+		for f in "$tree"/test/tmp_check/log/regress_log_"$name" "$tree"/test/tmp_check/log/*"$name"*.log; do
+			[ -f "$f" ] && { echo "---- $(basename "$f") (tail)"; tail -n 60 "$f"; }
+		done
+	done
+	if [ -f "$tree/prove.out.log" ]; then
+		echo "---- what failed (prove)"
+		grep -E '^(not ok|# +Failed test|test/t/.* \(Wstat|  (Failed tests?|Non-zero|Parse errors|Bad plan)|Result:)' \
+			"$tree/prove.out.log" | head -n 60 || true
+	fi
+	for f in "$tree"/unit.out.log "$tree"/regress.out.log; do
+		if [ -f "$f" ]; then grep -E '^not ok|FAILED' "$f" | head -n 20 || true; fi
+	done
+	return 0
+}
+
 if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 	if [ "$(id -u)" -eq 0 ]; then
 		bash "$src/scripts/install-deps.sh"
@@ -38,14 +60,7 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 		rc=0
 		runuser -u postgres -- env ZKLOCK_TEST_INNER=1 PROVE_TESTS="${PROVE_TESTS:-}" \
 			bash "$work/src/test/run_tests.sh" || rc=$?
-		if [ $rc -ne 0 ]; then
-			# keep the logs where a person can find them
-			for f in "$work"/src/regression.diffs "$work"/src/test/tmp_check/log/*; do
-				[ -f "$f" ] && { echo "---- $f (tail)"; tail -n 40 "$f"; }
-			done
-		fi
 		read -r passed failed < "$work/src/counts" || { passed=0; failed=1; }
-		rm -rf "$work"
 
 		# the performance smoke test: a cycle several times slower fails
 		brc=0
@@ -53,6 +68,10 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 			bash "$src/bench/smoke.sh" || brc=$?
 			if [ $brc -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 		fi
+		if [ $rc -ne 0 ]; then
+			report_failures "$work/src"
+		fi
+		rm -rf "$work"
 		echo
 		echo "zklock: $passed passed, $failed failed"
 		[ $rc -eq 0 ] && [ $brc -eq 0 ]
