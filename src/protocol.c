@@ -61,6 +61,13 @@
  * whose generation no longer matches the entry is from an earlier request
  * and is ignored.
  *
+ * The file follows the steps: each step's requests, then the handlers of
+ * their replies (on_create, on_children, on_adopt, on_wait, ...).  After
+ * the steps, zklock_protocol_event() only hands each reply to the handler
+ * of its operation (protocol_handlers[]); then come the faults: recovery
+ * after a lost reply, the connection's changes, the session's loss, and the
+ * timers.
+ *
  * The rest of what the worker does with ZooKeeper is in files of its own,
  * which this file's dispatcher (zklock_protocol_event) hands their replies
  * and which share its table of entries through protocol_int.h: the
@@ -108,6 +115,11 @@ static void send_children(int idx);
 static void send_delete(int idx);
 static void recover(int idx);
 static void decide(int idx, ZkEvent *ev);
+static bool find_own_node(int idx, ZkEvent *ev, int64 *my_seq);
+static void wait_behind(int idx, const char *pred_node, int nblockers);
+static void start_release(int idx);
+static void guard_unreadable(int idx);
+static void guard_node_gone(int idx);
 static void create_again(int idx, bool with_parents);
 static void grant(int idx);
 static void grant_persistent(int idx);
@@ -196,31 +208,41 @@ zklock_protocol_request(int idx)
 	else if (state == ZKE_GRANTED)
 		rewrite_data(idx);		/* the holder's scope changed */
 	else if (state == ZKE_RELEASING && !w->release)
+		start_release(idx);
+}
+
+/*
+ * The backend released or withdrew its request: delete what was sent, or
+ * leave it to the reply in flight.
+ */
+static void
+start_release(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	w->release = true;
+	switch (w->phase)
 	{
-		w->release = true;
-		switch (w->phase)
-		{
-			case PH_IDLE:
-			case PH_DEFERRED:
-				/* nothing was sent: nothing to delete */
-				finish_release(idx);
-				break;
-			case PH_LISTING:
-				/* drop the walk now; its late replies find the entry idle */
-				zklock_listing_finish(idx, false, 0, NULL);
-				break;
-			case PH_WATCHING:
-			case PH_HELD:
-				send_delete(idx);
-				break;
-			case PH_CHECKING:
-			case PH_GRANTING:
-			case PH_RECOVERING:
-			case PH_DELETING:
-			case PH_ADMIN:
-				/* the reply in flight (or the reconnection) sees w->release */
-				break;
-		}
+		case PH_IDLE:
+		case PH_DEFERRED:
+			/* nothing was sent: nothing to delete */
+			finish_release(idx);
+			break;
+		case PH_LISTING:
+			/* drop the walk now; its late replies find the entry idle */
+			zklock_listing_finish(idx, false, 0, NULL);
+			break;
+		case PH_WATCHING:
+		case PH_HELD:
+			send_delete(idx);
+			break;
+		case PH_CHECKING:
+		case PH_GRANTING:
+		case PH_RECOVERING:
+		case PH_DELETING:
+		case PH_ADMIN:
+			/* the reply in flight (or the reconnection) sees w->release */
+			break;
 	}
 }
 
@@ -350,6 +372,78 @@ create_again(int idx, bool with_parents)
 }
 
 /*
+ * The create's reply: note what it says.  The listing sent right behind it
+ * comes next and decides (on_children).
+ */
+static void
+on_create(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	/*
+	 * failpoint "fail": the reply of a create that succeeded is lost, as in
+	 * a connection loss: the node exists, but we do not know its name; the
+	 * listing behind it finds it by its prefix.
+	 */
+	if (ev->rc == ZKC_OK && ZKLOCK_FAILPOINT("after-create-reply"))
+	{
+		w->create_rc = ZKC_CONNLOSS;
+		return;
+	}
+	w->create_rc = ev->rc;
+	w->create_zoo_rc = ev->zoo_rc;
+	if (ev->rc == ZKC_OK)
+	{
+		const char *slash = strrchr(ev->path, '/');
+
+		strlcpy(w->node, slash ? slash + 1 : ev->path, sizeof(w->node));
+		w->czxid = ev->czxid;
+		w->created = true;
+		w->create_unknown = false;
+	}
+	else if (ev->rc == ZKC_NONODE)
+	{
+		w->need_parents = true;
+		w->create_unknown = false;
+	}
+	else if (ev->rc != ZKC_CONNLOSS)
+		w->create_unknown = false;
+	/* the listing behind it comes next and decides */
+}
+
+/*
+ * The children listing came back: a create that failed for good ends the
+ * request, missing parents are created, and otherwise decide().
+ */
+static void
+on_children(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (ev->rc == ZKC_CONNLOSS)
+	{
+		set_recovering(w);
+		return;
+	}
+	if (ev->rc == ZKC_EXPIRED)
+		return;					/* zklock_protocol_session_lost() follows */
+	if (w->create_rc != ZKC_OK && w->create_rc != ZKC_NONODE &&
+		w->create_rc != ZKC_CONNLOSS && !w->created)
+	{
+		fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+			 "could not create lock node under \"%s\": %s",
+			 w->parent, zkc_result_text(w->create_zoo_rc));
+		return;
+	}
+	if (w->need_parents)
+	{
+		create_again(idx, true);
+		return;
+	}
+	decide(idx, ev);
+}
+
+/*
  * Step 2: the listing came back.  Find our node, apply Hive's rule, grant
  * or wait behind exactly one node.
  */
@@ -361,31 +455,9 @@ decide(int idx, ZkEvent *ev)
 	ZkLockMode	my_mode = w->mode;
 	int			pred;
 	int			nblockers;
-	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
 
-	/* our node: known by name, or found again by prefix */
-	for (int i = 0; i < ev->nchildren; i++)
-	{
-		const char *c = ev->children[i];
-
-		if (w->node[0] ? strcmp(c, w->node) == 0 :
-			zklock_node_has_prefix(c, w->prefix))
-		{
-			if (!zklock_parse_node_name(c, NULL, &my_seq))
-				continue;
-			if (!w->created)
-			{
-				/* found after a lost reply: check whose it is first */
-				strlcpy(w->node, c, sizeof(w->node));
-				node_path(path, w, w->node);
-				w->phase = PH_CHECKING;
-				if (!zkc_exists(path, false, TAG(w->generation, OP_ADOPT, idx)))
-					set_recovering(w);
-				return;
-			}
-			break;
-		}
-	}
+	if (!find_own_node(idx, ev, &my_seq))
+		return;					/* adopting it: on_adopt() carries on */
 
 	if (my_seq < 0)
 	{
@@ -430,6 +502,90 @@ decide(int idx, ZkEvent *ev)
 		return;
 	}
 
+	wait_behind(idx, ev->children[pred], nblockers);
+}
+
+/*
+ * Our node in a listing: known by name, or found again by prefix.  Sets
+ * *my_seq to its sequence number, and leaves it alone when the node is not
+ * there.  A node found by prefix after a lost reply is not known to be ours
+ * yet: check whose it is first (on_adopt) and return false.
+ */
+static bool
+find_own_node(int idx, ZkEvent *ev, int64 *my_seq)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
+	for (int i = 0; i < ev->nchildren; i++)
+	{
+		const char *c = ev->children[i];
+
+		if (w->node[0] ? strcmp(c, w->node) == 0 :
+			zklock_node_has_prefix(c, w->prefix))
+		{
+			if (!zklock_parse_node_name(c, NULL, my_seq))
+				continue;
+			if (!w->created)
+			{
+				/* found after a lost reply: check whose it is first */
+				strlcpy(w->node, c, sizeof(w->node));
+				node_path(path, w, w->node);
+				w->phase = PH_CHECKING;
+				if (!zkc_exists(path, false, TAG(w->generation, OP_ADOPT, idx)))
+					set_recovering(w);
+				return false;
+			}
+			break;
+		}
+	}
+	return true;
+}
+
+/*
+ * The stat of a node found by our prefix: ours only if this session's
+ * (for an explicit request's persistent node, nobody's).
+ */
+static void
+on_adopt(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	/* a node found by our prefix: ours only if this session's */
+	if (ev->rc == ZKC_OK &&
+		ev->ephemeral_owner ==
+		(w->persistent ? 0 : protocol_session_id))
+	{
+		ereport(LOG,
+				(errmsg("zklock: adopted lock node \"%s/%s\" after its create's reply was lost",
+						w->parent, w->node)));
+		w->created = true;
+		w->czxid = ev->czxid;
+		send_children(idx);
+	}
+	else if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE)
+	{
+		/* not ours, or gone: as if the create never happened */
+		w->node[0] = '\0';
+		if (w->release)
+			finish_release(idx);
+		else
+			send_create(idx, false);
+	}
+	else
+		set_recovering(w);
+}
+
+/*
+ * Step 3: not granted, and waiting: watch the one node we wait behind,
+ * pred_node (exists with a watch), and an explicit request's own node too.
+ */
+static void
+wait_behind(int idx, const char *pred_node, int nblockers)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
 	if (!w->counted_wait)
 	{
 		w->counted_wait = true;
@@ -443,12 +599,51 @@ decide(int idx, ZkEvent *ev)
 	 * no need to list the children again (the handoff costs one hop less).
 	 */
 	w->last_blocker = (nblockers == 1);
-	node_path(path, w, ev->children[pred]);
+	node_path(path, w, pred_node);
 	w->phase = PH_WATCHING;
 	if (!zkc_exists(path, true, TAG(w->generation, OP_WAIT, idx)))
 		set_recovering(w);
 	else if (w->persistent)
 		watch_own_waiting_node(idx);
+}
+
+/*
+ * The watch on the node we wait behind: it fired, or its exists came back.
+ */
+static void
+on_wait(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (w->phase != PH_WATCHING)
+		return;
+	/*
+	 * An explicit request has no guard that would notice its own node gone:
+	 * it lists again, and decide() looks for it.
+	 */
+	if (w->last_blocker && !w->persistent &&
+		((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
+		 (ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE)))
+		grant(idx);				/* our last blocker is gone */
+	else if (ev->kind == ZKEV_WATCH &&
+			 ev->watch_type == ZKC_WATCH_CHANGED)
+	{
+		/*
+		 * Its data changed (a holder rewriting its description, a
+		 * revocation): the children, hence what we wait for, did not.  Watch
+		 * the same node again, without listing, so that a holder's rewrite
+		 * costs each waiter behind it one request instead of a listing of
+		 * every waiter (a herd).  The exists tells if it went meanwhile.
+		 */
+		if (!zkc_exists(ev->path, true, TAG(w->generation, OP_WAIT, idx)))
+			set_recovering(w);
+	}
+	else if (ev->kind == ZKEV_WATCH)
+		send_children(idx);		/* the node we wait behind is gone */
+	else if (ev->rc == ZKC_NONODE)
+		send_children(idx);		/* gone before the watch was set */
+	else if (ev->rc == ZKC_CONNLOSS)
+		set_recovering(w);
 }
 
 /*
@@ -476,6 +671,58 @@ watch_own_waiting_node(int idx)
 	if (!w->self_watched)
 		w->self_watched = zkc_exists(path, true,
 									 TAG(w->generation, OP_SELF, idx));
+}
+
+/* The create of an explicit request's waiter child came back */
+static void
+on_waiter(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (ev->rc == ZKC_OK || ev->rc == ZKC_NODEEXISTS)
+		w->waiter_child = 2;
+	else
+	{
+		/* NONODE: our node is gone, which OP_SELF reports */
+		w->waiter_child = 0;
+		if (ev->rc == ZKC_CONNLOSS && w->phase == PH_WATCHING)
+			set_recovering(w);	/* make it again */
+	}
+}
+
+/*
+ * The watch on a waiting explicit request's own node: deleted by someone
+ * else, the request fails; otherwise the watch is set again.
+ */
+static void
+on_self(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if ((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
+		(ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE))
+	{
+		w->self_watched = false;
+		if (w->phase == PH_WATCHING)
+		{
+			/* someone deleted the node we wait with */
+			w->created = false;
+			ereport(LOG,
+					(errmsg("zklock: explicit lock node \"%s/%s\" was deleted while its request waited",
+							w->parent, w->node)));
+			fail(idx, ERRCODE_LOCK_NOT_AVAILABLE,
+				 "explicit lock node \"%s/%s\" was deleted while the request waited",
+				 w->parent, w->node);
+		}
+		/* listing or rewrite in flight: its reply finds it gone */
+	}
+	else if (ev->kind == ZKEV_WATCH)
+	{
+		/* one-shot: set it again while we wait */
+		w->self_watched = false;
+		if (w->phase == PH_WATCHING)
+			watch_own_waiting_node(idx);
+	}
 }
 
 /*
@@ -545,6 +792,98 @@ send_guard(int idx)
 }
 
 /*
+ * The guard's read came back, or its watch fired: read again after a
+ * change, act on a revocation, and turn the lock LOST if the node is gone.
+ */
+static void
+on_guard(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (w->phase != PH_HELD)
+		return;
+	if (ev->kind == ZKEV_WATCH && ev->watch_type != ZKC_WATCH_DELETED)
+	{
+		/*
+		 * Someone changed our node's data (our own rewrite, or a
+		 * revocation): read it and watch it again, in one request.
+		 */
+		send_guard(idx);
+		return;
+	}
+	if (ev->kind == ZKEV_DATA && ev->rc == ZKC_OK)
+	{
+		/* the watch is set; a write after this read fires it */
+		zklock_admin_revoked(idx, ev->data, ev->version);
+		return;
+	}
+	if (ev->kind == ZKEV_DATA && ev->rc == ZKC_NOAUTH)
+	{
+		guard_unreadable(idx);
+		return;
+	}
+	if ((ev->kind == ZKEV_DATA || ev->kind == ZKEV_STAT) &&
+		ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+	{
+		/*
+		 * The watch was not set (connection lost): read and set it again
+		 * once connected (resume), so that a revocation written meanwhile is
+		 * read then.
+		 */
+		w->guard_needed = true;
+		recovery_needed = true;
+		return;
+	}
+	if ((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
+		ev->rc == ZKC_NONODE)
+		guard_node_gone(idx);
+}
+
+/*
+ * Our node's ACL was changed to refuse us READ: we cannot see a
+ * revocation, but still notice the deletion.
+ */
+static void
+guard_unreadable(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
+	node_path(path, w, w->node);
+	ereport(LOG,
+			(errmsg("zklock: lock node \"%s\" no longer lets zklock read it; a revocation of it cannot be seen",
+					path),
+			 errdetail("Someone changed its ACL. Its deletion is still noticed.")));
+	if (!zkc_exists(path, true, TAG(w->generation, OP_GUARD, idx)))
+	{
+		w->guard_needed = true;
+		recovery_needed = true;
+	}
+}
+
+/* The guard saw our node deleted, by someone else: the lock is LOST */
+static void
+guard_node_gone(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	/* our granted node is gone and we did not delete it */
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	if (entry(idx)->state == ZKE_GRANTED)
+	{
+		entry(idx)->state = ZKE_LOST;
+		zklock_shared->n_lost++;
+		zklock_wake_owner(entry(idx));
+	}
+	LWLockRelease(zklock_shared->lock);
+	ereport(LOG,
+			(errmsg("zklock: lock node \"%s/%s\" was deleted while held",
+					w->parent, w->node)));
+	/* keep the entry until the backend lets it go */
+	w->created = false;
+}
+
+/*
  * The backend changed the description of a lock it holds (its scope, or
  * whether it is held only for a child's sake, see backend.c's
  * show_holds): write it into the node, where zk_locks on every instance
@@ -594,6 +933,65 @@ rewrite_data(int idx)
 		w->rewriting = false;
 		w->data_version = -1;
 		recovery_needed = true;
+	}
+}
+
+/* The reply of rewrite_data()'s setData */
+static void
+on_rewrite(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	w->rewriting = false;
+	if (w->phase != PH_HELD)
+		return;
+	if (ev->rc == ZKC_OK)
+	{
+		w->data_version = ev->version;
+		w->shown = w->writing;
+		rewrite_data(idx);		/* a change made meanwhile */
+	}
+	else if (ev->rc == ZKC_BADVERSION)
+	{
+		/* written by someone else: read it, then decide */
+		w->data_version = -1;
+		rewrite_data(idx);
+	}
+	else if (ev->rc == ZKC_CONNLOSS)
+		w->data_version = -1;	/* written or not: read it again once
+								 * connected (resume) */
+	else if (ev->rc != ZKC_NONODE && ev->rc != ZKC_EXPIRED)
+	{
+		/* the guard handles a node gone, the session its loss */
+		w->rewrite_off = true;
+		ereport(LOG,
+				(errmsg("zklock: could not update lock node \"%s/%s\": %s",
+						w->parent, w->node, zkc_result_text(ev->zoo_rc))));
+	}
+}
+
+/* The read rewrite_data() makes first when the node's version is unknown */
+static void
+on_rewrite_read(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	w->rewriting = false;
+	if (w->phase != PH_HELD || ev->rc != ZKC_OK)
+		return;					/* connection loss: resume reads again */
+	if (zklock_node_field(ev->data, "revoke=") != NULL)
+	{
+		/*
+		 * A revocation: never overwrite it, and act on it if the guard has
+		 * not (zklock_admin_revoked() signals once per revocation).
+		 */
+		w->rewrite_off = true;
+		zklock_admin_revoked(idx, ev->data, ev->version);
+	}
+	else
+	{
+		w->data_version = ev->version;
+		rewrite_data(idx);
 	}
 }
 
@@ -669,6 +1067,49 @@ grant_persistent(int idx)
 		set_recovering(w);
 }
 
+/* The reply of the setData that grants an explicit request its node */
+static void
+on_grant_write(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (w->phase != PH_GRANTING)
+		return;
+	if (ev->rc == ZKC_OK)
+		w->grant_written = true;
+	else if (ev->rc == ZKC_NONODE)
+	{
+		w->created = false;
+		fail(idx, ERRCODE_LOCK_NOT_AVAILABLE,
+			 "explicit lock node \"%s/%s\" was deleted while the request waited",
+			 w->parent, w->node);
+	}
+	else if (ev->rc == ZKC_CONNLOSS)
+		set_recovering(w);		/* list again, and write again */
+	else if (ev->rc != ZKC_EXPIRED)
+		fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+			 "could not write explicit lock node \"%s/%s\": %s",
+			 w->parent, w->node, zkc_result_text(ev->zoo_rc));
+}
+
+/*
+ * The delete of its waiter child, sent right behind the grant's write: its
+ * reply comes after it, and completes the grant.
+ */
+static void
+on_grant_child(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	/* sent right behind the rewrite: its reply comes after it */
+	if (w->phase != PH_GRANTING || !w->grant_written)
+		return;
+	if (ev->rc == ZKC_CONNLOSS)
+		set_recovering(w);
+	else if (ev->rc != ZKC_EXPIRED)
+		grant(idx);				/* a child left over goes with our session */
+}
+
 static void
 send_delete(int idx)
 {
@@ -689,6 +1130,38 @@ send_delete(int idx)
 	if (ZKLOCK_FAILPOINT("before-delete") ||
 		!zkc_delete(path, TAG(w->generation, OP_DELETE, idx)))
 		set_recovering(w);
+}
+
+/*
+ * The delete's reply: a try-lock that was not granted reports it; a
+ * release is done.
+ */
+static void
+on_delete(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE ||
+		ev->rc == ZKC_EXPIRED)
+	{
+		w->created = false;
+		if (w->try_failed && !w->release)
+		{
+			LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+			if (entry(idx)->state == ZKE_REQUESTED)
+			{
+				entry(idx)->state = ZKE_NOT_GRANTED;
+				zklock_shared->n_not_granted++;
+				zklock_wake_owner(entry(idx));
+			}
+			LWLockRelease(zklock_shared->lock);
+			w->phase = PH_IDLE;
+		}
+		else
+			finish_release(idx);
+	}
+	else
+		set_recovering(w);		/* delete again when connected */
 }
 
 /* Step 5 done: the node is gone; the entry can be reused */
@@ -759,7 +1232,34 @@ zklock_node_field(const char *data, const char *key)
 }
 
 /*
- * A reply or a watch for a request entry.
+ * Who handles the reply (or the watch) of each operation of a request
+ * entry.  No handler: OP_PARENT (the create behind it tells whether the
+ * parents are there), OP_WAITER_DELETE (the node's delete behind it tells),
+ * and the sweep's own operations, which carry no entry's index.
+ */
+typedef void (*ProtocolHandler) (int idx, ZkEvent *ev);
+
+static const ProtocolHandler protocol_handlers[] = {
+	[OP_CREATE] = on_create,
+	[OP_CHILDREN] = on_children,
+	[OP_ADOPT] = on_adopt,
+	[OP_WAIT] = on_wait,
+	[OP_WAITER] = on_waiter,
+	[OP_SELF] = on_self,
+	[OP_GUARD] = on_guard,
+	[OP_REWRITE] = on_rewrite,
+	[OP_REWRITE_READ] = on_rewrite_read,
+	[OP_GRANT_WRITE] = on_grant_write,
+	[OP_GRANT_CHILD] = on_grant_child,
+	[OP_DELETE] = on_delete,
+	[OP_LIST_CHILDREN] = zklock_listing_event,
+	[OP_LIST_DATA] = zklock_listing_event,
+	[OP_ADMIN] = zklock_admin_event,
+};
+
+/*
+ * A reply or a watch for a request entry: to the sweep, the orphans, or the
+ * handler of its operation, unless it is for an earlier request.
  */
 void
 zklock_protocol_event(ZkEvent *ev)
@@ -784,355 +1284,9 @@ zklock_protocol_event(ZkEvent *ev)
 	if (TAG_GEN(ev->tag) != w->generation || w->phase == PH_IDLE)
 		return;					/* a reply for an earlier request */
 
-	if (op == OP_LIST_CHILDREN || op == OP_LIST_DATA)
-	{
-		zklock_listing_event(idx, ev);
-		return;
-	}
-	if (op == OP_ADMIN)
-	{
-		zklock_admin_event(idx, ev);
-		return;
-	}
-	switch (op)
-	{
-		case OP_PARENT:
-			/* the create behind it tells whether the parents are there */
-			break;
-
-		case OP_CREATE:
-
-			/*
-			 * failpoint "fail": the reply of a create that succeeded is
-			 * lost, as in a connection loss: the node exists, but we do not
-			 * know its name; the listing behind it finds it by its prefix.
-			 */
-			if (ev->rc == ZKC_OK && ZKLOCK_FAILPOINT("after-create-reply"))
-			{
-				w->create_rc = ZKC_CONNLOSS;
-				break;
-			}
-			w->create_rc = ev->rc;
-			w->create_zoo_rc = ev->zoo_rc;
-			if (ev->rc == ZKC_OK)
-			{
-				const char *slash = strrchr(ev->path, '/');
-
-				strlcpy(w->node, slash ? slash + 1 : ev->path, sizeof(w->node));
-				w->czxid = ev->czxid;
-				w->created = true;
-				w->create_unknown = false;
-			}
-			else if (ev->rc == ZKC_NONODE)
-			{
-				w->need_parents = true;
-				w->create_unknown = false;
-			}
-			else if (ev->rc != ZKC_CONNLOSS)
-				w->create_unknown = false;
-			/* the listing behind it comes next and decides */
-			break;
-
-		case OP_CHILDREN:
-			if (ev->rc == ZKC_CONNLOSS)
-			{
-				set_recovering(w);
-				break;
-			}
-			if (ev->rc == ZKC_EXPIRED)
-				break;			/* zklock_protocol_session_lost() follows */
-			if (w->create_rc != ZKC_OK && w->create_rc != ZKC_NONODE &&
-				w->create_rc != ZKC_CONNLOSS && !w->created)
-			{
-				fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
-					 "could not create lock node under \"%s\": %s",
-					 w->parent, zkc_result_text(w->create_zoo_rc));
-				break;
-			}
-			if (w->need_parents)
-			{
-				create_again(idx, true);
-				break;
-			}
-			decide(idx, ev);
-			break;
-
-		case OP_ADOPT:
-			/* a node found by our prefix: ours only if this session's */
-			if (ev->rc == ZKC_OK &&
-				ev->ephemeral_owner ==
-				(w->persistent ? 0 : protocol_session_id))
-			{
-				ereport(LOG,
-						(errmsg("zklock: adopted lock node \"%s/%s\" after its create's reply was lost",
-								w->parent, w->node)));
-				w->created = true;
-				w->czxid = ev->czxid;
-				send_children(idx);
-			}
-			else if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE)
-			{
-				/* not ours, or gone: as if the create never happened */
-				w->node[0] = '\0';
-				if (w->release)
-					finish_release(idx);
-				else
-					send_create(idx, false);
-			}
-			else
-				set_recovering(w);
-			break;
-
-		case OP_WAIT:
-			if (w->phase != PH_WATCHING)
-				break;
-			/*
-			 * An explicit request has no guard that would notice its own
-			 * node gone: it lists again, and decide() looks for it.
-			 */
-			if (w->last_blocker && !w->persistent &&
-				((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
-				 (ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE)))
-				grant(idx);		/* our last blocker is gone */
-			else if (ev->kind == ZKEV_WATCH &&
-					 ev->watch_type == ZKC_WATCH_CHANGED)
-			{
-				/*
-				 * Its data changed (a holder rewriting its description, a
-				 * revocation): the children, hence what we wait for, did
-				 * not.  Watch the same node again, without listing, so that
-				 * a holder's rewrite costs each waiter behind it one request
-				 * instead of a listing of every waiter (a herd).  The
-				 * exists tells if it went meanwhile.
-				 */
-				if (!zkc_exists(ev->path, true, TAG(w->generation, OP_WAIT, idx)))
-					set_recovering(w);
-			}
-			else if (ev->kind == ZKEV_WATCH)
-				send_children(idx); /* the node we wait behind is gone */
-			else if (ev->rc == ZKC_NONODE)
-				send_children(idx); /* gone before the watch was set */
-			else if (ev->rc == ZKC_CONNLOSS)
-				set_recovering(w);
-			break;
-
-		case OP_GUARD:
-			if (w->phase != PH_HELD)
-				break;
-			if (ev->kind == ZKEV_WATCH && ev->watch_type != ZKC_WATCH_DELETED)
-			{
-				/*
-				 * Someone changed our node's data (our own rewrite, or a
-				 * revocation): read it and watch it again, in one request.
-				 */
-				send_guard(idx);
-				break;
-			}
-			if (ev->kind == ZKEV_DATA && ev->rc == ZKC_OK)
-			{
-				/* the watch is set; a write after this read fires it */
-				zklock_admin_revoked(idx, ev->data, ev->version);
-				break;
-			}
-			if (ev->kind == ZKEV_DATA && ev->rc == ZKC_NOAUTH)
-			{
-				/*
-				 * Our node's ACL was changed to refuse us READ: we cannot
-				 * see a revocation, but still notice the deletion.
-				 */
-				char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
-
-				node_path(path, w, w->node);
-				ereport(LOG,
-						(errmsg("zklock: lock node \"%s\" no longer lets zklock read it; a revocation of it cannot be seen",
-								path),
-						 errdetail("Someone changed its ACL. Its deletion is still noticed.")));
-				if (!zkc_exists(path, true, TAG(w->generation, OP_GUARD, idx)))
-				{
-					w->guard_needed = true;
-					recovery_needed = true;
-				}
-				break;
-			}
-			if ((ev->kind == ZKEV_DATA || ev->kind == ZKEV_STAT) &&
-				ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
-			{
-				/*
-				 * The watch was not set (connection lost): read and set it
-				 * again once connected (resume), so that a revocation
-				 * written meanwhile is read then.
-				 */
-				w->guard_needed = true;
-				recovery_needed = true;
-				break;
-			}
-			if ((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
-				ev->rc == ZKC_NONODE)
-			{
-				/* our granted node is gone and we did not delete it */
-				LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-				if (entry(idx)->state == ZKE_GRANTED)
-				{
-					entry(idx)->state = ZKE_LOST;
-					zklock_shared->n_lost++;
-					zklock_wake_owner(entry(idx));
-				}
-				LWLockRelease(zklock_shared->lock);
-				ereport(LOG,
-						(errmsg("zklock: lock node \"%s/%s\" was deleted while held",
-								w->parent, w->node)));
-				/* keep the entry until the backend lets it go */
-				w->created = false;
-			}
-			break;
-
-		case OP_REWRITE:
-			w->rewriting = false;
-			if (w->phase != PH_HELD)
-				break;
-			if (ev->rc == ZKC_OK)
-			{
-				w->data_version = ev->version;
-				w->shown = w->writing;
-				rewrite_data(idx);	/* a change made meanwhile */
-			}
-			else if (ev->rc == ZKC_BADVERSION)
-			{
-				/* written by someone else: read it, then decide */
-				w->data_version = -1;
-				rewrite_data(idx);
-			}
-			else if (ev->rc == ZKC_CONNLOSS)
-				w->data_version = -1;	/* written or not: read it again
-										 * once connected (resume) */
-			else if (ev->rc != ZKC_NONODE && ev->rc != ZKC_EXPIRED)
-			{
-				/* the guard handles a node gone, the session its loss */
-				w->rewrite_off = true;
-				ereport(LOG,
-						(errmsg("zklock: could not update lock node \"%s/%s\": %s",
-								w->parent, w->node, zkc_result_text(ev->zoo_rc))));
-			}
-			break;
-
-		case OP_REWRITE_READ:
-			w->rewriting = false;
-			if (w->phase != PH_HELD || ev->rc != ZKC_OK)
-				break;			/* connection loss: resume reads again */
-			if (zklock_node_field(ev->data, "revoke=") != NULL)
-			{
-				/*
-				 * A revocation: never overwrite it, and act on it if the
-				 * guard has not (zklock_admin_revoked() signals once per
-				 * revocation).
-				 */
-				w->rewrite_off = true;
-				zklock_admin_revoked(idx, ev->data, ev->version);
-			}
-			else
-			{
-				w->data_version = ev->version;
-				rewrite_data(idx);
-			}
-			break;
-
-		case OP_GRANT_WRITE:
-			if (w->phase != PH_GRANTING)
-				break;
-			if (ev->rc == ZKC_OK)
-				w->grant_written = true;
-			else if (ev->rc == ZKC_NONODE)
-			{
-				w->created = false;
-				fail(idx, ERRCODE_LOCK_NOT_AVAILABLE,
-					 "explicit lock node \"%s/%s\" was deleted while the request waited",
-					 w->parent, w->node);
-			}
-			else if (ev->rc == ZKC_CONNLOSS)
-				set_recovering(w);	/* list again, and write again */
-			else if (ev->rc != ZKC_EXPIRED)
-				fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
-					 "could not write explicit lock node \"%s/%s\": %s",
-					 w->parent, w->node, zkc_result_text(ev->zoo_rc));
-			break;
-
-		case OP_GRANT_CHILD:
-			/* sent right behind the rewrite: its reply comes after it */
-			if (w->phase != PH_GRANTING || !w->grant_written)
-				break;
-			if (ev->rc == ZKC_CONNLOSS)
-				set_recovering(w);
-			else if (ev->rc != ZKC_EXPIRED)
-				grant(idx);		/* a child left over goes with our session */
-			break;
-
-		case OP_WAITER:
-			if (ev->rc == ZKC_OK || ev->rc == ZKC_NODEEXISTS)
-				w->waiter_child = 2;
-			else
-			{
-				/* NONODE: our node is gone, which OP_SELF reports */
-				w->waiter_child = 0;
-				if (ev->rc == ZKC_CONNLOSS && w->phase == PH_WATCHING)
-					set_recovering(w);	/* make it again */
-			}
-			break;
-
-		case OP_SELF:
-			if ((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
-				(ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE))
-			{
-				w->self_watched = false;
-				if (w->phase == PH_WATCHING)
-				{
-					/* someone deleted the node we wait with */
-					w->created = false;
-					ereport(LOG,
-							(errmsg("zklock: explicit lock node \"%s/%s\" was deleted while its request waited",
-									w->parent, w->node)));
-					fail(idx, ERRCODE_LOCK_NOT_AVAILABLE,
-						 "explicit lock node \"%s/%s\" was deleted while the request waited",
-						 w->parent, w->node);
-				}
-				/* listing or rewrite in flight: its reply finds it gone */
-			}
-			else if (ev->kind == ZKEV_WATCH)
-			{
-				/* one-shot: set it again while we wait */
-				w->self_watched = false;
-				if (w->phase == PH_WATCHING)
-					watch_own_waiting_node(idx);
-			}
-			break;
-
-		case OP_WAITER_DELETE:
-			/* the node's delete behind it tells */
-			break;
-
-		case OP_DELETE:
-			if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE ||
-				ev->rc == ZKC_EXPIRED)
-			{
-				w->created = false;
-				if (w->try_failed && !w->release)
-				{
-					LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-					if (entry(idx)->state == ZKE_REQUESTED)
-					{
-						entry(idx)->state = ZKE_NOT_GRANTED;
-						zklock_shared->n_not_granted++;
-						zklock_wake_owner(entry(idx));
-					}
-					LWLockRelease(zklock_shared->lock);
-					w->phase = PH_IDLE;
-				}
-				else
-					finish_release(idx);
-			}
-			else
-				set_recovering(w);	/* delete again when connected */
-			break;
-	}
+	if (op >= 0 && op < lengthof(protocol_handlers) &&
+		protocol_handlers[op] != NULL)
+		protocol_handlers[op] (idx, ev);
 }
 
 /*

@@ -307,6 +307,30 @@ compare_subtrees(const void *a, const void *b)
 }
 
 /*
+ * Is a subtree of zklock.node_naming named twice?  seen[] holds them all,
+ * and is sorted here; *why (when why is not NULL) says which.
+ */
+static bool
+naming_duplicate(char **seen, int nseen, char **why)
+{
+	if (nseen > 1)
+	{
+		qsort(seen, nseen, sizeof(char *), compare_subtrees);
+		for (int i = 1; i < nseen; i++)
+		{
+			if (strcmp(seen[i - 1], seen[i]) == 0)
+			{
+				if (why)
+					*why = psprintf("Subtree \"%s\" is named more than once.",
+									seen[i]);
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+/*
  * Walk zklock.node_naming: a comma-separated list of subtree=style items,
  * with spaces allowed around the commas and at either end (as in
  * search_path), not next to "=".  Each subtree follows the rules of a
@@ -384,21 +408,7 @@ walk_naming(const char *setting, const char *resource, ZkNamingStyle *result,
 		p = end + 1;
 	}
 
-	if (nseen > 1)
-	{
-		qsort(seen, nseen, sizeof(char *), compare_subtrees);
-		for (int i = 1; i < nseen; i++)
-		{
-			if (strcmp(seen[i - 1], seen[i]) == 0)
-			{
-				if (why)
-					*why = psprintf("Subtree \"%s\" is named more than once.",
-									seen[i]);
-				return false;
-			}
-		}
-	}
-	return true;
+	return !naming_duplicate(seen, nseen, why);
 }
 
 /*

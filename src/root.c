@@ -375,14 +375,96 @@ root_entry_foreign(const char *entry)
 }
 
 /*
+ * The probe node's ACL: it names the credentials' identity, as ZooKeeper
+ * records it.  Then read the root's ACL.
+ */
+static bool
+root_probe_acl_event(ZkEvent *ev)
+{
+	if (ev->rc != ZKC_OK || ev->nchildren != 1 ||
+		strchr(ev->children[0], ' ') == NULL)
+		return root_done(true, "could not tell the credentials' identity from a probe node");
+	strlcpy(root_self, strchr(ev->children[0], ' ') + 1,
+			sizeof(root_self));
+	(void) zkc_get_acl(zklock_root, TAG(root_generation, RS_ROOT_ACL, ROOT_IDX));
+	return false;
+}
+
+/*
+ * The root's ACL: restrict it if it is open to others; otherwise see if the
+ * tree under it was walked.
+ */
+static bool
+root_acl_event(ZkEvent *ev)
+{
+	bool		foreign = false;
+
+	if (ev->rc != ZKC_OK)
+		return root_done(true, "could not read its ACL");
+	for (int i = 0; i < ev->nchildren; i++)
+		foreign |= root_entry_foreign(ev->children[i]);
+	if (foreign)
+		(void) zkc_set_acl_private(zklock_root,
+								   TAG(root_generation, RS_SET_ACL, ROOT_IDX));
+	else
+	{
+		/* the root is ours: was the tree under it walked? */
+		char		path[ZKLOCK_MAX_ROOT_LEN + 64];
+
+		root_anchor_path(path, sizeof(path));
+		(void) zkc_get_data(path, TAG(root_generation, RS_ANCHOR_DATA, ROOT_IDX));
+	}
+	return false;
+}
+
+/* The root, open to others, was restricted: walk the tree under it */
+static bool
+root_set_acl_event(ZkEvent *ev)
+{
+	if (ev->rc != ZKC_OK)
+		return root_done(true, "clients without zklock's ZooKeeper credentials may create or delete nodes under it, and its ACL cannot be changed");
+	ereport(LOG,
+			(errmsg("zklock: zklock.root \"%s\" was open to clients without zklock's ZooKeeper credentials; its ACL, and that of every node under it, now grants zklock's ZooKeeper credentials alone",
+					zklock_root)));
+	root_walk_start();
+	return false;
+}
+
+/* The anchor was restricted: list the root, which starts the walk */
+static bool
+root_anchor_acl_event(ZkEvent *ev)
+{
+	if (ev->rc != ZKC_OK)
+		return root_done(true, "its child " ROOT_ANCHOR " cannot be restricted to zklock's ZooKeeper credentials");
+	/* a send that fails ends in a connection loss: done again then */
+	root_walk_pending = 1;		/* the listing of the root itself */
+	(void) zkc_get_children(zklock_root,
+							TAG(root_generation, RS_WALK, ROOT_IDX));
+	return false;
+}
+
+/* A node of the walk was restricted (or could not be): walk on */
+static bool
+root_walk_set_event(ZkEvent *ev)
+{
+	root_walk_pending--;
+	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+	{
+		ereport(LOG,
+				(errmsg("zklock: could not restrict the ACL of \"%s\": %s",
+						ev->path, zkc_result_text(ev->zoo_rc))));
+		return root_done(true, "a node under it cannot be restricted to zklock's ZooKeeper credentials");
+	}
+	return root_walk_issue();
+}
+
+/*
  * A reply of the check.  Returns true when the check is over, so that the
  * worker can let requests go.
  */
 bool
 zklock_root_event(ZkEvent *ev)
 {
-	bool		foreign = false;
-
 	if (TAG_OP(ev->tag) == RS_CHROOT && ev->kind == ZKEV_WATCH)
 		return TAG_GEN(ev->tag) == root_generation && root_chroot_event(ev);
 	if (TAG_GEN(ev->tag) != root_generation ||
@@ -399,15 +481,7 @@ zklock_root_event(ZkEvent *ev)
 				return root_done(true, "could not list the nodes under it");
 			return root_walk_event(ev);
 		case RS_WALK_SET:
-			root_walk_pending--;
-			if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
-			{
-				ereport(LOG,
-						(errmsg("zklock: could not restrict the ACL of \"%s\": %s",
-								ev->path, zkc_result_text(ev->zoo_rc))));
-				return root_done(true, "a node under it cannot be restricted to zklock's ZooKeeper credentials");
-			}
-			return root_walk_issue();
+			return root_walk_set_event(ev);
 		case RS_CREATE:
 		case RS_PROBE_DELETE:
 			return false;		/* NODEEXISTS is fine; the probe tells */
@@ -418,55 +492,22 @@ zklock_root_event(ZkEvent *ev)
 			(void) zkc_delete(ev->path, TAG(root_generation, RS_PROBE_DELETE, ROOT_IDX));
 			return false;
 		case RS_PROBE_ACL:
-			if (ev->rc != ZKC_OK || ev->nchildren != 1 ||
-				strchr(ev->children[0], ' ') == NULL)
-				return root_done(true, "could not tell the credentials' identity from a probe node");
-			strlcpy(root_self, strchr(ev->children[0], ' ') + 1,
-					sizeof(root_self));
-			(void) zkc_get_acl(zklock_root, TAG(root_generation, RS_ROOT_ACL, ROOT_IDX));
-			return false;
+			return root_probe_acl_event(ev);
 		case RS_ROOT_ACL:
-			if (ev->rc != ZKC_OK)
-				return root_done(true, "could not read its ACL");
-			for (int i = 0; i < ev->nchildren; i++)
-				foreign |= root_entry_foreign(ev->children[i]);
-			if (foreign)
-				(void) zkc_set_acl_private(zklock_root,
-										   TAG(root_generation, RS_SET_ACL, ROOT_IDX));
-			else
-			{
-				/* the root is ours: was the tree under it walked? */
-				char		path[ZKLOCK_MAX_ROOT_LEN + 64];
-
-				root_anchor_path(path, sizeof(path));
-				(void) zkc_get_data(path, TAG(root_generation, RS_ANCHOR_DATA, ROOT_IDX));
-			}
-			return false;
+			return root_acl_event(ev);
 		case RS_ANCHOR_DATA:
 			if (ev->rc == ZKC_OK && strcmp(ev->data, ROOT_WALKED) == 0)
 				return root_done(false, NULL);
 			root_walk_start();
 			return false;
 		case RS_ANCHOR_ACL:
-			if (ev->rc != ZKC_OK)
-				return root_done(true, "its child " ROOT_ANCHOR " cannot be restricted to zklock's ZooKeeper credentials");
-			/* a send that fails ends in a connection loss: done again then */
-			root_walk_pending = 1;	/* the listing of the root itself */
-			(void) zkc_get_children(zklock_root,
-									TAG(root_generation, RS_WALK, ROOT_IDX));
-			return false;
+			return root_anchor_acl_event(ev);
 		case RS_ANCHOR_MARK:
 			if (ev->rc != ZKC_OK)
 				return root_done(true, "could not mark its anchor node once every node under it was restricted");
 			return root_done(false, NULL);
 		case RS_SET_ACL:
-			if (ev->rc != ZKC_OK)
-				return root_done(true, "clients without zklock's ZooKeeper credentials may create or delete nodes under it, and its ACL cannot be changed");
-			ereport(LOG,
-					(errmsg("zklock: zklock.root \"%s\" was open to clients without zklock's ZooKeeper credentials; its ACL, and that of every node under it, now grants zklock's ZooKeeper credentials alone",
-							zklock_root)));
-			root_walk_start();
-			return false;
+			return root_set_acl_event(ev);
 	}
 	return false;
 }

@@ -108,6 +108,7 @@ static volatile sig_atomic_t stop_by_postmaster = false;
 static void worker_exit(int code, Datum arg);
 static void open_session(void);
 static void handle_session_event(ZkEvent *ev);
+static void session_connected(void);
 static void session_gone(const char *why, bool reattach);
 static void hosts_changed(void);
 static void worker_timers(void);
@@ -422,15 +423,14 @@ adopt_orphaned_entries(void)
 		zklock_shared->entries[i].queued = false;
 }
 
-void
-zklock_worker_main(Datum main_arg)
+/*
+ * Start: take the worker's place in shared memory (a second worker leaves),
+ * and set up the protocol's table.
+ */
+static void
+worker_start(void)
 {
-	WaitEventSet *wes;
 	uint32		incarnation;
-	int64		old_id;
-	char		old_passwd[16];
-	int		   *batch;
-	long		timeout = 1000;
 
 	set_sigterm_handler();
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -463,12 +463,27 @@ zklock_worker_main(Datum main_arg)
 
 	zklock_protocol_init(incarnation);
 	zkc_set_log_level(0);
-	batch = palloc(sizeof(int) * zklock_shared->nentries);
+}
+
+/* What the main loop waits on: its latch, the client's wake pipe, death */
+static WaitEventSet *
+worker_wait_set(void)
+{
+	WaitEventSet *wes;
 
 	wes = CreateWaitEventSet(TopMemoryContext, 3);
 	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	AddWaitEventToSet(wes, WL_SOCKET_READABLE, zkc_wake_fd(), NULL, NULL);
+	return wes;
+}
+
+/* The first session: end a crashed predecessor's first, if there was one */
+static void
+worker_first_session(void)
+{
+	int64		old_id;
+	char		old_passwd[16];
 
 	/* first, end the session of a crashed predecessor, if there was one */
 	worker_phase_since_us = zklock_boottime_us();
@@ -481,77 +496,137 @@ zklock_worker_main(Datum main_arg)
 	}
 	else
 		open_session();
+}
+
+/*
+ * Wait for the latch, the wake pipe or the timeout, and say that the worker
+ * is alive.
+ */
+static void
+worker_wait(WaitEventSet *wes, long timeout)
+{
+	WaitEvent	events[3];
+	int			nevents;
+
+	nevents = WaitEventSetWait(wes, timeout, events, lengthof(events),
+							   ZKLOCK_WAIT_EVENT);
+	pg_atomic_write_u64(&zklock_shared->worker_alive_at,
+						(uint64) zklock_boottime_us());
+	for (int i = 0; i < nevents; i++)
+	{
+		if (events[i].events & WL_LATCH_SET)
+			ResetLatch(MyLatch);
+		if (events[i].events & WL_SOCKET_READABLE)
+			zkc_drain_wake_fd();
+	}
+}
+
+/* SIGHUP: read the configuration again; new hosts mean a new session */
+static void
+worker_reload(void)
+{
+	char	   *old_hosts = pstrdup(zklock_hosts);
+
+	ConfigReloadPending = false;
+	ProcessConfigFile(PGC_SIGHUP);
+	if (strcmp(old_hosts, zklock_hosts) != 0)
+		hosts_changed();
+	pfree(old_hosts);
+}
+
+/* ZooKeeper's replies, watches and session changes */
+static void
+worker_pump_events(void)
+{
+	ZkEvent    *ev;
+
+	while ((ev = zkc_next_event()) != NULL)
+	{
+		if (ev->kind == ZKEV_SESSION)
+			handle_session_event(ev);
+		else if (worker_phase == WP_SESSION && ev->kind == ZKEV_SYNCED)
+			zklock_lease_event(ev);
+		else if (worker_phase == WP_SESSION &&
+				 TAG_IDX(ev->tag) == ROOT_IDX)
+		{
+			/* requests go once the root is known to be safe */
+			if (zklock_root_event(ev))
+				zklock_protocol_connected(zkc_session_id());
+		}
+		else if (worker_phase == WP_SESSION)
+			zklock_protocol_event(ev);
+		zkc_free_event(ev);
+	}
+}
+
+/*
+ * What backends queued, taken off the queue in one locked section into
+ * batch[] (room for every entry), then handed to the protocol.
+ */
+static void
+worker_take_requests(int *batch)
+{
+	int			n;
+
+	n = 0;
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	while ((batch[n] = zklock_dequeue()) >= 0)
+		n++;
+	LWLockRelease(zklock_shared->lock);
+	for (int i = 0; i < n; i++)
+		zklock_protocol_request(batch[i]);
+}
+
+/*
+ * The timers: the session's, the requests' waits for a connection and the
+ * lease.  Returns how long the main loop may wait (ms).
+ */
+static long
+worker_tick(void)
+{
+	long		timeout;
+	long		ms;
+
+	worker_timers();
+	/* fail requests that waited too long for a connection */
+	ms = zklock_protocol_tick();
+	timeout = (ms >= 0 && ms < 1000) ? ms + 1 : 1000;
+	/* keep the session's lease fresh */
+	ms = zklock_lease_tick(worker_phase == WP_SESSION &&
+						   zklock_shared->session_state == ZKS_CONNECTED);
+	if (ms >= 0 && ms < timeout)
+		timeout = ms + 1;
+	return timeout;
+}
+
+/*
+ * The worker: start, then wait, read the configuration again on SIGHUP,
+ * handle ZooKeeper's events and what backends queued, run the timers, until
+ * a SIGTERM.
+ */
+void
+zklock_worker_main(Datum main_arg)
+{
+	WaitEventSet *wes;
+	int		   *batch;
+	long		timeout = 1000;
+
+	worker_start();
+	batch = palloc(sizeof(int) * zklock_shared->nentries);
+	wes = worker_wait_set();
+	worker_first_session();
 
 	for (;;)
 	{
-		WaitEvent	events[3];
-		int			nevents;
-		long		ms;
-		ZkEvent    *ev;
-		int			n;
-
-		nevents = WaitEventSetWait(wes, timeout, events, lengthof(events),
-								   ZKLOCK_WAIT_EVENT);
-		pg_atomic_write_u64(&zklock_shared->worker_alive_at,
-							(uint64) zklock_boottime_us());
-		for (int i = 0; i < nevents; i++)
-		{
-			if (events[i].events & WL_LATCH_SET)
-				ResetLatch(MyLatch);
-			if (events[i].events & WL_SOCKET_READABLE)
-				zkc_drain_wake_fd();
-		}
+		worker_wait(wes, timeout);
 		CHECK_FOR_INTERRUPTS();
 		if (ShutdownRequestPending)
 			break;
 		if (ConfigReloadPending)
-		{
-			char	   *old_hosts = pstrdup(zklock_hosts);
-
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-			if (strcmp(old_hosts, zklock_hosts) != 0)
-				hosts_changed();
-			pfree(old_hosts);
-		}
-
-		/* ZooKeeper's replies, watches and session changes */
-		while ((ev = zkc_next_event()) != NULL)
-		{
-			if (ev->kind == ZKEV_SESSION)
-				handle_session_event(ev);
-			else if (worker_phase == WP_SESSION && ev->kind == ZKEV_SYNCED)
-				zklock_lease_event(ev);
-			else if (worker_phase == WP_SESSION &&
-					 TAG_IDX(ev->tag) == ROOT_IDX)
-			{
-				/* requests go once the root is known to be safe */
-				if (zklock_root_event(ev))
-					zklock_protocol_connected(zkc_session_id());
-			}
-			else if (worker_phase == WP_SESSION)
-				zklock_protocol_event(ev);
-			zkc_free_event(ev);
-		}
-
-		/* what backends queued */
-		n = 0;
-		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-		while ((batch[n] = zklock_dequeue()) >= 0)
-			n++;
-		LWLockRelease(zklock_shared->lock);
-		for (int i = 0; i < n; i++)
-			zklock_protocol_request(batch[i]);
-
-		worker_timers();
-		/* fail requests that waited too long for a connection */
-		ms = zklock_protocol_tick();
-		timeout = (ms >= 0 && ms < 1000) ? ms + 1 : 1000;
-		/* keep the session's lease fresh */
-		ms = zklock_lease_tick(worker_phase == WP_SESSION &&
-							   zklock_shared->session_state == ZKS_CONNECTED);
-		if (ms >= 0 && ms < timeout)
-			timeout = ms + 1;
+			worker_reload();
+		worker_pump_events();
+		worker_take_requests(batch);
+		timeout = worker_tick();
 	}
 
 	/* a shutdown is a clean exit; otherwise the postmaster restarts us */
@@ -819,6 +894,48 @@ hosts_changed(void)
 	}
 }
 
+/*
+ * Our session is connected, for the first time or again: say so, start its
+ * lease, and let requests go (after the check of the root, when due).
+ */
+static void
+session_connected(void)
+{
+	set_session_state(ZKS_CONNECTED, zkc_session_id(), NULL);
+	if (!was_connected)
+	{
+		save_session();
+		ereport(LOG,
+				(errmsg("zklock: connected to ZooKeeper at \"%s\", session 0x%llx, timeout %d ms",
+						zklock_hosts,
+						(unsigned long long) zkc_session_id(),
+						zkc_negotiated_timeout())));
+		zklock_lease_session_started(zkc_session_id(),
+									 session_asked_at);
+		if (zkc_negotiated_timeout() < 3 * zklock_lease_margin)
+			ereport(WARNING,
+					(errmsg("zklock: the negotiated session timeout (%d ms) is less than three times zklock.lease_margin (%d ms)",
+							zkc_negotiated_timeout(), zklock_lease_margin),
+					 errdetail("Commits under zklock locks will wait for the lease, or fail."),
+					 errhint("Raise zklock.session_timeout (and ZooKeeper's maxSessionTimeout), or lower zklock.lease_margin.")));
+	}
+	else
+		ereport(LOG,
+				(errmsg("zklock: reconnected to ZooKeeper at \"%s\", session 0x%llx",
+						zklock_hosts,
+						(unsigned long long) zkc_session_id())));
+	outage_ended();
+	was_connected = true;
+	if (zklock_root_needs_check(zkc_session_id()))
+		zklock_root_check_start(zkc_session_id());
+	else
+		zklock_protocol_connected(zkc_session_id());
+}
+
+/*
+ * A change of the session's state: of the session being closed, or of our
+ * own.
+ */
 static void
 handle_session_event(ZkEvent *ev)
 {
@@ -838,35 +955,7 @@ handle_session_event(ZkEvent *ev)
 	switch (ev->state)
 	{
 		case ZKC_STATE_CONNECTED:
-			set_session_state(ZKS_CONNECTED, zkc_session_id(), NULL);
-			if (!was_connected)
-			{
-				save_session();
-				ereport(LOG,
-						(errmsg("zklock: connected to ZooKeeper at \"%s\", session 0x%llx, timeout %d ms",
-								zklock_hosts,
-								(unsigned long long) zkc_session_id(),
-								zkc_negotiated_timeout())));
-				zklock_lease_session_started(zkc_session_id(),
-											 session_asked_at);
-				if (zkc_negotiated_timeout() < 3 * zklock_lease_margin)
-					ereport(WARNING,
-							(errmsg("zklock: the negotiated session timeout (%d ms) is less than three times zklock.lease_margin (%d ms)",
-									zkc_negotiated_timeout(), zklock_lease_margin),
-							 errdetail("Commits under zklock locks will wait for the lease, or fail."),
-							 errhint("Raise zklock.session_timeout (and ZooKeeper's maxSessionTimeout), or lower zklock.lease_margin.")));
-			}
-			else
-				ereport(LOG,
-						(errmsg("zklock: reconnected to ZooKeeper at \"%s\", session 0x%llx",
-								zklock_hosts,
-								(unsigned long long) zkc_session_id())));
-			outage_ended();
-			was_connected = true;
-			if (zklock_root_needs_check(zkc_session_id()))
-				zklock_root_check_start(zkc_session_id());
-			else
-				zklock_protocol_connected(zkc_session_id());
+			session_connected();
 			break;
 
 		case ZKC_STATE_CONNECTING:

@@ -349,6 +349,11 @@ check_allowed_subtrees(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/*
+ * Define every zklock.* setting.  Long only because it is a list: one
+ * DefineCustom*Variable call per setting, each with its help text, which
+ * reads best in one place.
+ */
 static void
 zklock_define_settings(void)
 {
