@@ -64,6 +64,8 @@
 #define SESSION_FILE		PG_STAT_TMP_DIR "/zklock.session"
 #define SESSION_FILE_TMP	PG_STAT_TMP_DIR "/zklock.session.tmp"
 #define RECONNECT_DELAY_MS	500
+/* after a refusal of our credentials: retrying sooner would not help */
+#define AUTH_RETRY_DELAY_MS	5000
 #define MAX_LOST_PIDS		10	/* PIDs named in the lost-locks WARNING */
 #define CLOSING_RETRY_MS	1000	/* a fresh reattach handle this often */
 #define SESSION_IDENTITY_MAX 1200	/* the writer's identity in the session
@@ -984,7 +986,7 @@ handle_session_event(ZkEvent *ev)
 			zkc_close();
 			worker_phase = WP_WAIT_RECONNECT;
 			reconnect_at_us = zklock_boottime_us() +
-				RECONNECT_DELAY_MS * INT64CONST(10000);
+				AUTH_RETRY_DELAY_MS * INT64CONST(1000);
 			break;
 	}
 }
