@@ -71,10 +71,11 @@
  *   a GRANTED entry (zklock_channel_set_data, a changed scope).  The
  *   worker reads them under the lock: once when it takes the request
  *   (zklock_channel_take), and data again when it writes the node.
- * - "worker" fields: written by the worker under the lock, while the entry
- *   is REQUESTED (its verdict) or GRANTED (the waiter= line of an explicit
- *   request's data, in protocol.c); read by the owner under the lock once
- *   the verdict is given.
+ * - "worker" fields: written by the worker under the lock, here, with its
+ *   verdict (the entry leaves REQUESTED in the same section); read by the
+ *   owner under the lock once it has seen the verdict.  The worker never
+ *   writes a "backend" field: the waiter= line of an explicit request's
+ *   data goes into its own copy (protocol.c).
  *
  * Reads done without the lock, and why they are safe:
  * - A LIST request's result segment (dsm): the worker writes it while the

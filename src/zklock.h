@@ -116,8 +116,8 @@ typedef struct ZkLockEntry
 
 	/*
 	 * request: copied from the backend's ZkChannelRequest at submission;
-	 * data and data_version change later only by the owning backend, on a
-	 * GRANTED entry, and the worker's waiter= line (see channel.c)
+	 * later only data and data_version change, by the owning backend, on a
+	 * GRANTED entry (see channel.c)
 	 */
 	ZkEntryKind kind;			/* backend */
 	ZkLockMode	mode;			/* backend */
