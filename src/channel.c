@@ -33,10 +33,11 @@
  *   moves it to GRANTED, NOT_GRANTED, FAILED or DONE (zklock_channel_grant,
  *   _not_granted, _fail, _done).  The backend's only move meanwhile is to
  *   withdraw it (REQUESTED -> RELEASING), after which the worker's verdict
- *   is not given: a grant that comes too late deletes the node instead, and
- *   a failure or a finished listing frees the entry at once (nothing of it
- *   is left in ZooKeeper), as does a withdrawn request the worker had not
- *   yet taken (zklock_channel_released).
+ *   is not given: a grant that comes too late deletes the node instead, a
+ *   try-lock's refusal leaves the entry to its release (already queued),
+ *   and a failure or a finished listing frees the entry at once (nothing of
+ *   it is left in ZooKeeper), as does a withdrawn request the worker had
+ *   not yet taken (zklock_channel_released).
  * - The backend owns a verdict: it reads it (zklock_channel_result) and
  *   frees NOT_GRANTED, FAILED and DONE entries (zklock_channel_collect,
  *   zklock_channel_withdraw).  A GRANTED entry stays its own until it
@@ -582,6 +583,22 @@ zklock_channel_done(int idx, uint32 generation, int64 token,
 	LWLockRelease(zklock_shared->lock);
 }
 
+/* GRANTED -> LOST, as below.  Caller holds the lock. */
+static bool
+channel_mark_lost(int idx, uint32 generation, int *owner_pid)
+{
+	ZkLockEntry *e = channel_entry(idx);
+
+	if (!channel_is(idx, generation, ZKE_GRANTED))
+		return false;
+	e->state = ZKE_LOST;
+	zklock_shared->n_lost++;
+	channel_wake_owner(e);
+	if (owner_pid)
+		*owner_pid = e->owner_pid;
+	return true;
+}
+
 /*
  * A GRANTED entry's node is gone without the backend having released it:
  * mark it LOST.  Returns whether it did, and the owner's pid in *owner_pid
@@ -590,20 +607,10 @@ zklock_channel_done(int idx, uint32 generation, int64 token,
 bool
 zklock_channel_lost(int idx, uint32 generation, int *owner_pid)
 {
-	ZkLockEntry *e;
-	bool		lost = false;
+	bool		lost;
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	e = channel_entry(idx);
-	if (channel_is(idx, generation, ZKE_GRANTED))
-	{
-		e->state = ZKE_LOST;
-		zklock_shared->n_lost++;
-		channel_wake_owner(e);
-		if (owner_pid)
-			*owner_pid = e->owner_pid;
-		lost = true;
-	}
+	lost = channel_mark_lost(idx, generation, owner_pid);
 	LWLockRelease(zklock_shared->lock);
 	return lost;
 }
@@ -616,21 +623,11 @@ zklock_channel_lost(int idx, uint32 generation, int *owner_pid)
 bool
 zklock_channel_session_lost(int idx, uint32 generation, int *owner_pid)
 {
-	ZkLockEntry *e;
-	bool		lost = false;
+	bool		lost;
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	e = channel_entry(idx);
-	if (channel_is(idx, generation, ZKE_GRANTED))
-	{
-		e->state = ZKE_LOST;
-		zklock_shared->n_lost++;
-		channel_wake_owner(e);
-		if (owner_pid)
-			*owner_pid = e->owner_pid;
-		lost = true;
-	}
-	else if (channel_is(idx, generation, ZKE_RELEASING))
+	lost = channel_mark_lost(idx, generation, owner_pid);
+	if (!lost && channel_is(idx, generation, ZKE_RELEASING))
 		channel_free(idx);
 	LWLockRelease(zklock_shared->lock);
 	return lost;
@@ -669,9 +666,7 @@ zklock_channel_worker_gone(const char *why)
 				channel_wake_owner(e);
 				break;
 			case ZKE_GRANTED:
-				e->state = ZKE_LOST;
-				zklock_shared->n_lost++;
-				channel_wake_owner(e);
+				(void) channel_mark_lost(i, e->generation, NULL);
 				break;
 			case ZKE_RELEASING:
 				channel_free(i);
