@@ -48,13 +48,15 @@
  * - The worker owns a RELEASING entry: it deletes the node, then frees the
  *   entry (zklock_channel_released); the backend, which may have exited,
  *   never looks at it again.
- * - When the worker stops or restarts (zklock_channel_worker_gone) it ends
- *   every request it owned (FAILED), marks every GRANTED entry LOST and
- *   frees every RELEASING one: its session is being closed.
+ * - When the worker stops, or a new one starts after one that stopped
+ *   (zklock_channel_worker_gone), every request the worker owned becomes
+ *   FAILED, every GRANTED entry LOST, and every RELEASING one is freed:
+ *   the session that held their nodes is being closed.
  *
- * Every worker-side call checks the entry's generation, bumped at each
- * allocation and each free: an answer for a request that was freed (and
- * perhaps reused) meanwhile changes nothing.
+ * Every worker-side call about one entry checks its generation, bumped at
+ * each allocation and each free: an answer for a request that was freed
+ * (and perhaps reused) meanwhile changes nothing.  So do the backend's
+ * calls, which matters only for withdraw (an entry given back twice).
  *
  * Locking rules
  * -------------
@@ -70,8 +72,9 @@
  *   zklock_channel_submit while the entry is still FREE, under the lock;
  *   afterwards only data and data_version change, by the owning backend on
  *   a GRANTED entry (zklock_channel_set_data, a changed scope).  The
- *   worker reads them under the lock: once when it takes the request
- *   (zklock_channel_take), and data again when it writes the node.
+ *   worker reads them under the lock: when it takes the request
+ *   (zklock_channel_take), and data, node and list_size again where it
+ *   uses them (protocol.c, admin.c, listing.c).
  * - "worker" fields: written by the worker under the lock, here, with its
  *   verdict (the entry leaves REQUESTED in the same section); read by the
  *   owner under the lock once it has seen the verdict.  The worker never
