@@ -415,17 +415,16 @@ wait_a_while(int idx, TimestampTz since, TimestampTz deadline,
 }
 
 /*
- * Wait until the worker has answered the pending request, or until
- * timeout_ms (-1: no limit) has passed: then withdraw it and raise 55P03
- * (saying shown_ms, the caller's whole timeout).
- * An ERROR or FATAL raised while waiting withdraws it too.
+ * Wait until the worker has answered the pending request (entry idx of
+ * generation gen, just submitted), or until timeout_ms (-1: no limit) has
+ * passed: then withdraw it and raise 55P03 (saying shown_ms, the caller's
+ * whole timeout).  An ERROR or FATAL raised while waiting withdraws it too
+ * (a FATAL through pending_idx, in the exit callback).
  */
 static ZkEntryState
-wait_for_answer(const char *what, int timeout_ms, int shown_ms,
-				bool lock_timeout)
+wait_for_answer(int idx, uint32 gen, const char *what, int timeout_ms,
+				int shown_ms, bool lock_timeout)
 {
-	int			idx = pending_idx;
-	uint32		gen = pending_gen;
 	TimestampTz deadline = 0;
 	TimestampTz since = GetCurrentTimestamp();
 	ZkEntryState state;
@@ -920,7 +919,7 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 		psprintf("resource \"%s\" (a parent of \"%s\")", step->resource, step->child) :
 		psprintf("resource \"%s\"", step->resource);
 	/* a try answers at once; only a real wait gets the deadline */
-	state = wait_for_answer(what, timeout_ms == 0 ? -1 : timeout_ms,
+	state = wait_for_answer(idx, gen, what, timeout_ms == 0 ? -1 : timeout_ms,
 							timeout_total, wait && timeout_ms != 0);
 
 	if (state == ZKE_NOT_GRANTED)
@@ -1944,7 +1943,7 @@ zklock_list_nodes(const char *subtree, Size *len)
 		req.list_size = size;
 		idx = submit(&req, &gen);
 
-		state = wait_for_answer("the listing", -1, -1, false);
+		state = wait_for_answer(idx, gen, "the listing", -1, -1, false);
 		if (state == ZKE_FAILED)
 		{
 			dsm_detach(seg);
@@ -2082,7 +2081,7 @@ zklock_admin_node(const char *resource, const char *node, ZkEntryKind kind,
 	req.data[datalen] = '\0';
 	idx = submit(&req, &gen);
 
-	state = wait_for_answer("the lock node", -1, -1, false);
+	state = wait_for_answer(idx, gen, "the lock node", -1, -1, false);
 	if (state == ZKE_FAILED)
 		raise_failure(idx, gen, "change zklock lock node");
 	zklock_channel_collect(idx, gen, &done);
@@ -2142,7 +2141,7 @@ zklock_lock_explicit(const char *resource, ZkLockMode mode, int64 ttl_ms,
 	idx = submit(&req, &gen);
 
 	what = psprintf("resource \"%s\"", resource);
-	state = wait_for_answer(what, timeout_ms == 0 ? -1 : timeout_ms,
+	state = wait_for_answer(idx, gen, what, timeout_ms == 0 ? -1 : timeout_ms,
 							timeout_ms, timeout_ms != 0);
 	if (state == ZKE_FAILED)
 		raise_failure(idx, gen, psprintf("acquire explicit zklock lock on resource \"%s\"",
