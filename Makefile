@@ -12,6 +12,7 @@ OBJS = \
 	src/admin.o \
 	src/sweep.o \
 	src/orphan.o \
+	src/channel.o \
 	src/worker.o \
 	src/backend.o \
 	src/functions.o \
@@ -58,7 +59,7 @@ zklock-installcheck-precheck:
 .PHONY: zklock-installcheck-precheck
 
 # every object depends on the shared headers (PGXS tracks no dependencies)
-$(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h \
+$(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
 	src/resource.h src/worker.h src/backend.h src/zk_client.h src/protocol.h \
 	src/protocol_int.h src/lease.h src/failpoint.h src/grant_rule.h
 

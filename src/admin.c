@@ -20,6 +20,7 @@
 
 #include <signal.h>
 
+#include "channel.h"
 #include "protocol_int.h"
 #include "zklock.h"
 #include "shmem.h"
@@ -102,16 +103,8 @@ zklock_admin_event(int idx, ZkEvent *ev)
 		return;
 	if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE)
 	{
-		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-		if (entry(idx)->state == ZKE_REQUESTED)
-		{
-			entry(idx)->state = ZKE_DONE;
-			entry(idx)->token = (ev->rc == ZKC_OK);	/* found it */
-			zklock_wake_owner(entry(idx));
-		}
-		else if (entry(idx)->state == ZKE_RELEASING)
-			zklock_entry_free(idx);
-		LWLockRelease(zklock_shared->lock);
+		/* token: found it */
+		zklock_channel_done(idx, w->generation, ev->rc == ZKC_OK, 0);
 		w->phase = PH_IDLE;
 	}
 	else

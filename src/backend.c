@@ -47,6 +47,7 @@
 #include "utils/timestamp.h"
 
 #include "backend.h"
+#include "channel.h"
 #include "compat.h"
 #include "zklock.h"
 #include "settings.h"
@@ -164,60 +165,36 @@ make_key(LocalLockKey *key, const char *resource, ZkLockMode mode)
 	key->mode = mode;
 }
 
-/*
- * Give an entry back: a pending or held one goes to the worker for its node
- * to be deleted; a finished one is freed here.  Never raises an ERROR.
- */
+/* Give an entry back (zklock_channel_withdraw).  Never raises an ERROR. */
 static void
 withdraw(int idx, uint32 generation)
 {
-	ZkLockEntry *e;
+	zklock_channel_withdraw(idx, generation);
+}
 
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	e = &zklock_shared->entries[idx];
-	if (e->generation == generation)
-	{
-		switch (e->state)
-		{
-			case ZKE_REQUESTED:
-			case ZKE_GRANTED:
-			case ZKE_LOST:
-				e->state = ZKE_RELEASING;
-				zklock_enqueue(idx);
-				zklock_wake_worker();
-				break;
-			case ZKE_NOT_GRANTED:
-			case ZKE_FAILED:
-			case ZKE_DONE:
-				zklock_entry_free(idx);
-				break;
-			case ZKE_FREE:
-			case ZKE_RELEASING:
-				break;
-		}
-	}
-	LWLockRelease(zklock_shared->lock);
+/* Start a request of this kind, in the backend's own memory */
+static void
+request_init(ZkChannelRequest *req, ZkEntryKind kind)
+{
+	memset(req, 0, sizeof(*req));
+	req->kind = kind;
 }
 
 /*
- * Start a request: take the lock, check that a worker runs, take a free
- * entry and fill in its owner.  Returns with the lock held; the caller
- * fills in the request and calls submit() before releasing it.
+ * Hand a filled-in request to the worker (zklock_channel_submit) and make
+ * it the pending one; returns its entry, and its generation in *gen.  A
+ * worker that is (re)starting gets zklock.connect_timeout to appear.
  */
 static int
-begin_request(ZkEntryKind kind)
+submit(const ZkChannelRequest *req, uint32 *gen)
 {
 	int			idx;
-	ZkLockEntry *e;
 	TimestampTz start = GetCurrentTimestamp();
 
-	/* a worker that is (re)starting gets zklock.connect_timeout to appear */
-	for (;;)
+	/* a batch wakes the worker once, when all are in */
+	while ((idx = zklock_channel_submit(req, !batching, gen)) ==
+		   ZKLOCK_CHANNEL_NO_WORKER)
 	{
-		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-		if (zklock_shared->worker_pid != 0)
-			break;
-		LWLockRelease(zklock_shared->lock);
 		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
 									   zklock_connect_timeout))
 			ereport(ERROR,
@@ -229,49 +206,21 @@ begin_request(ZkEntryKind kind)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-	idx = zklock_entry_alloc(kind, ZKLOCK_MY_PROCNO);
 	if (idx == ZKLOCK_ALLOC_BACKEND_FULL)
-	{
-		LWLockRelease(zklock_shared->lock);
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("this backend has used all of its zklock lock entries"),
 				 errdetail("A backend may hold or wait for %d lock nodes at once, its parents' locks included; nodes still being removed for an earlier backend in the same slot count too.",
 						   zklock_max_locks_per_backend),
 				 errhint("Release locks first, or increase zklock.max_locks_per_backend.")));
-	}
 	if (idx < 0)
-	{
-		LWLockRelease(zklock_shared->lock);
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of zklock lock entries"),
 				 errhint("You might need to increase zklock.max_locks (or, when it is 0, zklock.max_locks_per_backend).")));
-	}
-	e = &zklock_shared->entries[idx];
-	e->kind = kind;
-	e->persistent = false;
-	e->owner_procno = ZKLOCK_MY_PROCNO;
-	e->owner_pid = MyProcPid;
-	e->resource[0] = '\0';
-	e->data[0] = '\0';
-	e->data_version = 0;
-	return idx;
-}
-
-/*
- * Hand a filled entry to the worker.  The caller has allocated it under the
- * lock and still holds the lock.
- */
-static void
-submit(int idx)
-{
-	zklock_shared->entries[idx].state = ZKE_REQUESTED;
-	zklock_enqueue(idx);
-	if (!batching)
-		zklock_wake_worker();	/* a batch wakes it once, when all are in */
 	pending_idx = idx;
-	pending_gen = zklock_shared->entries[idx].generation;
+	pending_gen = *gen;
+	return idx;
 }
 
 /*
@@ -291,9 +240,7 @@ check_worker_responds(int idx, TimestampTz since)
 	if (!TimestampDifferenceExceeds(since, GetCurrentTimestamp(),
 									zklock_connect_timeout))
 		return;
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	queued = zklock_shared->entries[idx].queued;
-	LWLockRelease(zklock_shared->lock);
+	queued = zklock_channel_queued(idx);
 	idle_ms = (zklock_boottime_us() -
 			   (int64) pg_atomic_read_u64(&zklock_shared->worker_alive_at)) / 1000;
 	if (queued)
@@ -468,17 +415,16 @@ wait_a_while(int idx, TimestampTz since, TimestampTz deadline,
 }
 
 /*
- * Wait until the worker has answered the pending request, or until
- * timeout_ms (-1: no limit) has passed: then withdraw it and raise 55P03
- * (saying shown_ms, the caller's whole timeout).
- * An ERROR or FATAL raised while waiting withdraws it too.
+ * Wait until the worker has answered the pending request (entry idx of
+ * generation gen, just submitted), or until timeout_ms (-1: no limit) has
+ * passed: then withdraw it and raise 55P03 (saying shown_ms, the caller's
+ * whole timeout).  An ERROR or FATAL raised while waiting withdraws it too
+ * (a FATAL through pending_idx, in the exit callback).
  */
 static ZkEntryState
-wait_for_answer(const char *what, int timeout_ms, int shown_ms,
-				bool lock_timeout)
+wait_for_answer(int idx, uint32 gen, const char *what, int timeout_ms,
+				int shown_ms, bool lock_timeout)
 {
-	int			idx = pending_idx;
-	uint32		gen = pending_gen;
 	TimestampTz deadline = 0;
 	TimestampTz since = GetCurrentTimestamp();
 	ZkEntryState state;
@@ -494,9 +440,7 @@ wait_for_answer(const char *what, int timeout_ms, int shown_ms,
 			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
 		for (;;)
 		{
-			LWLockAcquire(zklock_shared->lock, LW_SHARED);
-			state = zklock_shared->entries[idx].state;
-			LWLockRelease(zklock_shared->lock);
+			state = zklock_channel_state(idx, gen);
 			if (state != ZKE_REQUESTED)
 				break;
 			wait_a_while(idx, since, deadline, what, shown_ms);
@@ -519,16 +463,14 @@ wait_for_answer(const char *what, int timeout_ms, int shown_ms,
 
 /* Raise the worker's error for a FAILED entry, after freeing it */
 static void
-raise_failure(int idx, const char *what)
+raise_failure(int idx, uint32 gen, const char *what)
 {
-	char		msg[ZKLOCK_MAX_ERROR_LEN + 1];
+	ZkChannelResult result;
+	const char *msg = result.error;
 	int			sqlstate;
 
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	strlcpy(msg, zklock_shared->entries[idx].error, sizeof(msg));
-	sqlstate = zklock_shared->entries[idx].sqlstate;
-	zklock_entry_free(idx);
-	LWLockRelease(zklock_shared->lock);
+	zklock_channel_collect(idx, gen, &result);
+	sqlstate = result.sqlstate;
 
 	/*
 	 * A connection failure is the same whatever was asked: its message is
@@ -700,7 +642,7 @@ show_holds(LocalLock *lock)
 {
 	bool		session = lock->session_count + lock->session_implicit > 0;
 	bool		implicit = lock->session_count == 0;
-	ZkLockEntry *e;
+	ZkChannelResult held;
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
 	int			len = 0;
 
@@ -712,12 +654,15 @@ show_holds(LocalLock *lock)
 	if (session == lock->shown_session && implicit == lock->shown_implicit)
 		return;
 
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	e = &zklock_shared->entries[lock->idx];
-	if (e->generation == lock->generation && e->state == ZKE_GRANTED &&
-		!e->persistent)
+	/*
+	 * The data is this backend's to change while the lock is GRANTED: read,
+	 * rewrite, and hand back (zklock_channel_set_data checks the state
+	 * again).
+	 */
+	zklock_channel_result(lock->idx, lock->generation, &held);
+	if (held.state == ZKE_GRANTED)
 	{
-		const char *p = e->data;
+		const char *p = held.data;
 
 		/* line by line; the query (last) is cut if the data grew too long */
 		while (*p)
@@ -755,12 +700,8 @@ show_holds(LocalLock *lock)
 			p += linelen;
 		}
 		data[len] = '\0';
-		memcpy(e->data, data, len + 1);
-		e->data_version++;
-		zklock_enqueue(lock->idx);
-		zklock_wake_worker();
+		zklock_channel_set_data(lock->idx, lock->generation, data);
 	}
-	LWLockRelease(zklock_shared->lock);
 	lock->shown_session = session;
 	lock->shown_implicit = implicit;
 }
@@ -823,16 +764,16 @@ enter_lock(LockStep *step, int idx, uint32 generation)
 	LocalLockKey key;
 	LocalLock  *lock;
 	bool		found;
+	ZkChannelResult granted;
 
+	zklock_channel_result(idx, generation, &granted);
 	make_key(&key, step->resource, step->mode);
 	lock = hash_search(local_locks, &key, HASH_ENTER, &found);
 	Assert(!found);
 	lock->idx = idx;
 	lock->generation = generation;
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	lock->token = zklock_shared->entries[idx].token;
-	lock->session_id = zklock_shared->entries[idx].session_id;
-	LWLockRelease(zklock_shared->lock);
+	lock->token = granted.token;
+	lock->session_id = granted.session_id;
 	lock->parents = !step->implicit && step->parents;
 	lock->session_count = 0;
 	lock->session_implicit = 0;
@@ -840,12 +781,10 @@ enter_lock(LockStep *step, int idx, uint32 generation)
 	lock->maxxact = 0;
 	lock->xact_holds = NULL;
 	/* what describe_holder wrote into the node */
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	lock->shown_session =
-		strstr(zklock_shared->entries[idx].data, "\nscope=session\n") != NULL;
+		strstr(granted.data, "\nscope=session\n") != NULL;
 	lock->shown_implicit =
-		strstr(zklock_shared->entries[idx].data, "\nimplicit=true\n") != NULL;
-	LWLockRelease(zklock_shared->lock);
+		strstr(granted.data, "\nimplicit=true\n") != NULL;
 	return lock;
 }
 
@@ -904,7 +843,7 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 	ZkLockMode	held_mode;
 	int			idx;
 	uint32		gen;
-	ZkLockEntry *e;
+	ZkChannelRequest req;
 	ZkEntryState state;
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
 	int			timeout_ms = -1;
@@ -970,20 +909,17 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 	}
 
 	/* ask the worker */
-	idx = begin_request((wait && timeout_ms != 0) ? ZKR_ACQUIRE : ZKR_TRY_ACQUIRE);
-	e = &zklock_shared->entries[idx];
-	e->mode = step->mode;
-	strlcpy(e->resource, step->resource, sizeof(e->resource));
-	strlcpy(e->data, data, sizeof(e->data));
-	submit(idx);
-	gen = e->generation;
-	LWLockRelease(zklock_shared->lock);
+	request_init(&req, (wait && timeout_ms != 0) ? ZKR_ACQUIRE : ZKR_TRY_ACQUIRE);
+	req.mode = step->mode;
+	strlcpy(req.resource, step->resource, sizeof(req.resource));
+	strlcpy(req.data, data, sizeof(req.data));
+	idx = submit(&req, &gen);
 
 	what = step->child ?
 		psprintf("resource \"%s\" (a parent of \"%s\")", step->resource, step->child) :
 		psprintf("resource \"%s\"", step->resource);
 	/* a try answers at once; only a real wait gets the deadline */
-	state = wait_for_answer(what, timeout_ms == 0 ? -1 : timeout_ms,
+	state = wait_for_answer(idx, gen, what, timeout_ms == 0 ? -1 : timeout_ms,
 							timeout_total, wait && timeout_ms != 0);
 
 	if (state == ZKE_NOT_GRANTED)
@@ -997,7 +933,7 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 		return NULL;
 	}
 	if (state == ZKE_FAILED)
-		raise_failure(idx, psprintf("acquire zklock lock on %s", what));
+		raise_failure(idx, gen, psprintf("acquire zklock lock on %s", what));
 
 	lock = enter_lock(step, idx, gen);
 	add_hold(lock, session, step->implicit);
@@ -1102,28 +1038,25 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
 		{
 			LockStep   *step = &steps[step_of[k]];
 			char		data[ZKLOCK_MAX_DATA_LEN + 1];
-			ZkLockEntry *e;
+			ZkChannelRequest req;
+			uint32		gen;
 			int			idx;
 
 			describe_holder(data, sizeof(data),
 							session ? "session" : "transaction",
 							step->implicit, 0);
-			idx = begin_request(ZKR_TRY_ACQUIRE);
-			e = &zklock_shared->entries[idx];
-			e->mode = step->mode;
-			strlcpy(e->resource, step->resource, sizeof(e->resource));
-			strlcpy(e->data, data, sizeof(e->data));
-			submit(idx);
+			request_init(&req, ZKR_TRY_ACQUIRE);
+			req.mode = step->mode;
+			strlcpy(req.resource, step->resource, sizeof(req.resource));
+			strlcpy(req.data, data, sizeof(req.data));
+			idx = submit(&req, &gen);
 			batch_idx[nbatch] = idx;
-			batch_gen[nbatch] = e->generation;
+			batch_gen[nbatch] = gen;
 			nbatch++;
 			pending_idx = -1;
-			LWLockRelease(zklock_shared->lock);
 		}
 		batching = false;
-		LWLockAcquire(zklock_shared->lock, LW_SHARED);
-		zklock_wake_worker();
-		LWLockRelease(zklock_shared->lock);
+		zklock_channel_wake_worker();
 		extension_guard_end();
 
 		/*
@@ -1140,11 +1073,10 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
 		{
 			int			waiting = -1;
 
-			LWLockAcquire(zklock_shared->lock, LW_SHARED);
 			for (int k = 0; k < n; k++)
-				if (zklock_shared->entries[batch_idx[k]].state == ZKE_REQUESTED)
+				if (zklock_channel_state(batch_idx[k], batch_gen[k]) ==
+					ZKE_REQUESTED)
 					waiting = k;
-			LWLockRelease(zklock_shared->lock);
 			if (waiting < 0)
 				break;
 			wait_a_while(batch_idx[waiting], since, deadline, what,
@@ -1165,17 +1097,15 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
 	}
 	PG_END_TRY();
 
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	for (int k = 0; k < n; k++)
 	{
-		ZkEntryState state = zklock_shared->entries[batch_idx[k]].state;
+		ZkEntryState state = zklock_channel_state(batch_idx[k], batch_gen[k]);
 
 		if (state != ZKE_GRANTED)
 			all_granted = false;
 		if (state == ZKE_FAILED && failed < 0)
 			failed = k;
 	}
-	LWLockRelease(zklock_shared->lock);
 
 	if (!all_granted)
 	{
@@ -1185,7 +1115,7 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
 				withdraw(batch_idx[k], batch_gen[k]);
 		nbatch = 0;
 		if (failed >= 0)
-			raise_failure(batch_idx[failed],
+			raise_failure(batch_idx[failed], batch_gen[failed],
 						  psprintf("acquire zklock lock on resource \"%s\"",
 								   steps[step_of[failed]].resource));
 		return -1;
@@ -1629,13 +1559,7 @@ forget(LocalLock *lock)
 static bool
 is_lost(LocalLock *lock)
 {
-	bool		lost;
-
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	lost = zklock_shared->entries[lock->idx].generation == lock->generation &&
-		zklock_shared->entries[lock->idx].state == ZKE_LOST;
-	LWLockRelease(zklock_shared->lock);
-	return lost;
+	return zklock_channel_state(lock->idx, lock->generation) == ZKE_LOST;
 }
 
 /*
@@ -2006,30 +1930,28 @@ zklock_list_nodes(const char *subtree, Size *len)
 	{
 		dsm_segment *seg = dsm_create(size, 0);
 		int			idx;
-		ZkLockEntry *e;
+		uint32		gen;
+		ZkChannelRequest req;
+		ZkChannelResult done;
 		ZkEntryState state;
 		Size		needed;
 		char	   *result = NULL;
 
-		idx = begin_request(ZKR_LIST);
-		e = &zklock_shared->entries[idx];
-		strlcpy(e->resource, subtree ? subtree : "", sizeof(e->resource));
-		e->list_handle = dsm_segment_handle(seg);
-		e->list_size = size;
-		submit(idx);
-		LWLockRelease(zklock_shared->lock);
+		request_init(&req, ZKR_LIST);
+		strlcpy(req.resource, subtree ? subtree : "", sizeof(req.resource));
+		req.list_handle = dsm_segment_handle(seg);
+		req.list_size = size;
+		idx = submit(&req, &gen);
 
-		state = wait_for_answer("the listing", -1, -1, false);
+		state = wait_for_answer(idx, gen, "the listing", -1, -1, false);
 		if (state == ZKE_FAILED)
 		{
 			dsm_detach(seg);
-			raise_failure(idx, "list zklock lock nodes");
+			raise_failure(idx, gen, "list zklock lock nodes");
 		}
 
-		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-		needed = zklock_shared->entries[idx].list_needed;
-		zklock_entry_free(idx);
-		LWLockRelease(zklock_shared->lock);
+		zklock_channel_collect(idx, gen, &done);
+		needed = done.list_needed;
 
 		if (needed <= size)
 		{
@@ -2124,9 +2046,10 @@ zklock_admin_node(const char *resource, const char *node, ZkEntryKind kind,
 				  const char *data)
 {
 	int			idx;
-	ZkLockEntry *e;
+	uint32		gen;
+	ZkChannelRequest req;
+	ZkChannelResult done;
 	ZkEntryState state;
-	bool		found;
 	int			datalen;
 
 	zklock_backend_init();
@@ -2151,23 +2074,18 @@ zklock_admin_node(const char *resource, const char *node, ZkEntryKind kind,
 	datalen = data ? pg_encoding_mbcliplen(PG_UTF8, data, strlen(data),
 										   ZKLOCK_MAX_DATA_LEN) : 0;
 
-	idx = begin_request(kind);
-	e = &zklock_shared->entries[idx];
-	strlcpy(e->resource, resource, sizeof(e->resource));
-	strlcpy(e->node, node, sizeof(e->node));
-	memcpy(e->data, data ? data : "", datalen);
-	e->data[datalen] = '\0';
-	submit(idx);
-	LWLockRelease(zklock_shared->lock);
+	request_init(&req, kind);
+	strlcpy(req.resource, resource, sizeof(req.resource));
+	strlcpy(req.node, node, sizeof(req.node));
+	memcpy(req.data, data ? data : "", datalen);
+	req.data[datalen] = '\0';
+	idx = submit(&req, &gen);
 
-	state = wait_for_answer("the lock node", -1, -1, false);
+	state = wait_for_answer(idx, gen, "the lock node", -1, -1, false);
 	if (state == ZKE_FAILED)
-		raise_failure(idx, "change zklock lock node");
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	found = zklock_shared->entries[idx].token != 0;
-	zklock_entry_free(idx);
-	LWLockRelease(zklock_shared->lock);
-	return found;
+		raise_failure(idx, gen, "change zklock lock node");
+	zklock_channel_collect(idx, gen, &done);
+	return done.token != 0;
 }
 
 /*
@@ -2184,9 +2102,9 @@ zklock_lock_explicit(const char *resource, ZkLockMode mode, int64 ttl_ms,
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
 	int			idx;
 	uint32		gen;
-	ZkLockEntry *e;
+	ZkChannelRequest req;
+	ZkChannelResult granted;
 	ZkEntryState state;
-	int64		token;
 	char	   *what;
 	ZkLockMode	held_mode;
 
@@ -2215,21 +2133,18 @@ zklock_lock_explicit(const char *resource, ZkLockMode mode, int64 ttl_ms,
 
 	describe_holder(data, sizeof(data), "explicit", false, ttl_ms);
 
-	idx = begin_request(timeout_ms == 0 ? ZKR_TRY_ACQUIRE : ZKR_ACQUIRE);
-	e = &zklock_shared->entries[idx];
-	e->mode = mode;
-	e->persistent = true;
-	strlcpy(e->resource, resource, sizeof(e->resource));
-	strlcpy(e->data, data, sizeof(e->data));
-	submit(idx);
-	gen = e->generation;
-	LWLockRelease(zklock_shared->lock);
+	request_init(&req, timeout_ms == 0 ? ZKR_TRY_ACQUIRE : ZKR_ACQUIRE);
+	req.mode = mode;
+	req.persistent = true;
+	strlcpy(req.resource, resource, sizeof(req.resource));
+	strlcpy(req.data, data, sizeof(req.data));
+	idx = submit(&req, &gen);
 
 	what = psprintf("resource \"%s\"", resource);
-	state = wait_for_answer(what, timeout_ms == 0 ? -1 : timeout_ms,
+	state = wait_for_answer(idx, gen, what, timeout_ms == 0 ? -1 : timeout_ms,
 							timeout_ms, timeout_ms != 0);
 	if (state == ZKE_FAILED)
-		raise_failure(idx, psprintf("acquire explicit zklock lock on resource \"%s\"",
+		raise_failure(idx, gen, psprintf("acquire explicit zklock lock on resource \"%s\"",
 									resource));
 	if (state == ZKE_NOT_GRANTED)
 	{
@@ -2240,9 +2155,6 @@ zklock_lock_explicit(const char *resource, ZkLockMode mode, int64 ttl_ms,
 	}
 
 	/* granted: the node is on its own; the entry is done */
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	token = zklock_shared->entries[idx].token;
-	zklock_entry_free(idx);
-	LWLockRelease(zklock_shared->lock);
-	return token;
+	zklock_channel_collect(idx, gen, &granted);
+	return granted.token;
 }

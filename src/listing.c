@@ -36,6 +36,7 @@
 #include "storage/dsm.h"
 #include "utils/memutils.h"
 
+#include "channel.h"
 #include "protocol_int.h"
 #include "zklock.h"
 #include "shmem.h"
@@ -340,26 +341,12 @@ zklock_listing_finish(int idx, bool ok, int sqlstate, const char *why)
 		}
 	}
 
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	e = entry(idx);
-	if (e->state == ZKE_REQUESTED)
-	{
-		if (ok)
-		{
-			e->state = ZKE_DONE;
-			e->list_needed = needed;
-		}
-		else
-		{
-			e->state = ZKE_FAILED;
-			e->sqlstate = sqlstate ? sqlstate : ERRCODE_CONNECTION_FAILURE;
-			strlcpy(e->error, why ? why : "listing failed", sizeof(e->error));
-		}
-		zklock_wake_owner(e);
-	}
-	else if (e->state == ZKE_RELEASING)
-		zklock_entry_free(idx);
-	LWLockRelease(zklock_shared->lock);
+	if (ok)
+		zklock_channel_done(idx, w->generation, 0, needed);
+	else
+		zklock_channel_fail(idx, w->generation,
+							sqlstate ? sqlstate : ERRCODE_CONNECTION_FAILURE,
+							why ? why : "listing failed", false);
 
 	list_drop(idx);
 	w->phase = PH_IDLE;

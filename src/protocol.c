@@ -85,6 +85,7 @@
 #include "utils/timestamp.h"
 
 #include "protocol.h"
+#include "channel.h"
 #include "protocol_int.h"
 #include "zklock.h"
 #include "settings.h"
@@ -161,25 +162,22 @@ void
 zklock_protocol_request(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
-	ZkLockEntry *e;
+	ZkChannelRequest req;
 	ZkEntryState state;
 	uint32		gen;
 
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	e = entry(idx);
-	state = e->state;
-	gen = e->generation;
+	state = zklock_channel_take(idx, &req, &gen);
 	if (state == ZKE_REQUESTED && w->generation != gen)
 	{
 		/* a new request: take what the worker needs from the entry */
 		memset(w, 0, offsetof(WorkEntry, parent));
 		w->generation = gen;
-		w->kind = e->kind;
-		w->mode = e->mode;
+		w->kind = req.kind;
+		w->mode = req.mode;
 		snprintf(w->parent, sizeof(w->parent), "%s/%s", zklock_root,
-				 e->resource);
-		w->naming = zklock_naming_style(e->resource);
-		w->persistent = e->persistent;
+				 req.resource);
+		w->naming = zklock_naming_style(req.resource);
+		w->persistent = req.persistent;
 		zklock_format_node_prefix(w->prefix, sizeof(w->prefix), incarnation,
 								  idx, gen, w->persistent);
 		w->node[0] = '\0';
@@ -187,19 +185,12 @@ zklock_protocol_request(int idx)
 		if (!zklock_connected)
 			w->phase = PH_DEFERRED;
 	}
-	LWLockRelease(zklock_shared->lock);
 
 	if (w->generation != gen)
 	{
 		/* requested and withdrawn before the worker saw it */
 		if (state == ZKE_RELEASING)
-		{
-			LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-			if (entry(idx)->state == ZKE_RELEASING &&
-				entry(idx)->generation == gen)
-				zklock_entry_free(idx);
-			LWLockRelease(zklock_shared->lock);
-		}
+			zklock_channel_released(idx, gen);
 		return;
 	}
 
@@ -732,24 +723,11 @@ static void
 grant(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
-	ZkLockEntry *e;
-	bool		withdrawn = false;
+	bool		withdrawn;
 
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	e = entry(idx);
-	if (e->state == ZKE_REQUESTED)
-	{
-		e->state = ZKE_GRANTED;
-		e->token = w->czxid;
-		e->session_id = w->persistent ? 0 : protocol_session_id;
-		e->granted_at = GetCurrentTimestamp();
-		strlcpy(e->node, w->node, sizeof(e->node));
-		zklock_shared->n_granted++;
-		zklock_wake_owner(e);
-	}
-	else
-		withdrawn = true;
-	LWLockRelease(zklock_shared->lock);
+	withdrawn = !zklock_channel_grant(idx, w->generation, w->czxid,
+									  w->persistent ? 0 : protocol_session_id,
+									  w->node);
 
 	if (withdrawn)
 	{
@@ -868,14 +846,7 @@ guard_node_gone(int idx)
 	WorkEntry  *w = &zklock_work[idx];
 
 	/* our granted node is gone and we did not delete it */
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	if (entry(idx)->state == ZKE_GRANTED)
-	{
-		entry(idx)->state = ZKE_LOST;
-		zklock_shared->n_lost++;
-		zklock_wake_owner(entry(idx));
-	}
-	LWLockRelease(zklock_shared->lock);
+	(void) zklock_channel_lost(idx, w->generation, NULL);
 	ereport(LOG,
 			(errmsg("zklock: lock node \"%s/%s\" was deleted while held",
 					w->parent, w->node)));
@@ -1147,14 +1118,7 @@ on_delete(int idx, ZkEvent *ev)
 		w->created = false;
 		if (w->try_failed && !w->release)
 		{
-			LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-			if (entry(idx)->state == ZKE_REQUESTED)
-			{
-				entry(idx)->state = ZKE_NOT_GRANTED;
-				zklock_shared->n_not_granted++;
-				zklock_wake_owner(entry(idx));
-			}
-			LWLockRelease(zklock_shared->lock);
+			zklock_channel_not_granted(idx, w->generation);
 			w->phase = PH_IDLE;
 		}
 		else
@@ -1170,10 +1134,7 @@ finish_release(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
 
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	if (entry(idx)->state == ZKE_RELEASING)
-		zklock_entry_free(idx);
-	LWLockRelease(zklock_shared->lock);
+	zklock_channel_released(idx, w->generation);
 	w->phase = PH_IDLE;
 }
 
@@ -1198,18 +1159,7 @@ zklock_protocol_fail(int idx, int sqlstate, const char *msg)
 {
 	WorkEntry  *w = &zklock_work[idx];
 
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	if (entry(idx)->state == ZKE_REQUESTED)
-	{
-		entry(idx)->state = ZKE_FAILED;
-		entry(idx)->sqlstate = sqlstate;
-		strlcpy(entry(idx)->error, msg, sizeof(entry(idx)->error));
-		zklock_shared->n_failed++;
-		zklock_wake_owner(entry(idx));
-	}
-	else if (entry(idx)->state == ZKE_RELEASING)
-		zklock_entry_free(idx);
-	LWLockRelease(zklock_shared->lock);
+	zklock_channel_fail(idx, w->generation, sqlstate, msg, true);
 	w->phase = PH_IDLE;
 }
 
@@ -1374,6 +1324,7 @@ zklock_protocol_session_lost(const char *why, int *pids, int maxpids,
 							 int *npids)
 {
 	int			nlost = 0;
+	int			pid;			/* the owner of a lock lost */
 
 	*npids = 0;
 	zklock_connected = false;
@@ -1390,24 +1341,16 @@ zklock_protocol_session_lost(const char *why, int *pids, int maxpids,
 			case PH_DEFERRED:
 				break;
 			case PH_HELD:
-				LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-				if (entry(i)->state == ZKE_GRANTED)
+				if (zklock_channel_session_lost(i, w->generation, &pid))
 				{
-					int			pid = entry(i)->owner_pid;
 					int			k;
 
-					entry(i)->state = ZKE_LOST;
-					zklock_shared->n_lost++;
-					zklock_wake_owner(entry(i));
 					nlost++;
 					for (k = 0; k < *npids && pids[k] != pid; k++)
 						;
 					if (k == *npids && *npids < maxpids)
 						pids[(*npids)++] = pid;
 				}
-				else if (entry(i)->state == ZKE_RELEASING)
-					zklock_entry_free(i);
-				LWLockRelease(zklock_shared->lock);
 				w->phase = PH_IDLE;
 				break;
 			case PH_LISTING:

@@ -1,12 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * shmem.c
- *		zklock's shared memory: the entry table, its free list and the
- *		worker's work queue.
+ *		zklock's shared memory: the segment that holds the entry table,
+ *		the worker's work queue and the per-slot counts.
  *
- * The locking rules are stated in zklock.h.  Every function here that
- * touches the free list or the queue expects the caller to hold
- * zklock_shared->lock exclusively.
+ * Only the segment's setup is here: its free list, its queue and every
+ * change of an entry's state are channel.c's, where the locking rules are
+ * stated.
  *
  *-------------------------------------------------------------------------
  */
@@ -22,6 +22,7 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 
+#include "channel.h"
 #include "shmem.h"
 #include "compat.h"
 #include "zklock.h"
@@ -93,15 +94,7 @@ zklock_shmem_startup(void)
 		zklock_shared->lock = &(GetNamedLWLockTranche("zklock"))->lock;
 		zklock_shared->nentries = n;
 		zklock_shared->session_state = ZKS_STOPPED;
-		for (int i = 0; i < n; i++)
-		{
-			zklock_shared->entries[i].state = ZKE_FREE;
-			zklock_shared->entries[i].next_free = (i + 1 < n) ? i + 1 : -1;
-			zklock_shared->entries[i].count_slot = -1;
-		}
-		zklock_shared->free_head = n > 0 ? 0 : -1;
 		pg_atomic_init_u64(&zklock_shared->worker_alive_at, 0);
-		zklock_shared->nfree = n;
 		zklock_shared->nslots = zklock_nslots();
 	}
 
@@ -111,122 +104,9 @@ zklock_shmem_startup(void)
 	 */
 	zklock_shared->queue = (int *) &zklock_shared->entries[n];
 	zklock_shared->slot_entries = zklock_shared->queue + n;
+	if (!found)
+		zklock_channel_init();	/* every entry FREE, on the free list */
 	LWLockRelease(AddinShmemInitLock);
-}
-
-static bool
-is_admin_kind(ZkEntryKind kind)
-{
-	return kind == ZKR_LIST || kind == ZKR_FORCE_DELETE || kind == ZKR_REVOKE;
-}
-
-/*
- * Take a free entry for a request of this kind, counted against backend
- * slot "slot" (its PGPROC number).  Returns ZKLOCK_ALLOC_BACKEND_FULL when
- * the slot has used its share, ZKLOCK_ALLOC_TABLE_FULL when the table has
- * no entry this kind of request may take (see "Limits" in zklock.h).
- * Caller holds the lock.
- */
-int
-zklock_entry_alloc(ZkEntryKind kind, int slot)
-{
-	int			idx = zklock_shared->free_head;
-	bool		admin = is_admin_kind(kind);
-	int			cap = zklock_max_locks_per_backend;
-	ZkLockEntry *e;
-
-	if (slot < 0 || slot >= zklock_shared->nslots)
-		elog(ERROR, "zklock: backend slot %d out of range", slot);
-	if (admin)
-		cap += ZKLOCK_ADMIN_PER_BACKEND;
-	if (zklock_shared->slot_entries[slot] >= cap)
-		return ZKLOCK_ALLOC_BACKEND_FULL;
-	if (idx < 0 || (!admin && zklock_shared->nfree <= ZKLOCK_ADMIN_RESERVE))
-		return ZKLOCK_ALLOC_TABLE_FULL;
-	e = &zklock_shared->entries[idx];
-	zklock_shared->free_head = e->next_free;
-	zklock_shared->nfree--;
-	zklock_shared->slot_entries[slot]++;
-	e->count_slot = slot;
-	e->next_free = -1;
-	e->generation++;
-	e->queued = false;
-	e->token = 0;
-	e->granted_at = 0;
-	e->list_needed = 0;
-	e->sqlstate = 0;
-	e->node[0] = '\0';
-	e->error[0] = '\0';
-	return idx;
-}
-
-/* Return an entry to the free list.  Caller holds the lock. */
-void
-zklock_entry_free(int idx)
-{
-	ZkLockEntry *e = &zklock_shared->entries[idx];
-
-	Assert(e->state != ZKE_FREE);
-	e->state = ZKE_FREE;
-	e->generation++;			/* late replies can never match again */
-	if (e->count_slot >= 0)
-	{
-		Assert(zklock_shared->slot_entries[e->count_slot] > 0);
-		zklock_shared->slot_entries[e->count_slot]--;
-		e->count_slot = -1;
-	}
-	e->next_free = zklock_shared->free_head;
-	zklock_shared->free_head = idx;
-	zklock_shared->nfree++;
-}
-
-/*
- * Put an entry in the worker's queue, once.  The ring holds every entry at
- * most once, so it cannot overflow.  Caller holds the lock.
- */
-void
-zklock_enqueue(int idx)
-{
-	ZkLockEntry *e = &zklock_shared->entries[idx];
-	int			n = zklock_shared->nentries;
-
-	if (e->queued)
-		return;
-	e->queued = true;
-	zklock_shared->queue[(zklock_shared->queue_head +
-						  zklock_shared->queue_count) % n] = idx;
-	zklock_shared->queue_count++;
-}
-
-/* Next entry for the worker, or -1.  Caller holds the lock. */
-int
-zklock_dequeue(void)
-{
-	int			idx;
-
-	if (zklock_shared->queue_count == 0)
-		return -1;
-	idx = zklock_shared->queue[zklock_shared->queue_head];
-	zklock_shared->queue_head = (zklock_shared->queue_head + 1) %
-		zklock_shared->nentries;
-	zklock_shared->queue_count--;
-	zklock_shared->entries[idx].queued = false;
-	return idx;
-}
-
-/* Set the worker's latch, if a worker runs.  Caller holds the lock. */
-void
-zklock_wake_worker(void)
-{
-	if (zklock_shared->worker_pid != 0)
-		SetLatch(ZKLOCK_PROC_LATCH(zklock_shared->worker_procno));
-}
-
-/* Set the latch of an entry's owner.  Caller holds the lock. */
-void
-zklock_wake_owner(ZkLockEntry *entry)
-{
-	SetLatch(ZKLOCK_PROC_LATCH(entry->owner_procno));
 }
 
 const char *

@@ -52,6 +52,7 @@
 #include "utils/timestamp.h"
 
 #include "worker.h"
+#include "channel.h"
 #include "compat.h"
 #include "zklock.h"
 #include "settings.h"
@@ -394,35 +395,8 @@ load_session(int64 *id, char *passwd)
 static void
 adopt_orphaned_entries(void)
 {
-	for (int i = 0; i < zklock_shared->nentries; i++)
-	{
-		ZkLockEntry *e = &zklock_shared->entries[i];
-
-		switch (e->state)
-		{
-			case ZKE_REQUESTED:
-				e->state = ZKE_FAILED;
-				e->sqlstate = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
-				strlcpy(e->error, ZKLOCK_WORKER_GONE "restarted while the request was pending",
-						sizeof(e->error));
-				zklock_wake_owner(e);
-				break;
-			case ZKE_GRANTED:
-				e->state = ZKE_LOST;
-				zklock_shared->n_lost++;
-				zklock_wake_owner(e);
-				break;
-			case ZKE_RELEASING:
-				zklock_entry_free(i);
-				break;
-			default:
-				break;
-		}
-	}
-	zklock_shared->queue_count = 0;
-	zklock_shared->queue_head = 0;
-	for (int i = 0; i < zklock_shared->nentries; i++)
-		zklock_shared->entries[i].queued = false;
+	zklock_channel_worker_gone(ZKLOCK_WORKER_GONE "restarted while the request was pending");
+	zklock_channel_clear_queue();
 }
 
 /*
@@ -572,7 +546,7 @@ worker_take_requests(int *batch)
 
 	n = 0;
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	while ((batch[n] = zklock_dequeue()) >= 0)
+	while ((batch[n] = zklock_channel_dequeue()) >= 0)
 		n++;
 	LWLockRelease(zklock_shared->lock);
 	for (int i = 0; i < n; i++)
@@ -1011,27 +985,7 @@ worker_exit(int code, Datum arg)
 	zklock_shared->session_state = ZKS_STOPPED;
 	zklock_shared->session_id = 0;
 	zklock_shared->state_since = GetCurrentTimestamp();
-	for (int i = 0; i < zklock_shared->nentries; i++)
-	{
-		ZkLockEntry *e = &zklock_shared->entries[i];
-
-		if (e->state == ZKE_GRANTED)
-		{
-			e->state = ZKE_LOST;
-			zklock_shared->n_lost++;
-			zklock_wake_owner(e);
-		}
-		else if (e->state == ZKE_REQUESTED)
-		{
-			e->state = ZKE_FAILED;
-			e->sqlstate = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
-			strlcpy(e->error, ZKLOCK_WORKER_GONE "stopped while the request was pending",
-					sizeof(e->error));
-			zklock_wake_owner(e);
-		}
-		else if (e->state == ZKE_RELEASING)
-			zklock_entry_free(i);
-	}
+	zklock_channel_worker_gone(ZKLOCK_WORKER_GONE "stopped while the request was pending");
 	LWLockRelease(zklock_shared->lock);
 
 	(void) ZKLOCK_FAILPOINT("session-lost-before-close");

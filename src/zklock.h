@@ -8,44 +8,14 @@
  * Processes and shared state
  * --------------------------
  * One background worker per instance owns the ZooKeeper session.  Backends
- * talk to it through a table of lock entries in shared memory; an entry is
- * one ZooKeeper lock node of this instance (or one request for such a node),
- * from the moment a backend asks for it until the worker knows that the
- * node is gone.  The table therefore doubles as the list of every node this
- * instance owns.
- *
- * Locking rules: ZkLockShared->lock (an LWLock) guards the free list, the
- * work queue and every field of every entry marked "lock" below.  Fields
- * marked "backend" are written by the owning backend between allocating
- * the entry and submitting it (zklock_entry_alloc, then the move to
- * ZKE_REQUESTED), and read by the worker after dequeuing, both under the
- * lock.  Fields marked "worker" are written by the worker under the lock
- * and read by the owner under the lock.  Session fields are written by the worker only and read by anyone under
- * the lock.  Nobody holds the lock across a ZooKeeper call or a wait.
- *
- * The life of an entry (state is "lock"):
- *
- *	FREE --backend--> REQUESTED --worker--> GRANTED --backend--> RELEASING
- *							|						|				|
- *							+--worker--> NOT_GRANTED / FAILED		|
- *							|			  (backend frees it)		|
- *							+--backend--> RELEASING (withdrawn)		|
- *																	v
- *					worker frees it once the node is known gone: FREE
- *
- * A GRANTED entry becomes LOST when the worker learns that its node is gone
- * without the backend having released it (session expired, node deleted).
- *
- * Limits (shmem.c): every entry that is not FREE counts against the backend
- * slot (PGPROC number) that allocated it, until it is freed -- also while
- * it is RELEASING after its backend has exited, so that a new backend in
- * the same slot inherits the count and a connect-lock-exit loop cannot fill
- * the table.  A lock request is refused when its slot has
- * zklock.max_locks_per_backend entries; an administrative request (LIST,
- * FORCE_DELETE, REVOKE) may go ZKLOCK_ADMIN_PER_BACKEND beyond that, and
- * only administrative requests may take the last ZKLOCK_ADMIN_RESERVE free
- * entries, so that zk_locks and zk_lock_force_release work when the table
- * is full.
+ * talk to it through a table of lock entries in shared memory, one entry
+ * per lock node of this instance (or per request for one).  Who owns an
+ * entry when, which fields each side writes, the locking rules, the life
+ * of an entry and the per-backend limits are stated in channel.c, the only
+ * code that changes an entry's state.  The field markers below:
+ * "lock": only channel.c writes it; "backend": the request, copied in by
+ * channel.c at submission; "worker": the worker's answer; every field is
+ * read and written under ZkLockShared->lock.
  *
  * Portions Copyright (c) 2026, zklock developers
  *
@@ -81,11 +51,11 @@
 #define ZKLOCK_MAX_ERROR_LEN		255
 #define ZKLOCK_MAX_HOSTS_LEN		255
 
-/* Shared entries only administrative requests may use (see above) */
+/* Shared entries only administrative requests may use (channel.c) */
 #define ZKLOCK_ADMIN_RESERVE		16
 /* Administrative entries a backend may have beyond its cap */
 #define ZKLOCK_ADMIN_PER_BACKEND	2
-/* zklock_entry_alloc's answers when it has no entry to give */
+/* zklock_channel_submit's answers when it has no entry to give */
 #define ZKLOCK_ALLOC_TABLE_FULL		(-1)
 #define ZKLOCK_ALLOC_BACKEND_FULL	(-2)
 
@@ -144,7 +114,11 @@ typedef struct ZkLockEntry
 	int			count_slot;		/* lock: the backend slot it counts
 								 * against, -1 for none */
 
-	/* request, written by the owning backend */
+	/*
+	 * request: copied from the backend's ZkChannelRequest at submission;
+	 * later only data and data_version change, by the owning backend, on a
+	 * GRANTED entry (see channel.c)
+	 */
 	ZkEntryKind kind;			/* backend */
 	ZkLockMode	mode;			/* backend */
 	bool		persistent;		/* backend: an explicit lock's node */
@@ -158,7 +132,7 @@ typedef struct ZkLockEntry
 	dsm_handle	list_handle;	/* backend: LIST result segment */
 	Size		list_size;		/* backend: its size */
 
-	/* result, written by the worker */
+	/* result, written by the worker while REQUESTED (its verdict) */
 	int64		token;			/* worker: czxid of the node */
 	int64		session_id;		/* worker: the session that created it */
 	TimestampTz granted_at;		/* worker */
@@ -219,7 +193,7 @@ typedef struct ZkLockShared
 
 	/*
 	 * Non-free entries per backend slot (PGPROC number), lock: see
-	 * "Limits" above.  nslots is fixed at startup.
+	 * "Limits" in channel.c.  nslots is fixed at startup.
 	 */
 	int			nslots;
 	int		   *slot_entries;	/* array of nslots */

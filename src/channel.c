@@ -1,0 +1,694 @@
+/*-------------------------------------------------------------------------
+ *
+ * channel.c
+ *		The request channel between backends and the worker: the free list,
+ *		the work queue, and every change of an entry's state.  No other file
+ *		assigns ZkLockEntry.state or frees an entry.  (shmem.c only sets up
+ *		the segment, zeroed, and calls zklock_channel_init.)
+ *
+ * The shared table (zklock.h) has one entry per lock node of this instance,
+ * or per request for one, from the moment a backend asks for it until the
+ * worker knows that the node is gone.  The table therefore doubles as the
+ * list of every node this instance owns.
+ *
+ * Ownership
+ * ---------
+ * An entry is owned by one side at a time, and only its owner changes it:
+ *
+ *	FREE --submit--> REQUESTED --answer--> GRANTED --withdraw--> RELEASING
+ *	(free list)		(worker's)	|		   (backend's;			(worker's)
+ *								|			lost: LOST)				|
+ *								+--> NOT_GRANTED / FAILED / DONE	|
+ *								|	 (backend's; it frees them)		|
+ *								+--withdraw--> RELEASING			|
+ *																	v
+ *						released, once the node is known gone: FREE
+ *
+ * - The backend owns its request until it is submitted: it fills in a
+ *   ZkChannelRequest in its own memory, and zklock_channel_submit takes a
+ *   free entry, copies the request into it, marks it REQUESTED and queues
+ *   it, all in one locked section.  No other process ever sees a
+ *   half-filled entry, and nothing returns holding the lock.
+ * - The worker owns a REQUESTED entry until its verdict: only the worker
+ *   moves it to GRANTED, NOT_GRANTED, FAILED or DONE (zklock_channel_grant,
+ *   _not_granted, _fail, _done).  The backend's only move meanwhile is to
+ *   withdraw it (REQUESTED -> RELEASING), after which the worker's verdict
+ *   is not given: a grant that comes too late deletes the node instead, a
+ *   try-lock's refusal leaves the entry to its release (already queued),
+ *   and a failure or a finished listing frees the entry at once (nothing of
+ *   it is left in ZooKeeper), as does a withdrawn request the worker had
+ *   not yet taken (zklock_channel_released).
+ * - The backend owns a verdict: it reads it (zklock_channel_result) and
+ *   frees NOT_GRANTED, FAILED and DONE entries (zklock_channel_collect,
+ *   zklock_channel_withdraw).  A GRANTED entry stays its own until it
+ *   withdraws it; the worker may meanwhile only mark it LOST (its node or
+ *   session is gone), which the backend reads at its commit fence.  An
+ *   explicit lock's GRANTED entry is freed by the backend at once
+ *   (zklock_channel_collect): its persistent node lives on without it.
+ * - The worker owns a RELEASING entry: it deletes the node, then frees the
+ *   entry (zklock_channel_released); the backend, which may have exited,
+ *   never looks at it again.
+ * - When the worker stops, or a new one starts after one that stopped
+ *   (zklock_channel_worker_gone), every request the worker owned becomes
+ *   FAILED, every GRANTED entry LOST, and every RELEASING one is freed:
+ *   the session that held their nodes is being closed.
+ *
+ * Every worker-side call about one entry checks its generation, bumped at
+ * each allocation and each free: an answer for a request that was freed
+ * (and perhaps reused) meanwhile changes nothing.  So do the backend's
+ * calls, which matters only for withdraw (an entry given back twice).
+ *
+ * Locking rules
+ * -------------
+ * ZkLockShared->lock (an LWLock) guards the free list, the work queue, the
+ * per-slot counts and every field of every entry.  Every function here
+ * takes it itself, except those that say "caller holds the lock".  Nobody
+ * holds it across a ZooKeeper call, a wait, a palloc or an ERROR.
+ *
+ * Who writes which fields of an entry (zklock.h marks them):
+ * - "lock" fields (state, queued, generation, next_free, count_slot): only
+ *   this file.
+ * - "backend" fields: copied from the ZkChannelRequest by
+ *   zklock_channel_submit while the entry is still FREE, under the lock;
+ *   afterwards only data and data_version change, by the owning backend on
+ *   a GRANTED entry (zklock_channel_set_data, a changed scope).  The
+ *   worker reads them under the lock: when it takes the request
+ *   (zklock_channel_take), and data, node and list_size again where it
+ *   uses them (protocol.c, admin.c, listing.c).
+ * - "worker" fields: written by the worker under the lock, here, with its
+ *   verdict (the entry leaves REQUESTED in the same section); read by the
+ *   owner under the lock once it has seen the verdict.  The worker never
+ *   writes a "backend" field: the waiter= line of an explicit request's
+ *   data goes into its own copy (protocol.c).
+ *
+ * Reads done without the lock, and why they are safe:
+ * - A LIST request's result segment (dsm): the worker writes it while the
+ *   entry is REQUESTED and before zklock_channel_done; the backend reads it
+ *   after it has seen DONE under the lock.  The lock's release and
+ *   acquisition order the two.  A backend that gave up detaches the
+ *   segment, and the worker's dsm_attach then fails.
+ * - ZkLockShared.worker_alive_at: an atomic, written without the lock by
+ *   the worker; its age is all a reader needs.
+ * No field of an entry is read without the lock.
+ *
+ * Limits: every entry that is not FREE counts against the backend slot
+ * (PGPROC number) that allocated it, until it is freed -- also while it is
+ * RELEASING after its backend has exited, so that a new backend in the
+ * same slot inherits the count and a connect-lock-exit loop cannot fill the
+ * table.  A lock request is refused when its slot has
+ * zklock.max_locks_per_backend entries; an administrative request (LIST,
+ * FORCE_DELETE, REVOKE) may go ZKLOCK_ADMIN_PER_BACKEND beyond that, and
+ * only administrative requests may take the last ZKLOCK_ADMIN_RESERVE free
+ * entries, so that zk_locks and zk_lock_force_release work when the table
+ * is full.
+ *
+ * Portions Copyright (c) 2026, zklock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/timestamp.h"
+
+#include "channel.h"
+#include "compat.h"
+#include "settings.h"
+#include "shmem.h"
+#include "zklock.h"
+
+static inline ZkLockEntry *
+channel_entry(int idx)
+{
+	return &zklock_shared->entries[idx];
+}
+
+/* Link every entry into the free list.  At startup, on a zeroed table. */
+void
+zklock_channel_init(void)
+{
+	int			n = zklock_shared->nentries;
+
+	for (int i = 0; i < n; i++)
+	{
+		Assert(zklock_shared->entries[i].state == ZKE_FREE);
+		zklock_shared->entries[i].next_free = (i + 1 < n) ? i + 1 : -1;
+		zklock_shared->entries[i].count_slot = -1;
+	}
+	zklock_shared->free_head = n > 0 ? 0 : -1;
+	zklock_shared->nfree = n;
+}
+
+static bool
+channel_is_admin_kind(ZkEntryKind kind)
+{
+	return kind == ZKR_LIST || kind == ZKR_FORCE_DELETE || kind == ZKR_REVOKE;
+}
+
+/*
+ * Take a free entry for a request of this kind, counted against backend
+ * slot "slot" (its PGPROC number).  Returns ZKLOCK_ALLOC_BACKEND_FULL when
+ * the slot has used its share, ZKLOCK_ALLOC_TABLE_FULL when the table has
+ * no entry this kind of request may take (see "Limits" above).  Caller
+ * holds the lock.
+ */
+static int
+channel_alloc(ZkEntryKind kind, int slot)
+{
+	int			idx = zklock_shared->free_head;
+	bool		admin = channel_is_admin_kind(kind);
+	int			cap = zklock_max_locks_per_backend;
+	ZkLockEntry *e;
+
+	if (admin)
+		cap += ZKLOCK_ADMIN_PER_BACKEND;
+	if (zklock_shared->slot_entries[slot] >= cap)
+		return ZKLOCK_ALLOC_BACKEND_FULL;
+	if (idx < 0 || (!admin && zklock_shared->nfree <= ZKLOCK_ADMIN_RESERVE))
+		return ZKLOCK_ALLOC_TABLE_FULL;
+	e = channel_entry(idx);
+	zklock_shared->free_head = e->next_free;
+	zklock_shared->nfree--;
+	zklock_shared->slot_entries[slot]++;
+	e->count_slot = slot;
+	e->next_free = -1;
+	e->generation++;
+	e->queued = false;
+	e->token = 0;
+	e->granted_at = 0;
+	e->list_needed = 0;
+	e->sqlstate = 0;
+	e->node[0] = '\0';
+	e->error[0] = '\0';
+	return idx;
+}
+
+/* Return an entry to the free list.  Caller holds the lock. */
+static void
+channel_free(int idx)
+{
+	ZkLockEntry *e = channel_entry(idx);
+
+	Assert(e->state != ZKE_FREE);
+	e->state = ZKE_FREE;
+	e->generation++;			/* late replies can never match again */
+	if (e->count_slot >= 0)
+	{
+		Assert(zklock_shared->slot_entries[e->count_slot] > 0);
+		zklock_shared->slot_entries[e->count_slot]--;
+		e->count_slot = -1;
+	}
+	e->next_free = zklock_shared->free_head;
+	zklock_shared->free_head = idx;
+	zklock_shared->nfree++;
+}
+
+/*
+ * Put an entry in the worker's queue, once.  The ring holds every entry at
+ * most once, so it cannot overflow.  Caller holds the lock.
+ */
+static void
+channel_enqueue(int idx)
+{
+	ZkLockEntry *e = channel_entry(idx);
+	int			n = zklock_shared->nentries;
+
+	if (e->queued)
+		return;
+	e->queued = true;
+	zklock_shared->queue[(zklock_shared->queue_head +
+						  zklock_shared->queue_count) % n] = idx;
+	zklock_shared->queue_count++;
+}
+
+/* Set the worker's latch, if a worker runs.  Caller holds the lock. */
+static void
+channel_wake_worker_locked(void)
+{
+	if (zklock_shared->worker_pid != 0)
+		SetLatch(ZKLOCK_PROC_LATCH(zklock_shared->worker_procno));
+}
+
+/* Set the latch of an entry's owner.  Caller holds the lock. */
+static void
+channel_wake_owner(ZkLockEntry *e)
+{
+	SetLatch(ZKLOCK_PROC_LATCH(e->owner_procno));
+}
+
+/*
+ * Is entry idx still the one of this generation, in this state?  Caller
+ * holds the lock.
+ */
+static inline bool
+channel_is(int idx, uint32 generation, ZkEntryState state)
+{
+	return channel_entry(idx)->generation == generation &&
+		channel_entry(idx)->state == state;
+}
+
+/* ---- backend side ---- */
+
+/*
+ * Submit a request: take a free entry counted against this backend's slot,
+ * copy *req into it, mark it REQUESTED and queue it; wake the worker unless
+ * !wake (a batch wakes it once, when all are in).  Returns the entry's
+ * index and sets *generation, or returns ZKLOCK_CHANNEL_NO_WORKER when no
+ * worker runs, or a ZKLOCK_ALLOC_* answer; the caller raises the error.
+ */
+int
+zklock_channel_submit(const ZkChannelRequest *req, bool wake,
+					  uint32 *generation)
+{
+	int			slot = ZKLOCK_MY_PROCNO;
+	int			idx;
+	ZkLockEntry *e;
+
+	if (slot < 0 || slot >= zklock_shared->nslots)
+		elog(ERROR, "zklock: backend slot %d out of range", slot);
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	if (zklock_shared->worker_pid == 0)
+	{
+		LWLockRelease(zklock_shared->lock);
+		return ZKLOCK_CHANNEL_NO_WORKER;
+	}
+	idx = channel_alloc(req->kind, slot);
+	if (idx < 0)
+	{
+		LWLockRelease(zklock_shared->lock);
+		return idx;
+	}
+	e = channel_entry(idx);
+	e->kind = req->kind;
+	e->mode = req->mode;
+	e->persistent = req->persistent;
+	e->owner_procno = slot;
+	e->owner_pid = MyProcPid;
+	strlcpy(e->resource, req->resource, sizeof(e->resource));
+	strlcpy(e->data, req->data, sizeof(e->data));
+	e->data_version = 0;
+	strlcpy(e->node, req->node, sizeof(e->node));
+	e->list_handle = req->list_handle;
+	e->list_size = req->list_size;
+	e->state = ZKE_REQUESTED;
+	channel_enqueue(idx);
+	if (wake)
+		channel_wake_worker_locked();
+	*generation = e->generation;
+	LWLockRelease(zklock_shared->lock);
+	return idx;
+}
+
+/* Wake the worker (after a batch of submissions) */
+void
+zklock_channel_wake_worker(void)
+{
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	channel_wake_worker_locked();
+	LWLockRelease(zklock_shared->lock);
+}
+
+/*
+ * The state of the backend's entry: REQUESTED until the worker's verdict.
+ * FREE if the entry is no longer of this generation (which cannot happen
+ * to an entry the backend has not withdrawn).
+ */
+ZkEntryState
+zklock_channel_state(int idx, uint32 generation)
+{
+	ZkEntryState state = ZKE_FREE;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	if (channel_entry(idx)->generation == generation)
+		state = channel_entry(idx)->state;
+	LWLockRelease(zklock_shared->lock);
+	return state;
+}
+
+/* Is the entry still in the worker's queue (not yet taken)? */
+bool
+zklock_channel_queued(int idx)
+{
+	bool		queued;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	queued = channel_entry(idx)->queued;
+	LWLockRelease(zklock_shared->lock);
+	return queued;
+}
+
+/* Copy the verdict of an entry.  Caller holds the lock. */
+static void
+channel_copy_result(int idx, uint32 generation, ZkChannelResult *result)
+{
+	ZkLockEntry *e = channel_entry(idx);
+
+	result->state = e->generation == generation ? e->state : ZKE_FREE;
+	result->token = e->token;
+	result->session_id = e->session_id;
+	result->list_needed = e->list_needed;
+	result->sqlstate = e->sqlstate;
+	strlcpy(result->error, e->error, sizeof(result->error));
+	strlcpy(result->data, e->data, sizeof(result->data));
+}
+
+/* Read the worker's verdict (and the node data) of the backend's entry */
+void
+zklock_channel_result(int idx, uint32 generation, ZkChannelResult *result)
+{
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	channel_copy_result(idx, generation, result);
+	LWLockRelease(zklock_shared->lock);
+}
+
+/*
+ * The backend's last look at an entry it owns: read the verdict and free
+ * the entry.  For a NOT_GRANTED, FAILED or DONE entry, and for an explicit
+ * lock's GRANTED (or LOST) one, whose persistent node lives on without it.
+ */
+void
+zklock_channel_collect(int idx, uint32 generation, ZkChannelResult *result)
+{
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	channel_copy_result(idx, generation, result);
+	Assert(result->state != ZKE_REQUESTED && result->state != ZKE_RELEASING);
+	if (result->state != ZKE_FREE && result->state != ZKE_REQUESTED &&
+		result->state != ZKE_RELEASING)
+		channel_free(idx);
+	LWLockRelease(zklock_shared->lock);
+}
+
+/*
+ * New node data for a GRANTED lock (its scope changed): the worker writes
+ * it to the node.  Nothing happens unless the entry is still GRANTED and
+ * not an explicit lock's.
+ */
+void
+zklock_channel_set_data(int idx, uint32 generation, const char *data)
+{
+	ZkLockEntry *e;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	e = channel_entry(idx);
+	if (channel_is(idx, generation, ZKE_GRANTED) && !e->persistent)
+	{
+		strlcpy(e->data, data, sizeof(e->data));
+		e->data_version++;
+		channel_enqueue(idx);
+		channel_wake_worker_locked();
+	}
+	LWLockRelease(zklock_shared->lock);
+}
+
+/*
+ * Give an entry back: a pending or held one goes to the worker for its node
+ * to be deleted; a finished one is freed here.  Never raises an ERROR.
+ */
+void
+zklock_channel_withdraw(int idx, uint32 generation)
+{
+	ZkLockEntry *e;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	e = channel_entry(idx);
+	if (e->generation == generation)
+	{
+		switch (e->state)
+		{
+			case ZKE_REQUESTED:
+			case ZKE_GRANTED:
+			case ZKE_LOST:
+				e->state = ZKE_RELEASING;
+				channel_enqueue(idx);
+				channel_wake_worker_locked();
+				break;
+			case ZKE_NOT_GRANTED:
+			case ZKE_FAILED:
+			case ZKE_DONE:
+				channel_free(idx);
+				break;
+			case ZKE_FREE:
+			case ZKE_RELEASING:
+				break;
+		}
+	}
+	LWLockRelease(zklock_shared->lock);
+}
+
+/* ---- worker side ---- */
+
+/*
+ * Next queued entry for the worker, or -1.  Caller holds the lock.  (The
+ * name predates the channel; worker.c's main loop calls it.)
+ */
+int
+zklock_channel_dequeue(void)
+{
+	int			idx;
+
+	if (zklock_shared->queue_count == 0)
+		return -1;
+	idx = zklock_shared->queue[zklock_shared->queue_head];
+	zklock_shared->queue_head = (zklock_shared->queue_head + 1) %
+		zklock_shared->nentries;
+	zklock_shared->queue_count--;
+	channel_entry(idx)->queued = false;
+	return idx;
+}
+
+/*
+ * Take a dequeued entry: its state and generation, and, if it is
+ * REQUESTED, a copy of the request.
+ */
+ZkEntryState
+zklock_channel_take(int idx, ZkChannelRequest *req, uint32 *generation)
+{
+	ZkLockEntry *e;
+	ZkEntryState state;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	e = channel_entry(idx);
+	state = e->state;
+	*generation = e->generation;
+	if (state == ZKE_REQUESTED)
+	{
+		req->kind = e->kind;
+		req->mode = e->mode;
+		req->persistent = e->persistent;
+		strlcpy(req->resource, e->resource, sizeof(req->resource));
+		strlcpy(req->data, e->data, sizeof(req->data));
+		strlcpy(req->node, e->node, sizeof(req->node));
+		req->list_handle = e->list_handle;
+		req->list_size = e->list_size;
+	}
+	LWLockRelease(zklock_shared->lock);
+	return state;
+}
+
+/*
+ * Grant a REQUESTED entry: its node (named node, czxid token, of session
+ * session_id, 0 for a persistent one) is first in line.  Returns false if
+ * the request was withdrawn meanwhile: the caller deletes the node.
+ */
+bool
+zklock_channel_grant(int idx, uint32 generation, int64 token,
+					 int64 session_id, const char *node)
+{
+	ZkLockEntry *e;
+	bool		granted = false;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	e = channel_entry(idx);
+	if (channel_is(idx, generation, ZKE_REQUESTED))
+	{
+		e->state = ZKE_GRANTED;
+		e->token = token;
+		e->session_id = session_id;
+		e->granted_at = GetCurrentTimestamp();
+		strlcpy(e->node, node, sizeof(e->node));
+		zklock_shared->n_granted++;
+		channel_wake_owner(e);
+		granted = true;
+	}
+	LWLockRelease(zklock_shared->lock);
+	return granted;
+}
+
+/*
+ * A try-lock was not granted; its node is already deleted.  A withdrawn
+ * request is left to its release (the worker has it queued).
+ */
+void
+zklock_channel_not_granted(int idx, uint32 generation)
+{
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	if (channel_is(idx, generation, ZKE_REQUESTED))
+	{
+		channel_entry(idx)->state = ZKE_NOT_GRANTED;
+		zklock_shared->n_not_granted++;
+		channel_wake_owner(channel_entry(idx));
+	}
+	LWLockRelease(zklock_shared->lock);
+}
+
+/*
+ * A request failed; no node of it is left (or its deletion is the worker's
+ * business).  Counted in zk_lock_status.failed if counted (a listing's
+ * own failure is not, as before).  A withdrawn request is freed.
+ */
+void
+zklock_channel_fail(int idx, uint32 generation, int sqlstate,
+					const char *msg, bool counted)
+{
+	ZkLockEntry *e;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	e = channel_entry(idx);
+	if (channel_is(idx, generation, ZKE_REQUESTED))
+	{
+		e->state = ZKE_FAILED;
+		e->sqlstate = sqlstate;
+		strlcpy(e->error, msg, sizeof(e->error));
+		if (counted)
+			zklock_shared->n_failed++;
+		channel_wake_owner(e);
+	}
+	else if (channel_is(idx, generation, ZKE_RELEASING))
+		channel_free(idx);
+	LWLockRelease(zklock_shared->lock);
+}
+
+/*
+ * An administrative request or a listing is done: token (an admin
+ * request: whether the node was found), list_needed (a listing: the size
+ * of its result).  A withdrawn request is freed.
+ */
+void
+zklock_channel_done(int idx, uint32 generation, int64 token,
+					Size list_needed)
+{
+	ZkLockEntry *e;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	e = channel_entry(idx);
+	if (channel_is(idx, generation, ZKE_REQUESTED))
+	{
+		e->state = ZKE_DONE;
+		e->token = token;
+		e->list_needed = list_needed;
+		channel_wake_owner(e);
+	}
+	else if (channel_is(idx, generation, ZKE_RELEASING))
+		channel_free(idx);
+	LWLockRelease(zklock_shared->lock);
+}
+
+/* GRANTED -> LOST, as below.  Caller holds the lock. */
+static bool
+channel_mark_lost(int idx, uint32 generation, int *owner_pid)
+{
+	ZkLockEntry *e = channel_entry(idx);
+
+	if (!channel_is(idx, generation, ZKE_GRANTED))
+		return false;
+	e->state = ZKE_LOST;
+	zklock_shared->n_lost++;
+	channel_wake_owner(e);
+	if (owner_pid)
+		*owner_pid = e->owner_pid;
+	return true;
+}
+
+/*
+ * A GRANTED entry's node is gone without the backend having released it:
+ * mark it LOST.  Returns whether it did, and the owner's pid in *owner_pid
+ * (if not NULL).
+ */
+bool
+zklock_channel_lost(int idx, uint32 generation, int *owner_pid)
+{
+	bool		lost;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	lost = channel_mark_lost(idx, generation, owner_pid);
+	LWLockRelease(zklock_shared->lock);
+	return lost;
+}
+
+/*
+ * The session that held an entry's node is gone: a GRANTED entry is LOST
+ * (as zklock_channel_lost), a RELEASING one is freed (its node went with
+ * the session).
+ */
+bool
+zklock_channel_session_lost(int idx, uint32 generation, int *owner_pid)
+{
+	bool		lost;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	lost = channel_mark_lost(idx, generation, owner_pid);
+	if (!lost && channel_is(idx, generation, ZKE_RELEASING))
+		channel_free(idx);
+	LWLockRelease(zklock_shared->lock);
+	return lost;
+}
+
+/* A RELEASING entry's node is known gone: free the entry */
+void
+zklock_channel_released(int idx, uint32 generation)
+{
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	if (channel_is(idx, generation, ZKE_RELEASING))
+		channel_free(idx);
+	LWLockRelease(zklock_shared->lock);
+}
+
+/*
+ * The worker stops, or a new one starts after one that stopped: every
+ * request fails with why (which starts with ZKLOCK_WORKER_GONE), every
+ * GRANTED entry is LOST and every RELEASING one freed -- the session that
+ * held their nodes is being closed.  Caller holds the lock exclusively
+ * (with the lease and the session state, changed in the same section).
+ */
+void
+zklock_channel_worker_gone(const char *why)
+{
+	for (int i = 0; i < zklock_shared->nentries; i++)
+	{
+		ZkLockEntry *e = channel_entry(i);
+
+		switch (e->state)
+		{
+			case ZKE_REQUESTED:
+				e->state = ZKE_FAILED;
+				e->sqlstate = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+				strlcpy(e->error, why, sizeof(e->error));
+				channel_wake_owner(e);
+				break;
+			case ZKE_GRANTED:
+				(void) channel_mark_lost(i, e->generation, NULL);
+				break;
+			case ZKE_RELEASING:
+				channel_free(i);
+				break;
+			default:
+				break;
+		}
+	}
+}
+
+/*
+ * Empty the work queue: a new worker finds every request of the old one
+ * ended by zklock_channel_worker_gone.  Caller holds the lock exclusively.
+ */
+void
+zklock_channel_clear_queue(void)
+{
+	zklock_shared->queue_count = 0;
+	zklock_shared->queue_head = 0;
+	for (int i = 0; i < zklock_shared->nentries; i++)
+		channel_entry(i)->queued = false;
+}

@@ -1,0 +1,83 @@
+/*-------------------------------------------------------------------------
+ *
+ * channel.h
+ *		The request channel between backends and the worker: the only code
+ *		that changes an entry's state or frees an entry (see channel.c for
+ *		the ownership and locking rules).
+ *
+ * Portions Copyright (c) 2026, zklock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_CHANNEL_H
+#define ZKLOCK_CHANNEL_H
+
+#include "zklock.h"
+
+/* zklock_channel_submit's answer when no worker runs */
+#define ZKLOCK_CHANNEL_NO_WORKER	(-3)
+
+/*
+ * A request as the backend fills it in, in its own memory, before
+ * submitting it; and the copy the worker takes of it.
+ */
+typedef struct ZkChannelRequest
+{
+	ZkEntryKind kind;
+	ZkLockMode	mode;
+	bool		persistent;		/* an explicit lock's node */
+	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];	/* node data */
+	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1]; /* admin: the node */
+	dsm_handle	list_handle;	/* LIST: result segment */
+	Size		list_size;		/* and its size */
+} ZkChannelRequest;
+
+/* What the backend reads of an entry once the worker has answered */
+typedef struct ZkChannelResult
+{
+	ZkEntryState state;
+	int64		token;
+	int64		session_id;
+	Size		list_needed;
+	int			sqlstate;
+	char		error[ZKLOCK_MAX_ERROR_LEN + 1];
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+} ZkChannelResult;
+
+/* setup: shmem.c, on a zeroed table */
+extern void zklock_channel_init(void);
+
+/* backend side */
+extern int	zklock_channel_submit(const ZkChannelRequest *req, bool wake,
+								  uint32 *generation);
+extern void zklock_channel_wake_worker(void);
+extern ZkEntryState zklock_channel_state(int idx, uint32 generation);
+extern bool zklock_channel_queued(int idx);
+extern void zklock_channel_result(int idx, uint32 generation,
+								  ZkChannelResult *result);
+extern void zklock_channel_collect(int idx, uint32 generation,
+								   ZkChannelResult *result);
+extern void zklock_channel_set_data(int idx, uint32 generation,
+									const char *data);
+extern void zklock_channel_withdraw(int idx, uint32 generation);
+
+/* worker side */
+extern int	zklock_channel_dequeue(void);
+extern ZkEntryState zklock_channel_take(int idx, ZkChannelRequest *req,
+										uint32 *generation);
+extern bool zklock_channel_grant(int idx, uint32 generation, int64 token,
+								 int64 session_id, const char *node);
+extern void zklock_channel_not_granted(int idx, uint32 generation);
+extern void zklock_channel_fail(int idx, uint32 generation, int sqlstate,
+								const char *msg, bool counted);
+extern void zklock_channel_done(int idx, uint32 generation, int64 token,
+								Size list_needed);
+extern bool zklock_channel_lost(int idx, uint32 generation, int *owner_pid);
+extern bool zklock_channel_session_lost(int idx, uint32 generation,
+										int *owner_pid);
+extern void zklock_channel_released(int idx, uint32 generation);
+extern void zklock_channel_worker_gone(const char *why);
+extern void zklock_channel_clear_queue(void);
+
+#endif							/* ZKLOCK_CHANNEL_H */
