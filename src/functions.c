@@ -26,6 +26,7 @@
 #include "resource.h"
 #include "grant_rule.h"
 #include "lease.h"
+#include "nodedata.h"
 #include "backend.h"
 
 PG_FUNCTION_INFO_V1(zklock_acquire);
@@ -346,27 +347,6 @@ zklock_release_all(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(zklock_unlock_all());
 }
 
-/* undo the worker's escaping of node data: \\ \n \t */
-static char *
-unescape(char *s)
-{
-	char	   *r = s,
-			   *w = s;
-
-	while (*r)
-	{
-		if (r[0] == '\\' && r[1])
-		{
-			*w++ = r[1] == 'n' ? '\n' : r[1] == 't' ? '\t' : r[1];
-			r += 2;
-		}
-		else
-			*w++ = *r++;
-	}
-	*w = '\0';
-	return s;
-}
-
 /*
  * Text read from ZooKeeper is whatever bytes its writer sent.  Names must
  * be UTF-8 (ZooKeeper's own rule): replace each byte that does not begin a
@@ -392,23 +372,16 @@ valid_utf8(char *s)
 	return s;
 }
 
-/* the value of "key=" in key=value lines, or NULL */
+/* the value of "key=" in node data (nodedata.c), or NULL */
 static char *
 data_field(const char *data, const char *key)
 {
-	size_t		klen = strlen(key);
-	const char *p = data;
+	char		k[32];
+	const char *v;
 
-	while (p && *p)
-	{
-		const char *eol = strchr(p, '\n');
-		size_t		len = eol ? (size_t) (eol - p) : strlen(p);
-
-		if (len > klen && strncmp(p, key, klen) == 0 && p[klen] == '=')
-			return pnstrdup(p + klen + 1, len - klen - 1);
-		p = eol ? eol + 1 : NULL;
-	}
-	return NULL;
+	snprintf(k, sizeof(k), "%s=", key);
+	v = zklock_node_field(data, k);
+	return v ? pnstrdup(v, zklock_node_field_len(v)) : NULL;
 }
 
 /*
@@ -504,7 +477,7 @@ zklock_nodes(PG_FUNCTION_ARGS)
 			continue;
 		*slash = '\0';
 		/* node data: UTF-8 (1.0 wrote its database's encoding) */
-		fields[3] = text_out(unescape(fields[3]));
+		fields[3] = text_out(zklock_nodedata_unescape(fields[3]));
 
 		memset(nulls, 0, sizeof(nulls));
 		values[0] = CStringGetTextDatum(text_out(fields[0] + rootlen + 1));

@@ -88,14 +88,15 @@ tap_passed=0
 tap_failed=0
 
 # --- unit tests (test/unit/, no servers) --------------------------------
-# The grant rule and lock node names (src/grant_rule.c), table-driven; TAP.
+# The grant rule and lock node names (src/grant_rule.c), and the node data
+# codec (src/nodedata.c), table-driven; TAP, one plan per program.
 set +e
 make -s zklock-unit PG_CONFIG="$pgbin/pg_config" PG_CFLAGS=-Werror 2>&1 | tee unit.out.log
 unit_rc=${PIPESTATUS[0]}
 set -e
 unit_passed=$(grep -cE '^ok ' unit.out.log || true)
 unit_failed=$(grep -cE '^not ok ' unit.out.log || true)
-unit_planned=$(sed -nE 's/^1\.\.([0-9]+)$/\1/p' unit.out.log | head -n1)
+unit_planned=$(sed -nE 's/^1\.\.([0-9]+)$/\1/p' unit.out.log | awk '{s += $1} END {print s + 0}')
 # cases that never ran (a crash, a build failure) count as failed
 if [ "$((unit_passed + unit_failed))" -lt "${unit_planned:-0}" ]; then
 	unit_failed=$((unit_planned - unit_passed))
