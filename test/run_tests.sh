@@ -19,6 +19,12 @@
 #
 # Set PROVE_TESTS="test/t/001_x.pl ..." to run only some TAP tests.
 #
+# test/t/034_rolling_upgrade.pl needs zklock's last release (git revision
+# ZKLOCK_OLD_REV, default 2e55121) built into its own copy of PostgreSQL:
+# as root, from a clone, this script builds it (test/build_old.sh, some
+# seconds) and passes its path in ZKLOCK_OLD_INSTALL.  As another user, set
+# ZKLOCK_OLD_INSTALL to such an installation; the test fails without one.
+#
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,9 +40,20 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 		make -C "$src" -s install FAILPOINTS=1 PG_CFLAGS=-Werror
 		work=$(mktemp -d /tmp/zklock-test.XXXXXX)
 		cp -a "$src/." "$work/src"
+		# the rolling upgrade test runs the library of the last release
+		# (ZKLOCK_OLD_REV) beside this one: built here, from git history
+		# (the suite runs from a copy without it); the test fails without it
+		old_install=
+		if [ -z "${PROVE_TESTS:-}" ] || [[ "${PROVE_TESTS}" == *034_rolling_upgrade* ]]; then
+			if [ -d "$src/.git" ] || [ -f "$src/.git" ]; then
+				old_install=$(bash "$src/test/build_old.sh" "$src" \
+					"${ZKLOCK_OLD_REV:-2e55121}" "$work/old") || old_install=
+			fi
+		fi
 		chown -R postgres:postgres "$work"
 		rc=0
 		runuser -u postgres -- env ZKLOCK_TEST_INNER=1 PROVE_TESTS="${PROVE_TESTS:-}" \
+			ZKLOCK_OLD_INSTALL="$old_install" \
 			bash "$work/src/test/run_tests.sh" || rc=$?
 		if [ $rc -ne 0 ]; then
 			# keep the logs where a person can find them
