@@ -51,6 +51,12 @@ my ($rc, $data_a) = ZkLockTest::zkutil('get', $na);
 unlike($data_a, qr/^v=/, 'the old instance writes format 1 (no v= line)');
 ($rc, my $data_b) = ZkLockTest::zkutil('get', $nb);
 like($data_b, qr/^v=2\n instance=new-inst\n/x, 'the new instance writes format 2');
+# format 2 is format 1 after its first line: the same keys in the same order
+my $keys = sub { join(',', map { (split /=/)[0] } split /\n/, $_[0]) };
+is($keys->($data_a), 'instance,pid,database,user,application,vxid,scope,implicit,since,query',
+	"the old instance's node: format 1's fields");
+is($keys->($data_b), 'v,' . $keys->($data_a),
+	"the new instance's node: the same fields after v=2");
 
 my $fields = q{SELECT instance, pid, database, username, application_name,
                       scope, implicit, since IS NOT NULL, granted, mode, query
