@@ -29,7 +29,10 @@
  *	  for a live waiter to make it), nobody will ever take the node over:
  *	  the sweep removes it, so that it never becomes a lock with no owner.
  *	- A node that Hive's rule does not grant (among its siblings) never
- *	  expires: 1.0's waiting requests have no "waiter=".
+ *	  expires: 1.0's waiting requests have no "waiter=".  The rule is
+ *	  grant_rule.c's, applied to all siblings at once
+ *	  (zklock_grant_rule_sorted); the fields are read by the codec of
+ *	  nodedata.c.
  *	- zklock 1.0 wrote "expires=<epoch s>" and "since=<epoch s>", both by
  *	  the requester's clock: their difference (rounded up) is its time to
  *	  live, counted from the node's mtime (its creation: 1.0 counted from
