@@ -6,6 +6,7 @@ OBJS = \
 	src/shmem.o \
 	src/resource.o \
 	src/grant_rule.o \
+	src/nodedata.o \
 	src/zk_client.o \
 	src/protocol.o \
 	src/listing.o \
@@ -21,7 +22,7 @@ OBJS = \
 	src/failpoint.o
 
 EXTENSION = zklock
-DATA = zklock--1.0.sql zklock--1.0--1.1.sql
+DATA = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql
 PGFILEDESC = "zklock - ZooKeeper locks for PostgreSQL"
 
 SHLIB_LINK = -lzookeeper_mt -lpthread
@@ -47,7 +48,7 @@ REGRESS_PREP = zklock-installcheck-precheck
 override with_llvm = no
 
 # the unit test's program (make zklock-unit, below)
-EXTRA_CLEAN = test/unit/test_grant_rule
+EXTRA_CLEAN = test/unit/test_grant_rule test/unit/test_nodedata
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -61,14 +62,18 @@ zklock-installcheck-precheck:
 # every object depends on the shared headers (PGXS tracks no dependencies)
 $(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
 	src/resource.h src/worker.h src/backend.h src/zk_client.h src/protocol.h \
-	src/protocol_int.h src/lease.h src/failpoint.h src/grant_rule.h
+	src/protocol_int.h src/lease.h src/failpoint.h src/grant_rule.h src/nodedata.h
 
-# make zklock-unit: the unit test of the grant rule (test/unit/), a
-# standalone program with src/grant_rule.c compiled in, built with the
-# extension's compiler flags (and PG_CFLAGS); it prints TAP.
+# make zklock-unit: the unit tests of the grant rule and of the node data
+# codec (test/unit/), standalone programs with src/grant_rule.c and
+# src/nodedata.c compiled in, built with the extension's compiler flags
+# (and PG_CFLAGS); they print TAP.
 test/unit/test_grant_rule: test/unit/test_grant_rule.c src/grant_rule.c src/grant_rule.h src/zklock.h src/compat.h
 	$(CC) $(CFLAGS) $(CPPFLAGS) -o $@ $(srcdir)/test/unit/test_grant_rule.c $(srcdir)/src/grant_rule.c
 
-zklock-unit: test/unit/test_grant_rule
-	./test/unit/test_grant_rule
+test/unit/test_nodedata: test/unit/test_nodedata.c src/nodedata.c src/nodedata.h src/grant_rule.c src/grant_rule.h src/zklock.h src/compat.h
+	$(CC) $(CFLAGS) $(CPPFLAGS) -o $@ $(srcdir)/test/unit/test_nodedata.c $(srcdir)/src/nodedata.c $(srcdir)/src/grant_rule.c
+
+zklock-unit: test/unit/test_grant_rule test/unit/test_nodedata
+	rc=0; ./test/unit/test_grant_rule || rc=1; ./test/unit/test_nodedata || rc=1; exit $$rc
 .PHONY: zklock-unit

@@ -55,6 +55,7 @@
 #include "resource.h"
 #include "grant_rule.h"
 #include "lease.h"
+#include "nodedata.h"
 
 typedef struct LocalLockKey
 {
@@ -493,25 +494,8 @@ raise_failure(int idx, uint32 gen, const char *what)
 }
 
 /*
- * A value in the node data: a role or database name may hold any character,
- * but a line break would start a field of its own.
- */
-static const char *
-one_line(const char *value)
-{
-	char	   *copy;
-
-	if (strpbrk(value, "\n\r") == NULL)
-		return value;
-	copy = pstrdup(value);
-	for (char *p = copy; *p; p++)
-		if (*p == '\n' || *p == '\r')
-			*p = ' ';
-	return copy;
-}
-
-/*
- * Who holds the node: key=value lines, read back by zk_locks.  user= is the
+ * Who holds the node: key=value lines (the format, every field and its
+ * version: nodedata.c), read back by zk_locks.  user= is the
  * role the caller acts as (SET ROLE, also inside a SECURITY DEFINER
  * function): zk_locks shows a user its own locks by it, and
  * zk_lock_release_explicit lets a user remove its own explicit locks by it.
@@ -531,65 +515,60 @@ static void
 describe_holder(char *buf, size_t buflen, const char *scope, bool implicit,
 				int64 ttl_ms)
 {
-	StringInfoData s;
-	const char *query = debug_query_string ? debug_query_string : "";
+	ZkNodeData f = {0};
 	char	   *dbname = get_database_name(MyDatabaseId);
-	int			room;
+	char		pid[16];
+	char		vxid[32];
+	char		since_text[32];
+	char		ttl_text[32];
+	char		expires_at[32];
+	char		local[ZKLOCK_MAX_DATA_LEN + 1];
 	int64		since;
 	char	   *utf8;
 	int			len;
 
-	initStringInfo(&s);
 	/* since: Unix epoch seconds, readable whatever anyone's DateStyle */
 	since = GetCurrentTimestamp() +
 		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
-	appendStringInfo(&s, "instance=%s\npid=%d\ndatabase=%s\nuser=%s\napplication=%s\nvxid=%d/%u\nscope=%s\nimplicit=%s\nsince=" INT64_FORMAT ".%06d\n",
-					 zklock_instance_name(), MyProcPid,
-					 one_line(dbname ? dbname : ""),
-					 one_line(GetUserNameFromId(GetOuterUserId(), false)),
-					 one_line(application_name ? application_name : ""),
-					 MyProc->backendId, MyProc->lxid,
-					 scope,
-					 implicit ? "true" : "false",
-					 since / USECS_PER_SEC, (int) (since % USECS_PER_SEC));
+	snprintf(pid, sizeof(pid), "%d", MyProcPid);
+	snprintf(vxid, sizeof(vxid), "%d/%u", MyProc->backendId, MyProc->lxid);
+	zklock_nodedata_epoch(since_text, sizeof(since_text), since);
+	f.instance = zklock_instance_name();
+	f.pid = pid;
+	f.database = dbname ? dbname : "";
+	f.user = GetUserNameFromId(GetOuterUserId(), false);
+	f.application = application_name ? application_name : "";
+	f.vxid = vxid;
+	f.scope = scope;
+	f.implicit = implicit ? "true" : "false";
+	f.since = since_text;
 	if (ttl_ms > 0)
 	{
-		int64		expires_at = since + ttl_ms * 1000;
+		snprintf(ttl_text, sizeof(ttl_text), INT64_FORMAT, ttl_ms);
+		zklock_nodedata_epoch(expires_at, sizeof(expires_at),
+							  since + ttl_ms * 1000);
+		f.ttl = ttl_text;
+		f.expires_at = expires_at;
+		f.waiter = "0000000000000000";	/* the worker fills it in */
+	}
+	f.query = debug_query_string ? debug_query_string : "";
 
-		appendStringInfo(&s, "ttl=" INT64_FORMAT "\nexpires_at=" INT64_FORMAT ".%06d\n"
-						 ZKLOCK_WAITER_FIELD "%016llx\n",
-						 ttl_ms, expires_at / USECS_PER_SEC,
-						 (int) (expires_at % USECS_PER_SEC), 0ULL);
-	}
-	appendStringInfoString(&s, "query=");
-	room = (int) buflen - 1 - s.len;
-	for (const char *q = query; *q && room > 0; q++, room--)
-		appendStringInfoChar(&s, (*q == '\n' || *q == '\r') ? ' ' : *q);
-	if (s.len > (int) buflen - 1)
-	{
-		/* cut on a character boundary */
-		int			cut = pg_mbcliplen(s.data, s.len, buflen - 1);
+	/* in the database encoding, cut on a character boundary */
+	zklock_nodedata_encode(local, sizeof(local), &f);
+	local[pg_mbcliplen(local, strlen(local), strlen(local))] = '\0';
 
-		s.data[cut] = '\0';
-	}
-	else
-	{
-		/* the query may have been cut inside a multibyte character */
-		s.data[pg_mbcliplen(s.data, s.len, s.len)] = '\0';
-	}
 	/*
 	 * Node data is UTF-8, as ZooKeeper's own text; cut again if it grew.  A
 	 * SQL_ASCII database's bytes have no known encoding: they go as they
 	 * are, and readers replace what is not UTF-8.
 	 */
-	utf8 = GetDatabaseEncoding() == PG_SQL_ASCII ? s.data :
-		(char *) pg_server_to_any(s.data, strlen(s.data), PG_UTF8);
+	utf8 = GetDatabaseEncoding() == PG_SQL_ASCII ? local :
+		(char *) pg_server_to_any(local, strlen(local), PG_UTF8);
 	len = strlen(utf8);
 	if (len > (int) buflen - 1)
 		len = pg_encoding_mbcliplen(PG_UTF8, utf8, len, buflen - 1);
 	memcpy(buf, utf8, len);
 	buf[len] = '\0';
-	pfree(s.data);
 }
 
 /*

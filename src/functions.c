@@ -26,6 +26,7 @@
 #include "resource.h"
 #include "grant_rule.h"
 #include "lease.h"
+#include "nodedata.h"
 #include "backend.h"
 
 PG_FUNCTION_INFO_V1(zklock_acquire);
@@ -42,6 +43,8 @@ PG_FUNCTION_INFO_V1(zklock_admin);
 PG_FUNCTION_INFO_V1(zklock_acquire_explicit);
 PG_FUNCTION_INFO_V1(zklock_release_all);
 PG_FUNCTION_INFO_V1(zklock_nodes);
+PG_FUNCTION_INFO_V1(zklock_nodes_1_2);
+PG_FUNCTION_INFO_V1(zklock_revocation_data);
 PG_FUNCTION_INFO_V1(zklock_status);
 PG_FUNCTION_INFO_V1(zklock_local);
 
@@ -346,27 +349,6 @@ zklock_release_all(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(zklock_unlock_all());
 }
 
-/* undo the worker's escaping of node data: \\ \n \t */
-static char *
-unescape(char *s)
-{
-	char	   *r = s,
-			   *w = s;
-
-	while (*r)
-	{
-		if (r[0] == '\\' && r[1])
-		{
-			*w++ = r[1] == 'n' ? '\n' : r[1] == 't' ? '\t' : r[1];
-			r += 2;
-		}
-		else
-			*w++ = *r++;
-	}
-	*w = '\0';
-	return s;
-}
-
 /*
  * Text read from ZooKeeper is whatever bytes its writer sent.  Names must
  * be UTF-8 (ZooKeeper's own rule): replace each byte that does not begin a
@@ -392,23 +374,16 @@ valid_utf8(char *s)
 	return s;
 }
 
-/* the value of "key=" in key=value lines, or NULL */
+/* the value of "key=" in node data (nodedata.c), or NULL */
 static char *
 data_field(const char *data, const char *key)
 {
-	size_t		klen = strlen(key);
-	const char *p = data;
+	char		k[32];
+	const char *v;
 
-	while (p && *p)
-	{
-		const char *eol = strchr(p, '\n');
-		size_t		len = eol ? (size_t) (eol - p) : strlen(p);
-
-		if (len > klen && strncmp(p, key, klen) == 0 && p[klen] == '=')
-			return pnstrdup(p + klen + 1, len - klen - 1);
-		p = eol ? eol + 1 : NULL;
-	}
-	return NULL;
+	snprintf(k, sizeof(k), "%s=", key);
+	v = zklock_node_field(data, k);
+	return v ? pnstrdup(v, zklock_node_field_len(v)) : NULL;
 }
 
 /*
@@ -443,112 +418,274 @@ parse_epoch(const char *v, TimestampTz *result)
 
 /*
  * zk_lock_nodes(): one row per lock node under zklock.root, in the whole
- * ensemble.  The zk_locks view adds who is granted.
+ * ensemble.  The zk_locks view adds who is granted (1.0 and 1.1: in SQL;
+ * from 1.2, zk_lock_nodes says it, by the grant rule of grant_rule.c).
  */
-#define NODES_COLS 17
+#define NODES_COLS 17			/* zklock_nodes: 1.0 and 1.1 */
+#define NODES_COLS_1_2 19		/* zklock_nodes_1_2: and granted, blocked_by */
 
-Datum
-zklock_nodes(PG_FUNCTION_ARGS)
+/* One row of zk_lock_nodes, and where it stands among its resource's nodes */
+typedef struct NodesRow
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Size		len;
-	char	   *rows;
-	char	   *line;
-	char	   *next;
-	size_t		rootlen;
+	const char *parent;			/* the resource's full path, as listed */
+	ZkLockMode	mode;
+	int64		seq;
+	Datum		values[NODES_COLS_1_2];
+	bool		nulls[NODES_COLS_1_2];
+} NodesRow;
+
+/*
+ * Fill a row (its first NODES_COLS columns) from one line of the worker's
+ * listing; false for a line that is not a lock node under the root.
+ */
+static bool
+nodes_row(char *line, size_t rootlen, NodesRow *row)
+{
+	Datum	   *values = row->values;
+	bool	   *nulls = row->nulls;
+	char	   *fields[4];
+	char	   *slash;
+	char	   *p = line;
+	char	   *v;
+	int			nf = 0;
+	TimestampTz since;
+
+	while (nf < 4)
+	{
+		fields[nf++] = p;
+		if (nf < 4)
+		{
+			p = strchr(p, '\t');
+			if (p == NULL)
+				break;
+			*p++ = '\0';
+		}
+	}
+	if (nf < 4 || strncmp(fields[0], zklock_root, rootlen) != 0)
+		return false;
+	slash = strrchr(fields[0], '/');
+	if (slash == NULL || slash - fields[0] <= (ptrdiff_t) rootlen ||
+		!zklock_parse_node_name(slash + 1, &row->mode, &row->seq))
+		return false;
+	*slash = '\0';
+	row->parent = fields[0];
+	/* node data: UTF-8 (1.0 wrote its database's encoding) */
+	fields[3] = text_out(zklock_nodedata_unescape(fields[3]));
+
+	memset(nulls, 0, sizeof(row->nulls));
+	values[0] = CStringGetTextDatum(text_out(fields[0] + rootlen + 1));
+	values[1] = CStringGetTextDatum(text_out(slash + 1));
+	values[2] = CStringGetTextDatum(zklock_mode_name(row->mode));
+	values[3] = Int64GetDatum(row->seq);
+	values[4] = Int64GetDatum(strtoll(fields[1], NULL, 10));	/* token */
+	values[5] = Int64GetDatum(strtoll(fields[2], NULL, 10));	/* session */
+#define FIELD(col, key) \
+	if ((v = data_field(fields[3], key)) != NULL) \
+		values[col] = CStringGetTextDatum(v); \
+	else \
+		nulls[col] = true
+	FIELD(6, "instance");
+	if ((v = data_field(fields[3], "pid")) != NULL)
+		values[7] = Int32GetDatum(atoi(v));
+	else
+		nulls[7] = true;
+	FIELD(8, "database");
+	FIELD(9, "user");
+	FIELD(10, "application");
+	FIELD(11, "vxid");
+	FIELD(12, "scope");
+	if ((v = data_field(fields[3], "since")) != NULL &&
+		parse_epoch(v, &since))
+		values[13] = TimestampTzGetDatum(since);
+	else
+		nulls[13] = true;
+	FIELD(14, "query");
+#undef FIELD
+	if ((v = data_field(fields[3], "implicit")) != NULL)
+		values[15] = BoolGetDatum(strcmp(v, "true") == 0);
+	else
+		nulls[15] = true;
+	/* 1.0 wrote expires=; 1.1 writes expires_at= (shown, never used) */
+	if (((v = data_field(fields[3], "expires")) != NULL ||
+		 (v = data_field(fields[3], "expires_at")) != NULL) &&
+		parse_epoch(v, &since))
+		values[16] = TimestampTzGetDatum(since);
+	else
+		nulls[16] = true;
+	return true;
+}
+
+/* The listing of the subtree the first argument names (or the whole root) */
+static char *
+nodes_listing(FunctionCallInfo fcinfo, Size *len)
+{
 	char	   *subtree = NULL;
 
 	zklock_backend_init();		/* errors out unless preloaded */
-	rootlen = strlen(zklock_root);
 	if (PG_NARGS() > 0 && !PG_ARGISNULL(0))
 	{
 		subtree = utf8_in(text_to_cstring(PG_GETARG_TEXT_PP(0)));
 		zklock_check_resource(subtree);
 	}
 	InitMaterializedSRF(fcinfo, 0);
-	rows = zklock_list_nodes(subtree, &len);
+	return zklock_list_nodes(subtree, len);
+}
 
-	for (line = rows; line && *line; line = next)
+/* zk_lock_nodes of 1.0 and 1.1: the rows in the listing's order */
+Datum
+zklock_nodes(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Size		len;
+	char	   *rows = nodes_listing(fcinfo, &len);
+	size_t		rootlen = strlen(zklock_root);
+	char	   *next;
+	NodesRow	row;
+
+	for (char *line = rows; line && *line; line = next)
 	{
-		Datum		values[NODES_COLS];
-		bool		nulls[NODES_COLS];
-		char	   *fields[4];
-		char	   *slash;
-		char	   *p = line;
-		ZkLockMode	mode;
-		int64		seq;
-		char	   *v;
-		int			nf = 0;
-		TimestampTz since;
+		CHECK_FOR_INTERRUPTS();
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		if (nodes_row(line, rootlen, &row))
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
+								 row.values, row.nulls);
+	}
+	return (Datum) 0;
+}
+
+static int
+nodes_row_cmp(const void *a, const void *b)
+{
+	const NodesRow *ra = *(const NodesRow *const *) a;
+	const NodesRow *rb = *(const NodesRow *const *) b;
+	int			c = strcmp(ra->parent, rb->parent);
+
+	if (c != 0)
+		return c;
+	return ra->seq < rb->seq ? -1 : ra->seq > rb->seq ? 1 : 0;
+}
+
+/*
+ * zk_lock_nodes from 1.2: also granted and blocked_by (the node it waits
+ * behind), by Hive's rule among the nodes of its resource
+ * (zklock_grant_rule_sorted, the same rule the lock protocol and the sweep
+ * apply).  Rows in order of resource and sequence number.
+ */
+Datum
+zklock_nodes_1_2(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Size		len;
+	char	   *rows = nodes_listing(fcinfo, &len);
+	size_t		rootlen = strlen(zklock_root);
+	char	   *next;
+	NodesRow  **all = NULL;
+	int			n = 0;
+	int			room = 0;
+	ZkGrantNode *nodes;
+
+	for (char *line = rows; line && *line; line = next)
+	{
+		NodesRow   *row;
 
 		CHECK_FOR_INTERRUPTS();
 		next = strchr(line, '\n');
 		if (next)
 			*next++ = '\0';
-		while (nf < 4)
+		row = palloc(sizeof(NodesRow));
+		if (!nodes_row(line, rootlen, row))
 		{
-			fields[nf++] = p;
-			if (nf < 4)
-			{
-				p = strchr(p, '\t');
-				if (p == NULL)
-					break;
-				*p++ = '\0';
-			}
+			pfree(row);
+			continue;
 		}
-		if (nf < 4 || strncmp(fields[0], zklock_root, rootlen) != 0)
-			continue;
-		slash = strrchr(fields[0], '/');
-		if (slash == NULL || slash - fields[0] <= (ptrdiff_t) rootlen ||
-			!zklock_parse_node_name(slash + 1, &mode, &seq))
-			continue;
-		*slash = '\0';
-		/* node data: UTF-8 (1.0 wrote its database's encoding) */
-		fields[3] = text_out(unescape(fields[3]));
+		if (n == room)
+		{
+			room = room ? room * 2 : 64;
+			all = all ? repalloc_array(all, NodesRow *, room) :
+				palloc_array(NodesRow *, room);
+		}
+		all[n++] = row;
+	}
+	if (n == 0)
+		return (Datum) 0;
 
-		memset(nulls, 0, sizeof(nulls));
-		values[0] = CStringGetTextDatum(text_out(fields[0] + rootlen + 1));
-		values[1] = CStringGetTextDatum(text_out(slash + 1));
-		values[2] = CStringGetTextDatum(zklock_mode_name(mode));
-		values[3] = Int64GetDatum(seq);
-		values[4] = Int64GetDatum(strtoll(fields[1], NULL, 10));	/* token */
-		values[5] = Int64GetDatum(strtoll(fields[2], NULL, 10));	/* session */
-#define FIELD(col, key) \
-		if ((v = data_field(fields[3], key)) != NULL) \
-			values[col] = CStringGetTextDatum(v); \
-		else \
-			nulls[col] = true
-		FIELD(6, "instance");
-		if ((v = data_field(fields[3], "pid")) != NULL)
-			values[7] = Int32GetDatum(atoi(v));
-		else
-			nulls[7] = true;
-		FIELD(8, "database");
-		FIELD(9, "user");
-		FIELD(10, "application");
-		FIELD(11, "vxid");
-		FIELD(12, "scope");
-		if ((v = data_field(fields[3], "since")) != NULL &&
-			parse_epoch(v, &since))
-			values[13] = TimestampTzGetDatum(since);
-		else
-			nulls[13] = true;
-		FIELD(14, "query");
-#undef FIELD
-		if ((v = data_field(fields[3], "implicit")) != NULL)
-			values[15] = BoolGetDatum(strcmp(v, "true") == 0);
-		else
-			nulls[15] = true;
-		/* 1.0 wrote expires=; 1.1 writes expires_at= (shown, never used) */
-		if (((v = data_field(fields[3], "expires")) != NULL ||
-			 (v = data_field(fields[3], "expires_at")) != NULL) &&
-			parse_epoch(v, &since))
-			values[16] = TimestampTzGetDatum(since);
-		else
-			nulls[16] = true;
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	qsort(all, n, sizeof(NodesRow *), nodes_row_cmp);
+	nodes = palloc_array(ZkGrantNode, n);
+	for (int first = 0, end; first < n; first = end)
+	{
+		/* one resource's nodes: all[first .. end - 1] */
+		for (end = first + 1;
+			 end < n && strcmp(all[end]->parent, all[first]->parent) == 0;
+			 end++)
+			;
+		for (int i = first; i < end; i++)
+		{
+			nodes[i - first].mode = all[i]->mode;
+			nodes[i - first].seq = all[i]->seq;
+		}
+		zklock_grant_rule_sorted(nodes, end - first);
+		for (int i = first; i < end; i++)
+		{
+			NodesRow   *row = all[i];
+			int			blocker = nodes[i - first].blocker;
+
+			CHECK_FOR_INTERRUPTS();
+			row->values[17] = BoolGetDatum(blocker < 0);
+			row->nulls[17] = false;
+			if (blocker >= 0)
+			{
+				row->values[18] = all[first + blocker]->values[1];	/* node */
+				row->nulls[18] = false;
+			}
+			else
+				row->nulls[18] = true;
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
+								 row->values, row->nulls);
+		}
 	}
 	return (Datum) 0;
+}
+
+/*
+ * zk_lock_revocation_data(...): the node data zk_lock_revoke writes into a
+ * holder's node, by the codec (nodedata.c).  A NULL is an empty value and
+ * implicit= is "t" or "f", as format() made them in 1.0 and 1.1.
+ */
+Datum
+zklock_revocation_data(PG_FUNCTION_ARGS)
+{
+	ZkNodeData	f = {0};
+	const char *text_args[10];
+	size_t		need;
+	char	   *buf;
+
+	for (int i = 0; i < 10; i++)
+	{
+		if (PG_ARGISNULL(i))
+			text_args[i] = "";
+		else if (i == 1)
+			text_args[i] = psprintf("%d", PG_GETARG_INT32(i));
+		else if (i == 6)
+			text_args[i] = PG_GETARG_BOOL(i) ? "t" : "f";	/* as format() */
+		else
+			text_args[i] = text_to_cstring(PG_GETARG_TEXT_PP(i));
+	}
+	f.instance = text_args[0];
+	f.pid = text_args[1];
+	f.database = text_args[2];
+	f.user = text_args[3];
+	f.application = text_args[4];
+	f.scope = text_args[5];
+	f.implicit = text_args[6];
+	f.revoke = text_args[7];
+	f.revoked_by = text_args[8];
+	f.query = text_args[9];
+	need = zklock_nodedata_encode(NULL, 0, &f);
+	buf = palloc(need + 1);
+	zklock_nodedata_encode(buf, need + 1, &f);
+	PG_RETURN_TEXT_P(cstring_to_text(buf));
 }
 
 /*

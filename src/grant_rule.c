@@ -143,3 +143,31 @@ zklock_grant_rule(const char *const *children, int nchildren, int64 my_seq,
 	*nblockers = n;
 	return pred < 0 ? ZKLOCK_VERDICT_GRANTED : ZKLOCK_VERDICT_WAIT;
 }
+
+/*
+ * The same rule for every lock node of one resource at once, in one pass:
+ * nodes[] sorted by sequence number, ascending.  Each node's blocker is the
+ * one zklock_grant_rule would have it watch (the nearest lower node whose
+ * mode conflicts with its own), or -1 when zklock_grant_rule would grant
+ * it.  Linear, for listings and the sweep, where a resource may have many
+ * thousand nodes (zklock_grant_rule for each would be quadratic).
+ */
+void
+zklock_grant_rule_sorted(ZkGrantNode *nodes, int n)
+{
+	static const ZkLockMode modes[] = {ZKLOCK_EXCLUSIVE, ZKLOCK_SHARED};
+	int			last[lengthof(modes)];	/* per wanted mode: the latest node
+										 * that conflicts with it */
+
+	for (int m = 0; m < lengthof(modes); m++)
+		last[m] = -1;
+	for (int i = 0; i < n; i++)
+	{
+		for (int m = 0; m < lengthof(modes); m++)
+			if (modes[m] == nodes[i].mode)
+				nodes[i].blocker = last[m];
+		for (int m = 0; m < lengthof(modes); m++)
+			if (zklock_modes_conflict(nodes[i].mode, modes[m]))
+				last[m] = i;
+	}
+}

@@ -35,4 +35,15 @@ extern ZkGrantVerdict zklock_grant_rule(const char *const *children,
 										ZkLockMode my_mode, int *watch_index,
 										int *nblockers);
 
+/* One node of a resource, for the rule applied to all of them at once */
+typedef struct ZkGrantNode
+{
+	ZkLockMode	mode;
+	int64		seq;
+	int			blocker;		/* out: the index of the node it waits
+								 * behind, or -1 when granted */
+} ZkGrantNode;
+
+extern void zklock_grant_rule_sorted(ZkGrantNode *nodes, int n);
+
 #endif							/* ZKLOCK_GRANT_RULE_H */

@@ -201,20 +201,11 @@ list_row(Listing *l, ZkEvent *ev)
 	start = buf->len;
 	appendStringInfo(buf, "%s\t" INT64_FORMAT "\t" INT64_FORMAT "\t",
 					 ev->path, ev->czxid, ev->ephemeral_owner);
-	for (int i = 0; i < ev->datalen; i++)
+	if (ev->datalen > 0)
 	{
-		char		c = ev->data[i];
-
-		if (c == '\\')
-			appendStringInfoString(buf, "\\\\");
-		else if (c == '\n')
-			appendStringInfoString(buf, "\\n");
-		else if (c == '\t')
-			appendStringInfoString(buf, "\\t");
-		else if (c == '\0' || c == '\r')
-			appendStringInfoChar(buf, ' ');
-		else
-			appendStringInfoChar(buf, c);
+		enlargeStringInfo(buf, 2 * ev->datalen + 1);
+		buf->len += zklock_nodedata_escape(buf->data + buf->len, ev->data,
+										   ev->datalen);
 	}
 	appendStringInfoChar(buf, '\n');
 	l->needed += buf->len - start;

@@ -1164,24 +1164,6 @@ zklock_protocol_fail(int idx, int sqlstate, const char *msg)
 }
 
 /*
- * The value of a "key=" line of node data, or NULL.  Every value is on one
- * line (backend.c's one_line), so a field starts the data or follows a
- * line break; "key=" inside another field's value is not it.
- */
-const char *
-zklock_node_field(const char *data, const char *key)
-{
-	size_t		len = strlen(key);
-
-	if (strncmp(data, key, len) == 0)
-		return data + len;
-	for (const char *p = data; (p = strchr(p, '\n')) != NULL; p++)
-		if (strncmp(p + 1, key, len) == 0)
-			return p + 1 + len;
-	return NULL;
-}
-
-/*
  * Who handles the reply (or the watch) of each operation of a request
  * entry.  No handler: OP_PARENT (the create behind it tells whether the
  * parents are there), OP_WAITER_DELETE (the node's delete behind it tells),

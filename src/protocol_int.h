@@ -22,6 +22,7 @@
 #include "shmem.h"
 #include "zk_client.h"
 #include "protocol.h"
+#include "nodedata.h"		/* zklock_node_field */
 
 #define ZKLOCK_MAX_PATH		(ZKLOCK_MAX_ROOT_LEN + 1 + ZKLOCK_MAX_RESOURCE_LEN)
 
@@ -132,8 +133,7 @@ node_path(char *buf, WorkEntry *w, const char *node)
 			 w->parent, node);
 }
 
-/* protocol.c: a "key=" line of node data; a request ends in failure */
-extern const char *zklock_node_field(const char *data, const char *key);
+/* protocol.c: a request ends in failure */
 extern void zklock_protocol_fail(int idx, int sqlstate, const char *msg);
 
 /* listing.c: zk_locks */

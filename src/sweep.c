@@ -29,7 +29,10 @@
  *	  for a live waiter to make it), nobody will ever take the node over:
  *	  the sweep removes it, so that it never becomes a lock with no owner.
  *	- A node that Hive's rule does not grant (among its siblings) never
- *	  expires: 1.0's waiting requests have no "waiter=".
+ *	  expires: 1.0's waiting requests have no "waiter=".  The rule is
+ *	  grant_rule.c's, applied to all siblings at once
+ *	  (zklock_grant_rule_sorted); the fields are read by the codec of
+ *	  nodedata.c.
  *	- zklock 1.0 wrote "expires=<epoch s>" and "since=<epoch s>", both by
  *	  the requester's clock: their difference (rounded up) is its time to
  *	  live, counted from the node's mtime (its creation: 1.0 counted from
@@ -158,6 +161,22 @@ sweep_orphan_grace(void)
 	return Max(2 * (int64) zkc_negotiated_timeout(), 10000);
 }
 
+/* A lock node among a resource's children, in sequence order */
+typedef struct SweepChild
+{
+	ZkGrantNode node;
+	const char *child;			/* its name, in the event */
+} SweepChild;
+
+static int
+sweep_child_cmp(const void *a, const void *b)
+{
+	int64		sa = ((const SweepChild *) a)->node.seq;
+	int64		sb = ((const SweepChild *) b)->node.seq;
+
+	return sa < sb ? -1 : sa > sb ? 1 : 0;
+}
+
 /* A zklock explicit node's data came back: remove it if its time is up */
 static void
 sweep_node(ZkEvent *ev, bool granted)
@@ -239,44 +258,42 @@ zklock_sweep_event(ZkEvent *ev)
 	}
 	else if (ev->rc == ZKC_OK && ev->kind == ZKEV_CHILDREN)
 	{
-		int64		min_all = -1;
-		int64		min_x = -1;
+		SweepChild *kids = palloc(sizeof(SweepChild) * Max(ev->nchildren, 1));
+		ZkGrantNode *nodes = palloc(sizeof(ZkGrantNode) * Max(ev->nchildren, 1));
+		int			n = 0;
 
-		/* Hive's rule among the siblings: who is granted */
-		for (int i = 0; i < ev->nchildren; i++)
-		{
-			ZkLockMode	m;
-			int64		seq;
-
-			if (!zklock_parse_node_name(ev->children[i], &m, &seq))
-				continue;
-			if (min_all < 0 || seq < min_all)
-				min_all = seq;
-			if (m == ZKLOCK_EXCLUSIVE && (min_x < 0 || seq < min_x))
-				min_x = seq;
-		}
+		/* Hive's rule among the siblings (grant_rule.c): who is granted */
 		for (int i = 0; i < ev->nchildren; i++)
 		{
 			const char *c = ev->children[i];
-			char	   *child = psprintf("%s/%s", ev->path, c);
-			ZkLockMode	m;
-			int64		seq;
 
-			if (!zklock_parse_node_name(c, &m, &seq))
+			if (zklock_parse_node_name(c, &kids[n].node.mode, &kids[n].node.seq))
+				kids[n++].child = c;
+			else
+			{
+				char	   *child = psprintf("%s/%s", ev->path, c);
+
 				sweep_push(child, OP_LIST_CHILDREN);	/* a resource: walk it */
-			else if (sweep_all_nodes || zklock_node_has_prefix(c, "zx"))
+				pfree(child);
+			}
+		}
+		qsort(kids, n, sizeof(SweepChild), sweep_child_cmp);
+		for (int i = 0; i < n; i++)
+			nodes[i] = kids[i].node;
+		zklock_grant_rule_sorted(nodes, n);
+		for (int i = 0; i < n; i++)
+		{
+			if (sweep_all_nodes || zklock_node_has_prefix(kids[i].child, "zx"))
 			{
 				/* an explicit lock: read it */
-				bool		granted;
+				char	   *child = psprintf("%s/%s", ev->path, kids[i].child);
 
-				if (m == ZKLOCK_EXCLUSIVE)
-					granted = (seq == min_all);
-				else
-					granted = (min_x < 0 || seq < min_x);
-				sweep_push(child, granted ? OP_LIST_DATA : OP_SWEEP_WAITING);
+				sweep_push(child, nodes[i].blocker < 0 ? OP_LIST_DATA : OP_SWEEP_WAITING);
+				pfree(child);
 			}
-			pfree(child);
 		}
+		pfree(kids);
+		pfree(nodes);
 	}
 	else if (ev->rc == ZKC_OK && ev->kind == ZKEV_DATA && ev->ephemeral_owner == 0)
 		sweep_node(ev, op == OP_LIST_DATA);

@@ -225,6 +225,7 @@ END
 #   hosts       => zklock.hosts (default zk_hosts())
 #   extra_conf  => more postgresql.conf lines
 #   start       => 0 to only init and configure
+#   install_path => another PostgreSQL installation (with its own zklock)
 sub zk_node
 {
 	my ($name, %opts) = @_;
@@ -243,7 +244,8 @@ sub zk_node
 	my $stale = "$PostgreSQL::Test::Utils::tmp_check/t_${raw_test_name}_${name}_data";
 	File::Path::rmtree($stale) if -d $stale;
 
-	my $node = PostgreSQL::Test::Cluster->new($name);
+	my $node = PostgreSQL::Test::Cluster->new($name,
+		defined $opts{install_path} ? (install_path => $opts{install_path}) : ());
 	$node->init;
 	my $conf = <<"EOC";
 shared_preload_libraries = 'zklock'

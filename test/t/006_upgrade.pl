@@ -5,6 +5,11 @@
 #  - ALTER EXTENSION zklock UPDATE brings it to the default version;
 #  - the updated database has exactly the objects, definitions and grants
 #    of a fresh CREATE EXTENSION.
+#  - the same for a database at 1.1; and zk_locks says the same of one
+#    queue of SHARED and EXCLUSIVE holders and waiters at 1.1 (Hive's rule
+#    in SQL) as at 1.2 (the C grant rule, through zk_lock_nodes' granted
+#    and blocked_by); zk_lock_revoke's node data from the codec
+#    (zk_lock_revocation_data) is 1.1's format() after "v=2".
 use strict;
 use warnings;
 
@@ -20,6 +25,8 @@ my $node = zk_node('node1');
 
 $node->safe_psql('postgres', 'CREATE DATABASE old');
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
+$node->safe_psql('postgres', 'CREATE DATABASE v11');
+$node->safe_psql('v11', q{CREATE EXTENSION zklock VERSION '1.1'});
 $node->safe_psql('old', q{CREATE EXTENSION zklock VERSION '1.0'});
 $node->safe_psql('fresh', 'CREATE EXTENSION zklock');
 
@@ -36,6 +43,67 @@ is($node->safe_psql('old',
 is($node->safe_psql('old',
 		q{SELECT count(*) FROM (SELECT zk_lock_acquire_session('upgrade/b') AS t) s, zk_locks l WHERE l.resource = 'upgrade/b'}),
 	'1', '1.0 objects: zk_locks lists a lock');
+
+# the new library under the 1.1 objects, beside a 1.2 database: one queue,
+# holders SHARED, SHARED, then waiters EXCLUSIVE, SHARED, EXCLUSIVE
+my @q;
+for my $m (qw(shared shared exclusive shared exclusive))
+{
+	my $s = zk_session($node, "q$m" . scalar(@q), dbname => 'fresh');
+	$s->send(qq{BEGIN; SELECT zk_lock_acquire('upgrade/q', '$m') > 0;});
+	if (@q < 2)
+	{
+		my $r = $s->wait(20);
+		ok($r && $r->{out} eq 't', "queue: holder $m granted");
+	}
+	else
+	{
+		ok(wait_for_waiting($node, $s->pid), "queue: $m waits");
+	}
+	push @q, $s;
+}
+my $show = q{SELECT mode, granted, node, blocked_by, blocked_by_pid,
+                    blocked_by_instance, pid, scope, implicit, since IS NOT NULL
+             FROM zk_locks WHERE resource = 'upgrade/q'};
+my $at11 = $node->safe_psql('v11', $show);
+my $at12 = $node->safe_psql('fresh', $show);
+is($at12, $at11, 'zk_locks: the C grant rule (1.2) says what the SQL rule (1.1) says');
+my @rows = map { [ split /\|/ ] } split /\n/, $at12;
+is(join(',', map { $_->[1] } @rows), 't,t,f,f,f',
+	'zk_locks: the two SHARED holders granted, every waiter not');
+is(join(',', map { $_->[3] // '' } @rows),
+	join(',', '', '', $rows[1][2], $rows[2][2], $rows[3][2]),
+	'zk_locks: each waiter blocked by the nearest lower node it conflicts with');
+is(join(',', map { $_->[4] // '' } @rows),
+	join(',', '', '', $q[1]->pid, $q[2]->pid, $q[3]->pid),
+	'zk_locks: blocked_by_pid names the blocking backend');
+is($node->safe_psql('fresh',
+		q{SELECT string_agg(format('%s %s', granted, coalesce(blocked_by, '-')), ',' ORDER BY seq)
+		  FROM zk_lock_nodes('upgrade/q') WHERE resource = 'upgrade/q'}),
+	join(',', 't -', 't -', "f $rows[1][2]", "f $rows[2][2]", "f $rows[3][2]"),
+	'zk_lock_nodes (1.2): granted and blocked_by columns');
+# in queue order: each waiter is granted once those before it are gone
+for my $s (@q)
+{
+	$s->wait(20) if defined $s->{pending};
+	$s->query('ROLLBACK');
+	$s->quit;
+}
+ok(zk_wait_no_locks(zk_path('upgrade/q'), 20), 'queue: all released');
+
+# zk_lock_revoke's data: 1.1's format() after "v=2", NULLs empty as before
+is($node->safe_psql('fresh', q{
+	SELECT zk_lock_revocation_data(i, p, d, u, a, s, im, 'cancel', 'admin', q)
+	     = E'v=2\n' || format(E'instance=%s\npid=%s\ndatabase=%s\nuser=%s\napplication=%s\nscope=%s\nimplicit=%s\nrevoke=%s\nrevoked_by=%s\nquery=%s',
+	                        i, p, d, u, a, s, im, 'cancel', 'admin', q)
+	FROM (VALUES ('n1', 42, 'db', 'alice', 'psql', 'session', false, 'SELECT 1'),
+	             ('n2', NULL, NULL, 'bob', '', 'transaction', true, NULL),
+	             (NULL, 7, 'd', NULL, NULL, NULL, NULL, repeat('é', 200))) v(i, p, d, u, a, s, im, q)}),
+	"t\nt\nt", 'zk_lock_revocation_data: format() of 1.1, after v=2');
+
+$node->safe_psql('v11', 'ALTER EXTENSION zklock UPDATE');
+is($node->safe_psql('v11', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
+	$default, "1.1: ALTER EXTENSION zklock UPDATE reaches $default");
 
 $node->safe_psql('old', 'ALTER EXTENSION zklock UPDATE');
 is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
@@ -61,6 +129,8 @@ my $describe = q{
 my $old = $node->safe_psql('old', $describe);
 my $fresh = $node->safe_psql('fresh', $describe);
 is($old, $fresh, 'the updated database has the same objects as a fresh install');
+is($node->safe_psql('v11', $describe), $fresh,
+	'the database updated from 1.1 has the same objects as a fresh install');
 
 is($node->safe_psql('old', 'SELECT lease_margin > 0 FROM zk_lock_status'), 't',
 	'the updated zk_lock_status has the lease columns');

@@ -142,9 +142,12 @@ is(psql1($node2, q{SELECT count(*) FROM zk_locks WHERE resource = 'ex/up' AND gr
 	'1', '1.0\'s zk_locks shows a 1.1 explicit lock and its expiry');
 is(psql1($node2, q{SELECT zk_lock_release_explicit('ex/up')}), '1',
 	'and 1.0\'s UNLOCK removes it');
-psql1($node2, q{ALTER EXTENSION zklock UPDATE});
+psql1($node2, q{ALTER EXTENSION zklock UPDATE TO '1.1'});
 is(psql1($node2, q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	'1.1', 'updated to 1.1');
+psql1($node2, q{ALTER EXTENSION zklock UPDATE});
+is(psql1($node2, q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
+	'1.2', 'then to 1.2');
 
 zk_done_check();
 done_testing();

@@ -9,7 +9,8 @@
 #  - arrays: NULL, empty, NULL elements, duplicates, multidimensional, other
 #    lower bounds, mismatched lengths, tens of thousands of names;
 #  - intervals: zero, negative, tiny, huge, out of range, NULL;
-#  - NULL in every argument; admin functions with odd nodes and actions.
+#  - NULL in every argument; admin functions with odd nodes and actions;
+#    the node data codec (zk_lock_revocation_data) with any text.
 # Every error must carry a proper SQLSTATE: a data exception (class 22),
 # 42622, 54000, 55P03, 57014, 42501 or 0A000; never XX000 (internal), never
 # 38000 (finding 11), never a crash (the server log is checked), never a
@@ -283,7 +284,7 @@ sub modes_arg
 sub fuzz_call
 {
 	my ($db) = @_;
-	my $p = int(rand(20));
+	my $p = int(rand(21));
 	my $n = name_arg($db);
 	if ($p == 0) { return 'SELECT zk_lock_acquire(' . join(', ', $n, mode_arg(), tmo_arg(), bool_arg()) . ')'; }
 	if ($p == 1) { return 'SELECT zk_lock_try_acquire(' . join(', ', $n, mode_arg(), bool_arg()) . ')'; }
@@ -328,6 +329,13 @@ sub fuzz_call
 		  . maybe_null(pick(@ACTIONS)) . ', ' . maybe_null(pick(q{''}, q{E'a\nb'}, q{repeat('d', 100000)}, $n)) . ')';
 	}
 	if ($p == 18) { return "SELECT zk_lock_fence($n, " . maybe_null(pick(@TOKENS)) . ')'; }
+	if ($p == 19)
+	{
+		# the codec, through SQL (1.2): any text, NULL anywhere, huge values
+		my @t = map { maybe_null(pick($n, q{''}, q{E'a\nb\rc'}, q{repeat('d', 100000)})) } 1 .. 8;
+		return 'SELECT length(zk_lock_revocation_data(' . join(', ', $t[0], maybe_null(pick(0, -1, 2147483647)),
+			@t[1 .. 4], maybe_null(pick('true', 'false')), @t[5 .. 7]) . '))';
+	}
 	return pick('SELECT * FROM zk_lock_status', 'SELECT count(*) FROM zk_lock_local',
 		'SELECT zk_lock_outer_role() > 0', 'SELECT count(*) FROM zk_locks');
 }

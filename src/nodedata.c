@@ -1,0 +1,248 @@
+/*-------------------------------------------------------------------------
+ *
+ * nodedata.c
+ *		The one codec of lock node data, and of listing rows.
+ *
+ * A zklock lock node's data says who holds it, for zk_locks on every
+ * instance, for the sweep of explicit locks and for revocation.  It is
+ * UTF-8 text of "key=value" lines, at most ZKLOCK_MAX_DATA_LEN bytes;
+ * every value is one line (a line break in a name is written as a space),
+ * and query=, when present, is the last line, without a line break after
+ * it: it is what is cut when the data would be too long.
+ *
+ * The fields, who writes them, and since when:
+ *
+ *	v=2				the format's version (zklock 1.2, format 2).  Data
+ *					without it is format 1 (zklock 1.0 and 1.1).  Written
+ *					first by describe_holder (backend.c) and by
+ *					zk_lock_revoke (zk_lock_revoke_data, functions.c).
+ *	instance=		the holder's zklock.instance_name			1.0, backend.c
+ *	pid=			the holder's backend pid					1.0, backend.c
+ *	database=		its database								1.0, backend.c
+ *	user=			the role it acts as (SET ROLE)				1.0, backend.c
+ *	application=	its application_name						1.0, backend.c
+ *	vxid=			its virtual transaction id					1.0, backend.c
+ *	scope=			session, transaction or explicit			1.0, backend.c;
+ *					rewritten in place while held (show_holds, backend.c)
+ *	implicit=		true for a parent's lock taken for a child	1.0, as scope=
+ *	since=			Unix epoch seconds, ".<6 digits>" of micros	1.0, backend.c
+ *	expires=		Unix epoch seconds: an explicit lock's		1.0 only
+ *					expiry by its requester's clock (1.1 stopped
+ *					writing it; the sweep still reads it)
+ *	ttl=			an explicit lock's time to live in ms,		1.1, backend.c
+ *					counted from the node's mtime
+ *	expires_at=		when that is, by the writer's clock (for	1.1, backend.c;
+ *					people only, never used to expire)			rewritten at
+ *																grant (protocol.c)
+ *	waiter=			16 hex digits: the session waiting for an	1.1, backend.c
+ *					explicit request; filled in by the worker	(zeros), protocol.c
+ *					(protocol.c), removed at grant
+ *	revoke=			cancel or terminate: a revocation			1.0, zk_lock_revoke
+ *	revoked_by=		the role that revoked						1.0, zk_lock_revoke
+ *	query=			the holder's statement, last, cut to fit	1.0, backend.c
+ *
+ * Readers look a field up by its key at the start of a line
+ * (zklock_node_field) and ignore every line they do not know.  The readers
+ * of zklock 1.0 and 1.1 (up to git revision 2e55121) do the same
+ * (zklock_node_field in protocol.c, data_field in functions.c: a key at
+ * the start of a line or of the data), so the "v=2" line and any field
+ * added later are skipped by them: during a rolling upgrade, instances of
+ * every version read each other's nodes.  The rule for later versions: a
+ * new field never changes the meaning of an old one; a field whose meaning
+ * changes gets a new key (as expires= became ttl= and expires_at= in 1.1),
+ * and "v=" goes up when what a reader must do with the data changes.  No
+ * reader rejects a version it does not know.  Data may also be another
+ * client's, in any form: a reader finds no field in it, never an error.
+ *
+ * Listing rows, from the worker to a backend (listing.c, functions.c):
+ * "path \t czxid \t ephemeralOwner \t data", one a line, data escaped:
+ * '\' as "\\", a line break as "\n", a tab as "\t"; a NUL byte or a
+ * carriage return becomes a space (they never come back).
+ *
+ * Pure: no allocation, no error reporting, no shared state; this file
+ * links into the unit test test/unit/test_nodedata.c.
+ *
+ * Portions Copyright (c) 2026, zklock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "nodedata.h"
+
+/* Appends to a bounded buffer, counting what would be needed */
+typedef struct NodeDataOut
+{
+	char	   *buf;
+	size_t		buflen;
+	size_t		len;			/* what the whole data needs */
+} NodeDataOut;
+
+static void
+nodedata_put(NodeDataOut *out, const char *s, bool one_line)
+{
+	for (; *s; s++)
+	{
+		char		c = *s;
+
+		if (one_line && (c == '\n' || c == '\r'))
+			c = ' ';
+		if (out->len + 1 < out->buflen)
+			out->buf[out->len] = c;
+		out->len++;
+	}
+}
+
+static void
+nodedata_field(NodeDataOut *out, const char *key, const char *value,
+			   bool last)
+{
+	if (value == NULL)
+		return;
+	nodedata_put(out, key, false);
+	nodedata_put(out, "=", false);
+	nodedata_put(out, value, true);
+	if (!last)
+		nodedata_put(out, "\n", false);
+}
+
+/*
+ * The data of a holder, in buf (NUL-terminated, cut to buflen - 1 bytes:
+ * the caller cuts again on a character boundary).  Returns the length of
+ * the whole data, as snprintf does.
+ */
+size_t
+zklock_nodedata_encode(char *buf, size_t buflen, const ZkNodeData *f)
+{
+	NodeDataOut out = {buf, buflen, 0};
+
+	nodedata_field(&out, "v", CppAsString2(ZKLOCK_NODEDATA_VERSION), false);
+	nodedata_field(&out, "instance", f->instance, false);
+	nodedata_field(&out, "pid", f->pid, false);
+	nodedata_field(&out, "database", f->database, false);
+	nodedata_field(&out, "user", f->user, false);
+	nodedata_field(&out, "application", f->application, false);
+	nodedata_field(&out, "vxid", f->vxid, false);
+	nodedata_field(&out, "scope", f->scope, false);
+	nodedata_field(&out, "implicit", f->implicit, false);
+	nodedata_field(&out, "since", f->since, false);
+	nodedata_field(&out, "ttl", f->ttl, false);
+	nodedata_field(&out, "expires_at", f->expires_at, false);
+	nodedata_field(&out, "waiter", f->waiter, false);
+	nodedata_field(&out, "revoke", f->revoke, false);
+	nodedata_field(&out, "revoked_by", f->revoked_by, false);
+	nodedata_field(&out, "query", f->query, true);
+	if (buflen > 0)
+		buf[Min(out.len, buflen - 1)] = '\0';
+	return out.len;
+}
+
+/*
+ * Unix epoch microseconds (not negative) as since= has them,
+ * "<seconds>.<6 digits>", in buf (at least 28 bytes).  Done by hand: this
+ * file links without libpgport.
+ */
+void
+zklock_nodedata_epoch(char *buf, size_t buflen, int64 unix_us)
+{
+	char		digits[32];
+	int			n = 0;
+	uint64		v = unix_us < 0 ? 0 : (uint64) unix_us;
+	size_t		len = 0;
+
+	/* the digits backwards: six of micros, the point, at least one more */
+	for (int i = 0; i < 6; i++, v /= 10)
+		digits[n++] = '0' + (int) (v % 10);
+	digits[n++] = '.';
+	do
+	{
+		digits[n++] = '0' + (int) (v % 10);
+		v /= 10;
+	} while (v > 0);
+	while (n > 0 && len + 1 < buflen)
+		buf[len++] = digits[--n];
+	if (buflen > 0)
+		buf[len] = '\0';
+}
+
+/*
+ * The value of a "key=" line of node data, or NULL.  Every value is on one
+ * line, so a field starts the data or follows a line break; "key=" inside
+ * another field's value is not it.
+ */
+const char *
+zklock_node_field(const char *data, const char *key)
+{
+	size_t		len = strlen(key);
+
+	if (strncmp(data, key, len) == 0)
+		return data + len;
+	for (const char *p = data; (p = strchr(p, '\n')) != NULL; p++)
+		if (strncmp(p + 1, key, len) == 0)
+			return p + 1 + len;
+	return NULL;
+}
+
+/* The length of a value zklock_node_field returned */
+size_t
+zklock_node_field_len(const char *value)
+{
+	return strcspn(value, "\n");
+}
+
+int
+zklock_nodedata_version(const char *data)
+{
+	const char *v = zklock_node_field(data, "v=");
+	int			version = 0;
+
+	if (v == NULL)
+		return 1;
+	for (; *v >= '0' && *v <= '9' && version < 100000; v++)
+		version = version * 10 + (*v - '0');
+	return version;
+}
+
+size_t
+zklock_nodedata_escape(char *dst, const char *src, size_t srclen)
+{
+	char	   *w = dst;
+
+	for (size_t i = 0; i < srclen; i++)
+	{
+		char		c = src[i];
+
+		if (c == '\\' || c == '\n' || c == '\t')
+		{
+			*w++ = '\\';
+			*w++ = c == '\n' ? 'n' : c == '\t' ? 't' : '\\';
+		}
+		else if (c == '\0' || c == '\r')
+			*w++ = ' ';
+		else
+			*w++ = c;
+	}
+	*w = '\0';
+	return w - dst;
+}
+
+/* Undo zklock_nodedata_escape, in place */
+char *
+zklock_nodedata_unescape(char *s)
+{
+	char	   *r = s,
+			   *w = s;
+
+	while (*r)
+	{
+		if (r[0] == '\\' && r[1])
+		{
+			*w++ = r[1] == 'n' ? '\n' : r[1] == 't' ? '\t' : r[1];
+			r += 2;
+		}
+		else
+			*w++ = *r++;
+	}
+	*w = '\0';
+	return s;
+}
