@@ -183,6 +183,55 @@ zklock_node_field(const char *data, const char *key)
 	return NULL;
 }
 
+/*
+ * Node data with one field's value changed in place (key includes the '='):
+ * every line whose key it is gets the new value, or goes when value is
+ * NULL; a field that is absent is not added, and every other line stays as
+ * it was, in its place, so that readers of every version read the rest as
+ * before.  The result is in buf, cut to buflen - 1 bytes (the caller cuts
+ * again on a character boundary; the query, last, is what is cut).
+ * Returns the length of the whole result, as snprintf does.  buf and data
+ * must not overlap.
+ */
+size_t
+zklock_nodedata_set(char *buf, size_t buflen, const char *data,
+					const char *key, const char *value)
+{
+	NodeDataOut out = {buf, buflen, 0};
+	size_t		keylen = strlen(key);
+	const char *p = data;
+
+	while (*p)
+	{
+		const char *eol = strchr(p, '\n');
+		size_t		len = eol ? (size_t) (eol - p) : strlen(p);
+
+		if (len >= keylen && strncmp(p, key, keylen) == 0)
+		{
+			if (value != NULL)
+			{
+				nodedata_put(&out, key, false);
+				nodedata_put(&out, value, true);
+				if (eol)
+					nodedata_put(&out, "\n", false);
+			}
+		}
+		else
+		{
+			for (size_t i = 0; i < len + (eol ? 1 : 0); i++)
+			{
+				if (out.len + 1 < out.buflen)
+					out.buf[out.len] = p[i];
+				out.len++;
+			}
+		}
+		p += len + (eol ? 1 : 0);
+	}
+	if (buflen > 0)
+		buf[Min(out.len, buflen - 1)] = '\0';
+	return out.len;
+}
+
 /* The length of a value zklock_node_field returned */
 size_t
 zklock_node_field_len(const char *value)

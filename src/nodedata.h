@@ -57,6 +57,10 @@ extern void zklock_nodedata_epoch(char *buf, size_t buflen, int64 unix_us);
 extern const char *zklock_node_field(const char *data, const char *key);
 extern size_t zklock_node_field_len(const char *value);
 
+/* Change (or, with value NULL, remove) one field in place; see nodedata.c */
+extern size_t zklock_nodedata_set(char *buf, size_t buflen, const char *data,
+								  const char *key, const char *value);
+
 /* The data's format version: its "v=" line, or 1 without one */
 extern int	zklock_nodedata_version(const char *data);
 

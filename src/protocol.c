@@ -973,36 +973,19 @@ on_rewrite_read(int idx, ZkEvent *ev)
 static void
 granted_data(char *data, size_t size)
 {
-	StringInfoData s;
 	const char *ttl = zklock_node_field(data, "ttl=");
 	int64		ttl_ms = ttl ? strtoll(ttl, NULL, 10) : 0;
-	const char *p = data;
+	char		waiting[ZKLOCK_MAX_DATA_LEN + 1];
+	char		at[32];
 
-	initStringInfo(&s);
-	while (*p)
-	{
-		const char *eol = strchr(p, '\n');
-		size_t		len = eol ? (size_t) (eol - p + 1) : strlen(p);
-
-		if (strncmp(p, ZKLOCK_WAITER_FIELD, strlen(ZKLOCK_WAITER_FIELD)) == 0)
-		{
-			/* nobody waits any more: the line goes */
-		}
-		else if (strncmp(p, "expires_at=", 11) == 0 && eol)
-		{
-			/* Unix epoch microseconds, as backend.c writes it */
-			int64		at = GetCurrentTimestamp() + ttl_ms * 1000 +
-				(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
-
-			appendStringInfo(&s, "expires_at=" INT64_FORMAT ".%06d\n",
-							 at / USECS_PER_SEC, (int) (at % USECS_PER_SEC));
-		}
-		else
-			appendBinaryStringInfo(&s, p, len);
-		p += len;
-	}
-	strlcpy(data, s.data, size);
-	pfree(s.data);
+	/* Unix epoch microseconds, as backend.c writes it */
+	zklock_nodedata_epoch(at, sizeof(at),
+						  GetCurrentTimestamp() + ttl_ms * 1000 +
+						  (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) *
+						  SECS_PER_DAY * USECS_PER_SEC);
+	zklock_nodedata_set(waiting, sizeof(waiting), data, ZKLOCK_WAITER_FIELD,
+						NULL);
+	zklock_nodedata_set(data, size, waiting, "expires_at=", at);
 }
 
 /*

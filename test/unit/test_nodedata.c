@@ -26,7 +26,7 @@
 #undef printf
 #undef snprintf
 
-#define NCASES 29
+#define NCASES 34
 
 static int	failures = 0;
 static int	tests = 0;
@@ -257,6 +257,50 @@ test_codec(void)
 		   "unescape: a trailing backslash stays");
 }
 
+/* zklock_nodedata_set: one field changed in place, the rest as it was */
+static void
+test_set(void)
+{
+	char		buf[ZKLOCK_MAX_DATA_LEN + 1];
+	char		small[40];
+	size_t		n;
+	static const char *const explicit_waiting =
+	"v=2\ninstance=node-a\nscope=explicit\nttl=60000\n"
+	"expires_at=1795000060.123456\nwaiter=00000000000000ab\nquery=SELECT 1";
+
+	/* a value changed in the middle; every other byte the same */
+	n = zklock_nodedata_set(buf, sizeof(buf), format1, "scope=", "session");
+	report(n == strlen(buf) &&
+		   strcmp(buf, "instance=node-a\npid=4242\ndatabase=postgres\nuser=alice\n"
+				  "application=psql\nvxid=3/17\nscope=session\nimplicit=false\n"
+				  "since=1795000000.123456\nquery=SELECT zk_lock_acquire('a/b')") == 0,
+		   "set: scope= rewritten in place, the rest byte for byte");
+
+	/* a line removed (the waiter= of a granted explicit lock) */
+	zklock_nodedata_set(buf, sizeof(buf), explicit_waiting, "waiter=", NULL);
+	report(strcmp(buf, "v=2\ninstance=node-a\nscope=explicit\nttl=60000\n"
+				  "expires_at=1795000060.123456\nquery=SELECT 1") == 0,
+		   "set: a field removed with its line");
+
+	/* an absent field is not added; a key's prefix is not the key */
+	zklock_nodedata_set(buf, sizeof(buf), format1, "implicit_x=", "true");
+	report(strcmp(buf, format1) == 0,
+		   "set: an absent field is not added");
+
+	/* the new value is one line; the last line changes without a break */
+	zklock_nodedata_set(buf, sizeof(buf), format1, "query=", "SELECT\n2");
+	report(value_is(buf, "query=", "SELECT 2") &&
+		   buf[strlen(buf) - 1] == '2' && value_is(buf, "since=", "1795000000.123456"),
+		   "set: a line break in the value becomes a space; the last line stays last");
+
+	/* too long for the buffer: cut, with the whole length returned */
+	n = zklock_nodedata_set(small, sizeof(small), format1, "scope=", "session");
+	report(n == strlen(format1) - strlen("transaction") + strlen("session") &&
+		   strlen(small) == sizeof(small) - 1 &&
+		   strncmp(small, format1, sizeof(small) - 1) == 0,
+		   "set: cut to the buffer, the length needed returned");
+}
+
 /*
  * zklock_grant_rule_sorted against zklock_grant_rule: for every mix of
  * modes of up to 8 nodes (2^n), each node's verdict and blocker agree.
@@ -317,6 +361,7 @@ main(void)
 {
 	printf("1..%d\n", NCASES);
 	test_codec();
+	test_set();
 	test_rule_sorted();
 	if (tests != NCASES)
 	{
