@@ -35,9 +35,11 @@
  *   withdraw it (REQUESTED -> RELEASING), after which the worker's verdict
  *   is not given: a grant that comes too late deletes the node instead, a
  *   try-lock's refusal leaves the entry to its release (already queued),
- *   and a failure or a finished listing frees the entry at once (nothing of
- *   it is left in ZooKeeper), as does a withdrawn request the worker had
- *   not yet taken (zklock_channel_released).
+ *   and a failure or a finished listing frees the entry at once, as does a
+ *   withdrawn request the worker had not yet taken
+ *   (zklock_channel_released).  (A failure leaves nothing in ZooKeeper
+ *   except an explicit request's persistent node whose grant could not be
+ *   written: that node is left to its time to live and the sweep.)
  * - The backend owns a verdict: it reads it (zklock_channel_result) and
  *   frees NOT_GRANTED, FAILED and DONE entries (zklock_channel_collect,
  *   zklock_channel_withdraw).  A GRANTED entry stays its own until it
@@ -63,7 +65,10 @@
  * ZkLockShared->lock (an LWLock) guards the free list, the work queue, the
  * per-slot counts and every field of every entry.  Every function here
  * takes it itself, except those that say "caller holds the lock".  Nobody
- * holds it across a ZooKeeper call, a wait, a palloc or an ERROR.
+ * holds it across a ZooKeeper call, a wait or an ERROR; nothing in this
+ * file allocates under it (the SQL views of functions.c palloc their rows
+ * while holding it shared, which PostgreSQL's LWLocks allow: an ERROR
+ * there releases the lock).
  *
  * Who writes which fields of an entry (zklock.h marks them):
  * - "lock" fields (state, queued, generation, next_free, count_slot): only
@@ -175,7 +180,7 @@ channel_alloc(ZkEntryKind kind, int slot)
 	e->count_slot = slot;
 	e->next_free = -1;
 	e->generation++;
-	e->queued = false;
+	/* queued stays: an entry freed while queued keeps its one ring slot */
 	e->token = 0;
 	e->granted_at = 0;
 	e->list_needed = 0;
@@ -441,8 +446,9 @@ zklock_channel_withdraw(int idx, uint32 generation)
 /* ---- worker side ---- */
 
 /*
- * Next queued entry for the worker, or -1.  Caller holds the lock.  (The
- * name predates the channel; worker.c's main loop calls it.)
+ * Next queued entry for the worker, or -1.  Caller holds the lock.  An
+ * entry may come out freed or reused since it was queued: the worker takes
+ * it by its state and generation now (zklock_channel_take).
  */
 int
 zklock_channel_dequeue(void)
