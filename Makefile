@@ -15,6 +15,11 @@ OBJS = \
 	src/channel.o \
 	src/worker.o \
 	src/backend.o \
+	src/wait.o \
+	src/acquire.o \
+	src/guard.o \
+	src/fence.o \
+	src/request.o \
 	src/functions.o \
 	src/lease.o \
 	src/root.o \
@@ -60,8 +65,9 @@ zklock-installcheck-precheck:
 
 # every object depends on the shared headers (PGXS tracks no dependencies)
 $(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
-	src/resource.h src/worker.h src/backend.h src/zk_client.h src/protocol.h \
-	src/protocol_int.h src/lease.h src/failpoint.h src/grant_rule.h
+	src/resource.h src/worker.h src/backend.h src/backend_int.h \
+	src/zk_client.h src/protocol.h src/protocol_int.h src/lease.h \
+	src/failpoint.h src/grant_rule.h
 
 # make zklock-unit: the unit test of the grant rule (test/unit/), a
 # standalone program with src/grant_rule.c compiled in, built with the
