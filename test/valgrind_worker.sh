@@ -130,7 +130,7 @@ for f in "$work"/vg.*.log; do
 	# one error = the block from its first line to the next blank line; it
 	# is zklock's when a frame is in zklock.so: "(in .../zklock.so)" without
 	# debug information, zklock's source files and functions with it
-	z=$(awk '/^==[0-9]+== [A-Z]/ { e = 1; hit = 0 } e && (/zklock\.so/ || /[( ]zklock_[a-z_]+ \(/ || /\((protocol|zk_client|shmem|channel|backend|worker|resource|zklock|functions|listing|admin|sweep|orphan|lease|root|grant_rule|failpoint)\.c:[0-9]+\)/) { hit = 1 }
+	z=$(awk '/^==[0-9]+== [A-Z]/ { e = 1; hit = 0 } e && (/zklock\.so/ || /[( ]zklock_[a-z_]+ \(/ || /\((protocol|zk_client|shmem|channel|backend|wait|acquire|guard|fence|request|worker|resource|zklock|functions|listing|admin|sweep|orphan|lease|root|grant_rule|failpoint)\.c:[0-9]+\)/) { hit = 1 }
 		e && /^==[0-9]+== $/ { if (hit) c++; e = 0 } END { print c + 0 }' "$f")
 	if [ "$z" -gt 0 ]; then
 		echo "---- $f"
