@@ -11,14 +11,16 @@
  * it takes the extension object in AccessExclusiveLock, then counts the
  * shared entries.  A session-level acquire takes that object in
  * AccessShareLock before its first request exists and keeps it only until
- * that request is visible to such a count (extension_guard_end, once
- * submitted): a DROP then either counts it, or came first, and the acquire
+ * that request is visible to such a count (zklock_extension_guard_end,
+ * called by wait.c once it is submitted): a DROP then either counts it, or came first, and the acquire
  * fails before any node is made.  A DROP in progress is not waited for
  * (its transaction may stay open for as long as it likes): 55006 at once.
  * The object is not kept during the wait, so a DROP never waits for a
- * waiter; when the pipelined try of several nodes (take_at_once) gives them
- * back to wait for them one by one, the object is taken again until the
- * first of those requests is visible.
+ * waiter; when the pipelined try of several nodes (take_at_once, in
+ * acquire.c) gives them back to wait for them one by one, the object is
+ * taken again until the first of those requests is visible.  An abort
+ * releases the object by itself: the transaction callbacks then only
+ * forget it (zklock_extension_guard_reset).
  *
  * Portions Copyright (c) 2026, zklock developers
  *

@@ -15,8 +15,8 @@
  * caller's timeout end it, and the request is withdrawn so that the worker
  * removes the waiter's node.  A FATAL (pg_terminate_backend) skips
  * PG_CATCH: the request being waited for is the pending one, which the
- * exit callback withdraws (zklock_withdraw_pending).  A worker that does
- * not take or answer a request within zklock.connect_timeout, a client
+ * exit callback withdraws (zklock_withdraw_pending).  A worker that has
+ * not taken the request, or not run, for zklock.connect_timeout, a client
  * that has gone, and a wait that ZooKeeper's unavailability ended each end
  * the wait with their own error.
  *
