@@ -293,7 +293,7 @@ batch_steps(LockStep *steps, int nsteps, int *step_of)
 
 /* Is the worker's ZooKeeper session connected now? */
 static bool
-session_connected(void)
+acquire_connected_now(void)
 {
 	bool		connected;
 
@@ -466,7 +466,7 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
 	 * Otherwise the requests would wait for the connection without the
 	 * caller's timeout; the step-by-step path applies it.
 	 */
-	if (!session_connected())
+	if (!acquire_connected_now())
 		return 0;
 
 	ask_at_once(steps, nsteps, step_of, n, session, wait, deadline,
