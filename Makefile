@@ -16,6 +16,11 @@ OBJS = \
 	src/channel.o \
 	src/worker.o \
 	src/backend.o \
+	src/wait.o \
+	src/acquire.o \
+	src/guard.o \
+	src/fence.o \
+	src/request.o \
 	src/functions.o \
 	src/lease.o \
 	src/root.o \
@@ -61,8 +66,9 @@ zklock-installcheck-precheck:
 
 # every object depends on the shared headers (PGXS tracks no dependencies)
 $(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
-	src/resource.h src/worker.h src/backend.h src/zk_client.h src/protocol.h \
-	src/protocol_int.h src/lease.h src/failpoint.h src/grant_rule.h src/nodedata.h
+	src/resource.h src/worker.h src/backend.h src/backend_int.h \
+	src/zk_client.h src/protocol.h src/protocol_int.h src/lease.h \
+	src/failpoint.h src/grant_rule.h src/nodedata.h
 
 # make zklock-unit: the unit tests of the grant rule and of the node data
 # codec (test/unit/), standalone programs with src/grant_rule.c and

@@ -1,9 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * backend.h
- *		The backend side: the local lock table, requests to the worker and
- *		the transaction hooks (see backend.c), as the SQL functions and
- *		_PG_init call them.
+ *		The backend side, as the SQL functions and _PG_init call it: the
+ *		local lock table and releases (backend.c), taking locks and lock
+ *		sets (acquire.c), explicit locks, listings and administrators'
+ *		requests (request.c), the DROP EXTENSION count (guard.c).  What
+ *		those files share among themselves is in backend_int.h.
  *
  * Portions Copyright (c) 2026, zklock developers
  *

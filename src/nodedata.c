@@ -14,7 +14,7 @@
  *
  *	v=2				the format's version (zklock 1.2, format 2).  Data
  *					without it is format 1 (zklock 1.0 and 1.1).  Written
- *					first by describe_holder (backend.c) and by
+ *					first by zklock_describe_holder (backend.c) and by
  *					zk_lock_revoke (zk_lock_revoke_data, functions.c).
  *	instance=		the holder's zklock.instance_name			1.0, backend.c
  *	pid=			the holder's backend pid					1.0, backend.c

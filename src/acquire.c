@@ -1,0 +1,862 @@
+/*-------------------------------------------------------------------------
+ *
+ * acquire.c
+ *		Taking a lock, with its parents' SHARED locks, and a set of locks:
+ *		all or none, under one timeout.
+ *
+ * An acquisition is a list of steps (LockStep): each parent's SHARED lock,
+ * top down, then the resource itself; a set's steps are sorted by resource
+ * so that two sets never deadlock each other.  A step stacks onto a lock
+ * this backend holds (backend.c's table; no round trip), or asks the
+ * worker for a node and waits (wait.c).  Steps are taken in order, and an
+ * error or a try not granted undoes every hold the call took.
+ *
+ * Several nodes not held yet are first asked for at once, as try-locks
+ * (take_at_once), so that an uncontended acquisition costs one round trip;
+ * if any is not granted, all are given back and the steps are taken one by
+ * one, waiting in order.  That batch is this file's own: an error gives it
+ * back, and so does the exit callback (zklock_withdraw_batch).
+ *
+ * A session-level acquisition holds the DROP EXTENSION guard (guard.c)
+ * from before its first request until that request is submitted.  Every
+ * loop over the caller's input serves interrupts, and none is quadratic.
+ *
+ * Portions Copyright (c) 2026, zklock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "utils/memutils.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
+
+#include "backend.h"
+#include "backend_int.h"
+#include "channel.h"
+#include "compat.h"
+#include "zklock.h"
+#include "settings.h"
+#include "shmem.h"
+#include "resource.h"
+
+/*
+ * One step of an acquisition: a resource, the mode to take it in, and
+ * whether it is taken for a child's sake (a parent's implicit SHARED lock).
+ */
+typedef struct LockStep
+{
+	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
+	ZkLockMode	mode;
+	bool		implicit;
+	bool		parents;		/* the step's own parents come with it */
+	int			input;			/* position in the caller's list, or -1 */
+	const char *child;			/* for an implicit step: whose parent it is */
+	LocalLock  *lock;			/* filled once taken */
+} LockStep;
+
+/*
+ * What to do about a lock this backend holds that is in the way.  A
+ * parent's implicit holds (for a child's sake) cannot be released by
+ * themselves: name a child lock whose release gives them back.  Only
+ * session-level holds are released by zk_lock_release; a transaction's
+ * holds go at its end.
+ */
+static char *
+held_hint(LocalLock *lock)
+{
+	const char *resource = lock->key.resource;
+	const char *mode = zklock_mode_name(lock->key.mode);
+	size_t		len = strlen(resource);
+	HASH_SEQ_STATUS seq;
+	LocalLock  *c;
+	LocalLock  *child = NULL;
+
+	/* a lock below it, taken with its parents; one held for the session first */
+	hash_seq_init(&seq, zklock_local_locks);
+	while ((c = hash_seq_search(&seq)) != NULL)
+	{
+		if (c == lock || !c->parents ||
+			strncmp(c->key.resource, resource, len) != 0 ||
+			c->key.resource[len] != '/')
+			continue;
+		if (child == NULL || (child->session_count == 0 && c->session_count > 0))
+			child = c;
+	}
+	if (child == NULL)
+		return lock->session_count > 0 ?
+			psprintf("Release the %s lock first.", mode) :
+			psprintf("The %s lock is held until the transaction ends.", mode);
+	if (child->session_count == 0)
+		return psprintf("The %s lock on \"%s\" is held for the locks on its children, such as \"%s\", until the transaction ends.",
+						mode, resource, child->key.resource);
+	if (lock->session_count > 0)
+		return psprintf("Release the %s lock and the locks on its children, such as \"%s\", first.",
+						mode, child->key.resource);
+	return psprintf("The %s lock on \"%s\" is held for the locks on its children: release those first, such as \"%s\".",
+					mode, resource, child->key.resource);
+}
+
+/*
+ * Stack a step onto the lock this backend holds on its resource (in
+ * held_mode): refuse a mode that would wait for this session itself, and a
+ * session hold that disagrees about the parents; the lock must be proven
+ * held to be reported as held again.
+ */
+static LocalLock *
+stack_step(LocalLock *lock, ZkLockMode held_mode, LockStep *step,
+		   bool session)
+{
+	/* a parent's SHARED lock is covered by an EXCLUSIVE one we hold */
+	if (held_mode != step->mode &&
+		!(step->implicit && held_mode == ZKLOCK_EXCLUSIVE))
+	{
+		char	   *hint = held_hint(lock);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("zklock resource \"%s\" is already held in %s mode by this session",
+						step->resource, zklock_mode_name(held_mode)),
+				 errdetail("Taking it in %s mode too would wait for this session itself.",
+						   zklock_mode_name(step->mode)),
+				 errhint("%s", hint)));
+	}
+	/*
+	 * A session-level release takes the parents' holds along when the
+	 * lock was taken with them: its session holds must agree on that.
+	 */
+	if (session && !step->implicit)
+	{
+		if (lock->session_count > 0 && lock->parents != step->parents)
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("zklock resource \"%s\" is already held %s its parents' locks by this session",
+							step->resource, lock->parents ? "with" : "without"),
+					 errhint("Take it the same way, or release it first.")));
+		lock->parents = step->parents;
+	}
+	/* reported as held again: it must be held */
+	zklock_prove_held(lock, GetCurrentTimestamp(),
+					  zklock_session_timeout + zklock_connect_timeout,
+					  "it is not taken again");
+	zklock_add_hold(lock, session, step->implicit);
+	return lock;
+}
+
+/*
+ * Take one step: stack onto a lock this backend holds, or ask the worker
+ * for a node and wait.  Returns the local lock, or NULL when a try-lock
+ * was not granted.
+ */
+static LocalLock *
+take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
+		  int timeout_total)
+{
+	LocalLock  *lock;
+	ZkLockMode	held_mode;
+	int			idx;
+	uint32		gen;
+	ZkChannelRequest req;
+	ZkEntryState state;
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	int			timeout_ms = -1;
+	char	   *what;
+
+	lock = zklock_held_lock(step->resource, &held_mode);
+	if (lock)
+		return stack_step(lock, held_mode, step, session);
+
+	if (step->mode == ZKLOCK_SHARED &&
+		zklock_naming_style(step->resource) == ZKLOCK_NAMING_CURATOR_MUTEX)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("zklock resource \"%s\" cannot be locked in shared mode",
+						step->resource),
+				 errdetail("zklock.node_naming names its nodes as Curator's InterProcessMutex does, which has no shared mode.")));
+
+	zklock_describe_holder(data, sizeof(data), session ? "session" : "transaction",
+					step->implicit, 0);
+
+	/* a waiting request with no time left is a try that raises */
+	if (wait && deadline != 0)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+
+		timeout_ms = now >= deadline ? 0 :
+			(int) Min(TimestampDifferenceMilliseconds(now, deadline), INT_MAX);
+	}
+
+	/* ask the worker */
+	zklock_request_init(&req, (wait && timeout_ms != 0) ? ZKR_ACQUIRE : ZKR_TRY_ACQUIRE);
+	req.mode = step->mode;
+	strlcpy(req.resource, step->resource, sizeof(req.resource));
+	strlcpy(req.data, data, sizeof(req.data));
+	idx = zklock_submit(&req, &gen);
+
+	what = step->child ?
+		psprintf("resource \"%s\" (a parent of \"%s\")", step->resource, step->child) :
+		psprintf("resource \"%s\"", step->resource);
+	/* a try answers at once; only a real wait gets the deadline */
+	state = zklock_wait_for_answer(idx, gen, what, timeout_ms == 0 ? -1 : timeout_ms,
+							timeout_total, wait && timeout_ms != 0);
+
+	if (state == ZKE_NOT_GRANTED)
+	{
+		zklock_channel_withdraw(idx, gen);
+		if (wait)				/* no time was left to wait */
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("could not obtain zklock lock on %s within %d ms",
+							what, timeout_total)));
+		return NULL;
+	}
+	if (state == ZKE_FAILED)
+		zklock_raise_failure(idx, gen, psprintf("acquire zklock lock on %s", what));
+
+	lock = zklock_enter_lock(step->resource, step->mode,
+							 !step->implicit && step->parents, idx, gen);
+	zklock_add_hold(lock, session, step->implicit);
+	return lock;
+}
+
+/*
+ * Locks take_at_once made that no step took a hold of: give them back.
+ * (Looked up by key: a lock whose holds were dropped is gone already.)
+ */
+static void
+forget_unheld(LocalLockKey *made, int nmade)
+{
+	for (int i = 0; i < nmade; i++)
+	{
+		LocalLock  *lock = hash_search(zklock_local_locks, &made[i], HASH_FIND, NULL);
+
+		if (lock && lock->session_count == 0 && lock->session_implicit == 0 &&
+			lock->nxact == 0)
+			zklock_forget(lock);
+	}
+}
+
+/* the requests of a batch sent at once (take_at_once), for the exit callback */
+#define ZKLOCK_MAX_BATCH 64
+static int	nbatch = 0;
+static int	batch_idx[ZKLOCK_MAX_BATCH];
+static uint32 batch_gen[ZKLOCK_MAX_BATCH];
+
+/*
+ * Give back every request of the batch in flight, if any: at backend exit
+ * (FATAL included), on an error while it was sent or waited for, and
+ * before a new batch.  Never raises an ERROR.
+ */
+void
+zklock_withdraw_batch(void)
+{
+	for (int k = 0; k < nbatch; k++)
+		zklock_channel_withdraw(batch_idx[k], batch_gen[k]);
+	nbatch = 0;
+}
+
+/*
+ * The steps take_at_once asks for, by their positions (step_of[]): every
+ * resource this backend does not hold yet, once.  Returns their number, or
+ * 0 when the fast path does not apply.
+ */
+static int
+batch_steps(LockStep *steps, int nsteps, int *step_of)
+{
+	int			n = 0;
+
+	for (int i = 0; i < nsteps; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (zklock_held_lock(steps[i].resource, NULL))
+			continue;
+
+		/*
+		 * The steps of one resource are adjacent (a set's are sorted; one
+		 * resource's parents are all different), so a resource asked for
+		 * twice shows right after itself.
+		 */
+		if (i > 0 && strcmp(steps[i - 1].resource, steps[i].resource) == 0)
+			continue;			/* stacks onto the earlier step's lock */
+		if (steps[i].mode == ZKLOCK_SHARED &&
+			zklock_naming_style(steps[i].resource) == ZKLOCK_NAMING_CURATOR_MUTEX)
+			return 0;			/* take_step says why */
+		if (n == ZKLOCK_MAX_BATCH)
+			return 0;
+		step_of[n++] = i;
+	}
+	return n;
+}
+
+/* Is the worker's ZooKeeper session connected now? */
+static bool
+acquire_connected_now(void)
+{
+	bool		connected;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	connected = zklock_shared->session_state == ZKS_CONNECTED;
+	LWLockRelease(zklock_shared->lock);
+	return connected;
+}
+
+/*
+ * Send the batch's requests (the steps of step_of[0 .. n)) as try-locks,
+ * waking the worker once when all are in, and wait until each is answered.
+ * An error, while sending or waiting, gives the whole batch back.
+ */
+static void
+ask_at_once(LockStep *steps, int nsteps, int *step_of, int n, bool session,
+			bool wait, TimestampTz deadline, int timeout_total)
+{
+	TimestampTz since;
+	char	   *what;
+
+	/* a batch cut short by an error while entering its locks */
+	zklock_withdraw_batch();
+	PG_TRY();
+	{
+		for (int k = 0; k < n; k++)
+		{
+			LockStep   *step = &steps[step_of[k]];
+			char		data[ZKLOCK_MAX_DATA_LEN + 1];
+			ZkChannelRequest req;
+			uint32		gen;
+			int			idx;
+
+			zklock_describe_holder(data, sizeof(data),
+								   session ? "session" : "transaction",
+								   step->implicit, 0);
+			zklock_request_init(&req, ZKR_TRY_ACQUIRE);
+			req.mode = step->mode;
+			strlcpy(req.resource, step->resource, sizeof(req.resource));
+			strlcpy(req.data, data, sizeof(req.data));
+			idx = zklock_submit_batched(&req, &gen);
+			batch_idx[nbatch] = idx;
+			batch_gen[nbatch] = gen;
+			nbatch++;
+		}
+		zklock_channel_wake_worker();
+		zklock_extension_guard_end();
+
+		/*
+		 * Connected, every answer comes within a round trip; but the
+		 * connection may go meanwhile, so the caller's timeout and
+		 * lock_timeout apply here as they do to a wait.
+		 */
+		since = GetCurrentTimestamp();
+		zklock_note_wait_start();
+		what = psprintf("resource \"%s\"", steps[nsteps - 1].resource);
+		if (wait && LockTimeout > 0)
+			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
+		for (;;)
+		{
+			int			waiting = -1;
+
+			for (int k = 0; k < n; k++)
+				if (zklock_channel_state(batch_idx[k], batch_gen[k]) ==
+					ZKE_REQUESTED)
+					waiting = k;
+			if (waiting < 0)
+				break;
+			zklock_wait_a_while(batch_idx[waiting], since, deadline, what,
+								timeout_total);
+		}
+		if (wait && LockTimeout > 0)
+			disable_timeout(LOCK_TIMEOUT, false);
+	}
+	PG_CATCH();
+	{
+		if (wait && LockTimeout > 0)
+			disable_timeout(LOCK_TIMEOUT, false);
+		zklock_withdraw_batch();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+/*
+ * The batch's answers.  If all were granted, enter the locks (made[] gets
+ * their keys) and return how many; otherwise give every node back, raise
+ * the first failure (no connection, ...), or return -1 when some step
+ * could not be granted now.
+ */
+static int
+batch_verdict(LockStep *steps, int *step_of, int n, LocalLockKey *made)
+{
+	bool		all_granted = true;
+	int			failed = -1;
+	int			nmade = 0;
+
+	for (int k = 0; k < n; k++)
+	{
+		ZkEntryState state = zklock_channel_state(batch_idx[k], batch_gen[k]);
+
+		if (state != ZKE_GRANTED)
+			all_granted = false;
+		if (state == ZKE_FAILED && failed < 0)
+			failed = k;
+	}
+
+	if (!all_granted)
+	{
+		/* give every node back; a failure (no connection, ...) is raised */
+		for (int k = 0; k < n; k++)
+			if (k != failed)
+				zklock_channel_withdraw(batch_idx[k], batch_gen[k]);
+		nbatch = 0;
+		if (failed >= 0)
+			zklock_raise_failure(batch_idx[failed], batch_gen[failed],
+								 psprintf("acquire zklock lock on resource \"%s\"",
+										  steps[step_of[failed]].resource));
+		return -1;
+	}
+
+	for (int k = 0; k < n; k++)
+	{
+		LockStep   *step = &steps[step_of[k]];
+
+		made[nmade++] = zklock_enter_lock(step->resource, step->mode,
+										  !step->implicit && step->parents,
+										  batch_idx[k], batch_gen[k])->key;
+	}
+	nbatch = 0;
+	return nmade;
+}
+
+/*
+ * The fast path for several steps (a resource with its parents, a lock
+ * set): ask for every node this backend does not hold yet at once, as
+ * try-locks, so that the worker pipelines them and an uncontended request
+ * costs one round trip, not one per step.  If all are granted, the local
+ * locks are entered with no holds yet (take_steps adds them) and made[]
+ * gets their keys; otherwise every node is given back and the caller takes the
+ * steps one by one, waiting in order -- queueing for several nodes at once
+ * could deadlock, trying them cannot.  Returns the number of locks made (0
+ * when the fast path does not apply), or -1 when some step could not be
+ * granted now.
+ */
+static int
+take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
+			 bool wait, TimestampTz deadline, int timeout_total)
+{
+	int			step_of[ZKLOCK_MAX_BATCH];
+	int			n;
+
+	/*
+	 * A zero timeout makes every step a try (see take_step): the batch,
+	 * tries already, waits for its answers as a try does, without the
+	 * deadline that has passed by now.
+	 */
+	if (timeout_total == 0)
+	{
+		deadline = 0;
+		wait = false;			/* for lock_timeout: not a real wait */
+	}
+
+	n = batch_steps(steps, nsteps, step_of);
+	if (n < 2)
+		return 0;				/* nothing to gain */
+
+	/*
+	 * Only while connected: then every answer comes within a round trip.
+	 * Otherwise the requests would wait for the connection without the
+	 * caller's timeout; the step-by-step path applies it.
+	 */
+	if (!acquire_connected_now())
+		return 0;
+
+	ask_at_once(steps, nsteps, step_of, n, session, wait, deadline,
+				timeout_total);
+	return batch_verdict(steps, step_of, n, made);
+}
+
+/*
+ * Take the steps in order, all or none: if one is not granted (try) or
+ * raises (timeout, cancel, error), every hold taken so far by this call is
+ * undone.  Returns false for a try that was not granted.
+ */
+static bool
+take_steps(LockStep *steps, int nsteps, bool session, bool wait,
+		   int timeout_ms)
+{
+	TimestampTz deadline = 0;
+	volatile int ntaken = 0;
+	bool		granted = true;
+	LocalLockKey made[ZKLOCK_MAX_BATCH];
+	volatile int nmade;
+
+	if (timeout_ms >= 0)
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											   timeout_ms);
+	nmade = take_at_once(steps, nsteps, made, session, wait, deadline,
+						 timeout_ms);
+	if (nmade < 0)
+	{
+		if (!wait)
+			return false;		/* a try: something is taken now */
+		nmade = 0;				/* wait for each in order */
+		/* the batch was given back: nothing a DROP would count now */
+		if (session)
+			zklock_extension_guard_begin();
+	}
+
+	PG_TRY();
+	{
+		for (int i = 0; i < nsteps; i++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			steps[i].lock = take_step(&steps[i], session, wait, deadline,
+									  timeout_ms);
+			if (steps[i].lock == NULL)
+			{
+				granted = false;
+				break;
+			}
+			ntaken = i + 1;
+		}
+	}
+	PG_CATCH();
+	{
+		for (int i = ntaken - 1; i >= 0; i--)
+			zklock_drop_hold(steps[i].lock, session, steps[i].implicit);
+		forget_unheld(made, nmade);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (!granted)
+		for (int i = ntaken - 1; i >= 0; i--)
+			zklock_drop_hold(steps[i].lock, session, steps[i].implicit);
+	forget_unheld(made, nmade);
+	return granted;
+}
+
+/*
+ * Append the steps for one requested resource: its parents' SHARED locks
+ * first (top down), when asked, then the resource itself.
+ */
+static int
+add_steps(LockStep *steps, int n, const char *resource, ZkLockMode mode,
+		  bool parents, int input)
+{
+	if (parents)
+	{
+		for (const char *p = resource; (p = strchr(p, '/')) != NULL; p++)
+		{
+			memcpy(steps[n].resource, resource, p - resource);
+			steps[n].resource[p - resource] = '\0';
+			/* Curator's mutex cannot express a SHARED parent lock */
+			if (zklock_naming_style(steps[n].resource) ==
+				ZKLOCK_NAMING_CURATOR_MUTEX)
+				continue;
+			steps[n].mode = ZKLOCK_SHARED;
+			steps[n].implicit = true;
+			steps[n].parents = false;
+			steps[n].input = -1;
+			steps[n].child = resource;
+			n++;
+		}
+	}
+	strlcpy(steps[n].resource, resource, sizeof(steps[n].resource));
+	steps[n].mode = mode;
+	steps[n].implicit = false;
+	steps[n].parents = parents && strchr(resource, '/') != NULL;
+	steps[n].input = input;
+	steps[n].child = NULL;
+	return n + 1;
+}
+
+/* How many '/' a resource has: its number of parents */
+static int
+depth(const char *resource)
+{
+	int			n = 0;
+
+	for (const char *p = resource; *p; p++)
+		n += (*p == '/');
+	return n;
+}
+
+/*
+ * Take a lock, with its parents' SHARED locks when parents is true (Hive's
+ * semantics: "db/table/part" in any mode takes "db" and "db/table" SHARED).
+ * Returns the fencing token; *acquired is false only when wait is false and
+ * the lock is held elsewhere (try-lock).
+ */
+int64
+zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
+			int timeout_ms, bool parents, bool *acquired)
+{
+	LockStep   *steps;
+	int			nsteps;
+
+	zklock_backend_init();
+	zklock_check_resource(resource);
+	zklock_check_allowed(resource);
+	*acquired = false;
+	zklock_check_lost(ERROR);
+
+	steps = palloc0(sizeof(LockStep) * (depth(resource) + 1));
+	nsteps = add_steps(steps, 0, resource, mode, parents, 0);
+	if (session)
+		zklock_extension_guard_begin();
+	*acquired = take_steps(steps, nsteps, session, wait, timeout_ms);
+	zklock_extension_guard_end();
+	if (!*acquired)
+		return 0;
+	return steps[nsteps - 1].lock->token;
+}
+
+static int
+step_cmp(const void *a, const void *b)
+{
+	const LockStep *x = a;
+	const LockStep *y = b;
+	int			c = strcmp(x->resource, y->resource);
+
+	if (c != 0)
+		return c;
+	/* of one resource, the explicit step first: it absorbs the others */
+	return (int) x->implicit - (int) y->implicit;
+}
+
+/* Order a set's input positions by resource name, then by position */
+static int
+input_cmp(const void *a, const void *b, void *arg)
+{
+	char	  **resources = (char **) arg;
+	int			x = *(const int *) a;
+	int			y = *(const int *) b;
+	int			c = strcmp(resources[x], resources[y]);
+
+	if (c != 0)
+		return c;
+	return (x > y) - (x < y);
+}
+
+/* bsearch over a set's distinct resources (sorted by name) */
+typedef struct NameKey
+{
+	const char *name;
+	char	  **resources;
+} NameKey;
+
+static int
+name_key_cmp(const void *key, const void *member)
+{
+	const NameKey *k = key;
+
+	return strcmp(k->name, k->resources[*(const int *) member]);
+}
+
+/*
+ * The new entries a lock set needs: its distinct resources (order[0 ..
+ * ndistinct), sorted by name) and their parents, each once, less those this
+ * backend holds already; Curator-mutex parents are not taken (add_steps).
+ * A parent "a/b" is counted at the first resource below it: the names
+ * beginning with "a/b/" are adjacent in sorted order, so that is the one
+ * whose predecessor does not begin with "a/b/".  Linear in the names'
+ * length, with a binary search per parent, and no allocation: the set may
+ * be huge.
+ */
+static int
+set_entries_needed(char **resources, int *order, int ndistinct)
+{
+	int			nneeded = 0;
+	const char *prev = NULL;
+
+	for (int d = 0; d < ndistinct; d++)
+	{
+		const char *r = resources[order[d]];
+		size_t		common = 0;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!zklock_held_lock(r, NULL))
+			nneeded++;
+		if (prev)
+			while (prev[common] && prev[common] == r[common])
+				common++;
+		/* a parent shared with prev ends inside the common part: skipped */
+		for (const char *p = r + common; (p = strchr(p, '/')) != NULL; p++)
+		{
+			char		parent[ZKLOCK_MAX_RESOURCE_LEN + 1];
+			NameKey		key;
+
+			memcpy(parent, r, p - r);
+			parent[p - r] = '\0';
+			key.name = parent;
+			key.resources = resources;
+			if (bsearch(&key, order, ndistinct, sizeof(int), name_key_cmp))
+				continue;		/* named in the set: counted as such */
+			if (zklock_naming_style(parent) == ZKLOCK_NAMING_CURATOR_MUTEX)
+				continue;		/* not taken */
+			if (!zklock_held_lock(parent, NULL))
+				nneeded++;
+		}
+		prev = r;
+	}
+	return nneeded;
+}
+
+/*
+ * A resource listed twice is one lock, in the strongest mode asked (and
+ * one set of parent holds, which its release gives back): sort the
+ * positions by name; first[i] gets the first position of resources[i],
+ * order[] the distinct resources, sorted by name (their number is
+ * returned), and *total the number of steps they need at most, parents
+ * included.
+ */
+static int
+merge_duplicates(int n, char **resources, ZkLockMode *modes, int *order,
+				 int *first, Size *total)
+{
+	int			ndistinct = 0;
+
+	for (int i = 0; i < n; i++)
+		order[i] = i;
+	qsort_arg(order, n, sizeof(int), input_cmp, resources);
+	for (int k = 0; k < n;)
+	{
+		int			rep = order[k];
+		int			j = k;
+
+		CHECK_FOR_INTERRUPTS();
+		while (j < n && strcmp(resources[order[j]], resources[rep]) == 0)
+		{
+			first[order[j]] = rep;
+			if (modes[order[j]] == ZKLOCK_EXCLUSIVE)
+				modes[rep] = ZKLOCK_EXCLUSIVE;
+			j++;
+		}
+		order[ndistinct++] = rep;	/* distinct resources, reusing the array */
+		*total += depth(resources[rep]) + 1;
+		k = j;
+	}
+	return ndistinct;
+}
+
+/*
+ * Each resource not held yet needs a shared entry, and so does each of
+ * their parents not held yet, counted once: a set that cannot fit into
+ * this backend's share fails now, before any of it is taken.
+ */
+static void
+check_set_fits(char **resources, int *order, int ndistinct)
+{
+	int			nneeded = set_entries_needed(resources, order, ndistinct);
+
+	if (nneeded > zklock_max_locks_per_backend)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("a zklock lock set needing %d new lock entries exceeds this backend's share",
+						nneeded),
+				 errdetail("A backend may hold or wait for %d lock nodes at once, its parents' locks included.",
+						   zklock_max_locks_per_backend),
+				 errhint("Take fewer locks at once, or increase zklock.max_locks_per_backend.")));
+}
+
+/*
+ * The steps of a set's distinct resources (order[0 .. ndistinct), at most
+ * total steps) with their parents', in canonical order: sorted by
+ * resource, one explicit step per resource.  Returns them, and their
+ * number in *nsteps.
+ */
+static LockStep *
+set_steps(char **resources, ZkLockMode *modes, int *order, int ndistinct,
+		  Size total, int *nsteps)
+{
+	LockStep   *steps;
+	int			nall = 0;
+	int			kept = 0;
+
+	steps = MemoryContextAllocExtended(CurrentMemoryContext,
+									   mul_size(sizeof(LockStep), Max(total, 1)),
+									   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	for (int d = 0; d < ndistinct; d++)
+	{
+		int			rep = order[d];
+
+		CHECK_FOR_INTERRUPTS();
+		nall = add_steps(steps, nall, resources[rep], modes[rep], true, rep);
+	}
+	qsort(steps, nall, sizeof(LockStep), step_cmp);
+
+	/*
+	 * Of one resource, the explicit step (one per resource now) sorts
+	 * first.  A parent's implicit steps stay: each stacks one implicit hold
+	 * onto the lock taken before it, so that releasing one member, or the
+	 * parent itself, leaves the other members' parent locks in place.
+	 */
+	for (int i = 0; i < nall; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (kept > 0 && !steps[i].implicit && !steps[kept - 1].implicit &&
+			strcmp(steps[kept - 1].resource, steps[i].resource) == 0)
+		{
+			if (steps[i].mode == ZKLOCK_EXCLUSIVE)
+				steps[kept - 1].mode = ZKLOCK_EXCLUSIVE;
+			continue;
+		}
+		steps[kept++] = steps[i];
+	}
+	*nsteps = kept;
+	return steps;
+}
+
+/*
+ * Take a set of locks, all or none, under one timeout.  The steps (with the
+ * parents' locks) are put in one canonical order, sorted by resource, so
+ * two sets can never deadlock each other; a resource asked for twice, or
+ * both directly and as a parent, is taken once in the strongest mode.
+ * tokens[i] gets the token of resources[i].  Returns false for a try that
+ * was not granted (and then nothing is held).
+ *
+ * The set is the user's input, of any size: every pass over it is
+ * O(n log n) at most (sorted, never compared pair by pair) and serves
+ * interrupts.
+ */
+bool
+zklock_lock_set(int n, char **resources, ZkLockMode *modes, bool session,
+				bool wait, int timeout_ms, int64 *tokens)
+{
+	LockStep   *steps;
+	int		   *order;
+	int		   *first;
+	int			nsteps;
+	Size		total = 0;
+	int			ndistinct;
+	bool		granted;
+
+	zklock_backend_init();
+	zklock_check_lost(ERROR);
+	for (int i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		zklock_check_resource(resources[i]);
+		zklock_check_allowed(resources[i]);
+	}
+
+	order = palloc(sizeof(int) * n);
+	first = palloc(sizeof(int) * n);
+	ndistinct = merge_duplicates(n, resources, modes, order, first, &total);
+	check_set_fits(resources, order, ndistinct);
+	steps = set_steps(resources, modes, order, ndistinct, total, &nsteps);
+
+	if (session)
+		zklock_extension_guard_begin();
+	granted = take_steps(steps, nsteps, session, wait, timeout_ms);
+	zklock_extension_guard_end();
+	if (!granted)
+		return false;
+	for (int i = 0; i < nsteps; i++)
+		if (steps[i].input >= 0)
+			tokens[steps[i].input] = steps[i].lock->token;
+	/* a resource listed twice shares its token */
+	for (int i = 0; i < n; i++)
+		tokens[i] = tokens[first[i]];
+	return true;
+}

@@ -1,0 +1,93 @@
+/*-------------------------------------------------------------------------
+ *
+ * backend_int.h
+ *		What the files of the backend side share: the local lock table
+ *		(backend.c), the request and its wait (wait.c), taking locks
+ *		(acquire.c), the DROP EXTENSION guard (guard.c) and the commit
+ *		fence (fence.c).  Only those files and request.c include it; the
+ *		rest of zklock calls the backend side through backend.h.
+ *
+ * Portions Copyright (c) 2026, zklock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_BACKEND_INT_H
+#define ZKLOCK_BACKEND_INT_H
+
+#include "datatype/timestamp.h"
+#include "utils/hsearch.h"
+
+#include "channel.h"
+#include "zklock.h"
+
+typedef struct LocalLockKey
+{
+	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
+	ZkLockMode	mode;
+} LocalLockKey;
+
+/* A transaction-level hold: who took it, and whether for a child's sake */
+typedef struct XactHold
+{
+	SubTransactionId subid;
+	bool		implicit;
+} XactHold;
+
+typedef struct LocalLock
+{
+	LocalLockKey key;			/* hash key; must be first */
+	int			idx;			/* shared entry */
+	uint32		generation;		/* of that entry when granted */
+	int64		token;
+	int64		session_id;		/* the ZooKeeper session that holds it */
+	bool		parents;		/* taken with its parents' SHARED locks */
+	int			session_count;	/* session-level holds asked for */
+	int			session_implicit;	/* session holds for a child's sake */
+	int			nxact;			/* transaction-level holds */
+	int			maxxact;
+	XactHold   *xact_holds;		/* who took each of them */
+	bool		shown_session;	/* what the node data says: scope=session */
+	bool		shown_implicit; /* and implicit=true */
+} LocalLock;
+
+/* backend.c: the local lock table (NULL until zklock_backend_init) */
+extern HTAB *zklock_local_locks;
+extern LocalLock *zklock_held_lock(const char *resource, ZkLockMode *mode);
+extern LocalLock *zklock_enter_lock(const char *resource, ZkLockMode mode,
+									bool parents, int idx, uint32 generation);
+extern void zklock_add_hold(LocalLock *lock, bool session, bool implicit);
+extern void zklock_drop_hold(LocalLock *lock, bool session, bool implicit);
+extern void zklock_forget(LocalLock *lock);
+extern void zklock_describe_holder(char *buf, size_t buflen, const char *scope,
+								   bool implicit, int64 ttl_ms);
+
+/* wait.c: a request, its wait, its failure */
+extern void zklock_request_init(ZkChannelRequest *req, ZkEntryKind kind);
+extern int	zklock_submit(const ZkChannelRequest *req, uint32 *gen);
+extern int	zklock_submit_batched(const ZkChannelRequest *req, uint32 *gen);
+extern void zklock_note_wait_start(void);
+extern void zklock_wait_a_while(int idx, TimestampTz since,
+								TimestampTz deadline, const char *what,
+								int shown_ms);
+extern ZkEntryState zklock_wait_for_answer(int idx, uint32 gen,
+										   const char *what, int timeout_ms,
+										   int shown_ms, bool lock_timeout);
+extern void zklock_raise_failure(int idx, uint32 gen, const char *what);
+extern void zklock_withdraw_pending(void);
+
+/* acquire.c */
+extern void zklock_withdraw_batch(void);
+
+/* guard.c */
+extern void zklock_extension_guard_begin(void);
+extern void zklock_extension_guard_end(void);
+extern void zklock_extension_guard_reset(void);
+
+/* fence.c */
+extern void zklock_check_lost(int elevel);
+extern void zklock_prove_held(LocalLock *lock, TimestampTz start,
+							  int bound_ms, const char *what);
+extern void zklock_commit_fence(void);
+extern void zklock_prepare_check(void);
+
+#endif							/* ZKLOCK_BACKEND_INT_H */

@@ -1,0 +1,226 @@
+/*-------------------------------------------------------------------------
+ *
+ * fence.c
+ *		Lost locks and the commit fence: what this backend's locks are
+ *		worth when it reports them held, or commits under them.
+ *
+ * A lock is lost when the worker says so (the channel's LOST state: its
+ * node was deleted, or its ZooKeeper session ended); the user hears of it
+ * at the next acquire (an ERROR) or release (a WARNING), zklock_check_lost.
+ *
+ * A lock is held only while the lease proves its session alive
+ * (zklock_prove_held, lease.c): a state flag written by a worker that may
+ * be stalled proves nothing.  The commit fence runs at
+ * XACT_EVENT_PRE_COMMIT, before the commit record is written, so its
+ * ERROR fails the commit; PREPARE TRANSACTION is refused at
+ * XACT_EVENT_PRE_PREPARE while locks are held, since no fence can run at
+ * COMMIT PREPARED.  Both are called from backend.c's transaction callback
+ * and read the local lock table only.
+ *
+ * Portions Copyright (c) 2026, zklock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/transam.h"
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/hsearch.h"
+#include "utils/timestamp.h"
+
+#include "backend_int.h"
+#include "channel.h"
+#include "compat.h"
+#include "zklock.h"
+#include "settings.h"
+#include "shmem.h"
+#include "resource.h"
+#include "lease.h"
+
+/* lost-lock bookkeeping: the shared n_lost when we last looked */
+static uint64 seen_lost = 0;
+static bool known_lost = false;
+/* Has the worker found this lock lost (its node gone, its session ended)? */
+static bool
+is_lost(LocalLock *lock)
+{
+	return zklock_channel_state(lock->idx, lock->generation) == ZKE_LOST;
+}
+
+/*
+ * Tell the user about locks of this backend that were lost: an ERROR on
+ * the next acquire, a WARNING on a release.  Cheap when nothing was lost:
+ * one look at the shared counter.
+ */
+void
+zklock_check_lost(int elevel)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *lock;
+	LocalLock  *first = NULL;
+	int			n = 0;
+	uint64		nlost;
+
+	if (hash_get_num_entries(zklock_local_locks) == 0)
+		return;
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	nlost = zklock_shared->n_lost;
+	LWLockRelease(zklock_shared->lock);
+	if (nlost == seen_lost && !known_lost)
+		return;
+	seen_lost = nlost;
+
+	hash_seq_init(&seq, zklock_local_locks);
+	while ((lock = hash_seq_search(&seq)) != NULL)
+	{
+		if (is_lost(lock))
+		{
+			/* name the most specific one: a child, not its parent */
+			if (first == NULL ||
+				strlen(lock->key.resource) > strlen(first->key.resource))
+				first = lock;
+			n++;
+		}
+	}
+	known_lost = (n > 0);
+	if (first)
+		ereport(elevel,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("zklock lock on resource \"%s\" (%s) was lost",
+						first->key.resource, zklock_mode_name(first->key.mode)),
+				 errdetail_plural("%d lock of this session was lost: the ZooKeeper session expired, the worker restarted, or the node was deleted.",
+								  "%d locks of this session were lost: the ZooKeeper session expired, the worker restarted, or the node was deleted.",
+								  n, n),
+				 errhint("Release lost session locks with zk_lock_release() or zk_lock_release_all(); a transaction holding a lost lock cannot commit.")));
+}
+
+/*
+ * Is a lock held by a session that the lease proves alive for at least
+ * zklock.lease_margin more (lease.c)?  A state flag written by a worker
+ * that may be stalled, or a follower cut from its leader, proves nothing.
+ * Raises 55P03 when the lock is lost; when the lease does not cover it,
+ * waits for the worker to renew the lease (it does so by itself when the
+ * lease runs short) until bound_ms after start, then raises 55P03.
+ */
+void
+zklock_prove_held(LocalLock *lock, TimestampTz start, int bound_ms, const char *what)
+{
+	int64		left;
+
+	for (;;)
+	{
+		if (is_lost(lock))
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("zklock lock on resource \"%s\" was lost; %s",
+							lock->key.resource, what),
+					 errdetail("Another holder may have been granted the lock since.")));
+		if (zklock_lease_covers(lock->session_id, &left))
+			return;
+		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), bound_ms))
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("zklock lock on resource \"%s\" is not proven held; %s",
+							lock->key.resource, what),
+					 errdetail("For %d ms, no answer of the ZooKeeper leader has proven that this instance's session is alive for zklock.lease_margin (%d ms) more.",
+							   bound_ms, zklock_lease_margin),
+					 errhint("Another holder may have been granted the lock. zk_lock_status shows the worker's session and lease.")));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 50, ZKLOCK_WAIT_EVENT);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * The commit fence, run before the commit record is written: every lock
+ * that guards the transaction must be proven held (prove_held), within one
+ * bound of the session timeout plus zklock.connect_timeout.  A lost lock
+ * fails at once, naming the most specific one (a child, not its parent).
+ *
+ * The locks that guard a transaction are its transaction-level locks and,
+ * when it wrote anything (has an xid), the backend's session-level locks
+ * too: an ETL step run under a session lock does not commit its writes once
+ * that lock is lost.  A read-only transaction is not held up by a lost
+ * session lock (zk_lock_release says so instead).
+ */
+void
+zklock_commit_fence(void)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *lock;
+	LocalLock  *lost = NULL;
+	bool		wrote = TransactionIdIsValid(GetTopTransactionIdIfAny());
+	TimestampTz start = GetCurrentTimestamp();
+	int			bound_ms = zklock_session_timeout + zklock_connect_timeout;
+
+#define GUARDS(l) ((l)->nxact > 0 || \
+				   (wrote && (l)->session_count + (l)->session_implicit > 0))
+
+	hash_seq_init(&seq, zklock_local_locks);
+	while ((lock = hash_seq_search(&seq)) != NULL)
+	{
+		if (GUARDS(lock) && is_lost(lock) &&
+			(lost == NULL ||
+			 strlen(lock->key.resource) > strlen(lost->key.resource)))
+			lost = lock;
+	}
+	if (lost)
+		zklock_prove_held(lost, start, bound_ms, "the transaction cannot commit");
+
+	hash_seq_init(&seq, zklock_local_locks);
+	while ((lock = hash_seq_search(&seq)) != NULL)
+	{
+		if (GUARDS(lock))
+			zklock_prove_held(lock, start, bound_ms, "the transaction cannot commit");
+	}
+#undef GUARDS
+}
+
+/*
+ * PREPARE TRANSACTION (XACT_EVENT_PRE_PREPARE) is refused while this
+ * backend holds transaction-level locks: a prepared transaction outlives
+ * the backend, whose exit releases them.
+ */
+void
+zklock_prepare_check(void)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *lock;
+
+	hash_seq_init(&seq, zklock_local_locks);
+	while ((lock = hash_seq_search(&seq)) != NULL)
+	{
+		if (lock->nxact > 0)
+		{
+			hash_seq_term(&seq);
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot PREPARE a transaction that holds zklock transaction-level locks")));
+		}
+	}
+	/*
+	 * Nor while this backend holds session-level locks: COMMIT
+	 * PREPARED comes later, from any session, and no fence can run
+	 * then, so a write could land after the lock was lost and
+	 * granted to another holder.  (PREPARE assigns a transaction
+	 * id before this callback, so a writing transaction cannot be
+	 * told from a read-only one here: both are refused.)
+	 */
+	hash_seq_init(&seq, zklock_local_locks);
+	while ((lock = hash_seq_search(&seq)) != NULL)
+	{
+		if (lock->session_count + lock->session_implicit > 0)
+		{
+			hash_seq_term(&seq);
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot PREPARE a transaction while this session holds zklock locks"),
+					 errdetail("COMMIT PREPARED is not fenced: a write could land after the lock was lost."),
+					 errhint("Release the session-level locks with zk_lock_release_all() first, or commit without two-phase commit.")));
+		}
+	}
+}
