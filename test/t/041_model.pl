@@ -174,6 +174,7 @@ sub reset_backend_state
 	$b->{pending} = undef;
 	$b->{tainted} = 0;
 	$b->{dying}   = 0;
+	$b->{revoked} = 0;
 	$b->{taint_ops} = [];
 	delete $b->{dying_since};
 	delete $b->{probed};
@@ -501,7 +502,7 @@ sub on_result
 	if ($r->{exited} || !$b->{s}->alive)
 	{
 		push @{ $unexpected{'session lost'} }, "$b->{name}: psql exited without a terminate: $r->{err}"
-		  unless $b->{dying} || $r->{err} =~ /57P01/;
+		  unless $b->{dying} || $b->{revoked} || $r->{err} =~ /57P01/;
 		$stats{exits}++;
 		$b->{s} = undef;
 		return;
@@ -652,6 +653,10 @@ sub taint
 	$b->{taint_why} = $why;
 	push @{ $b->{taint_ops} }, $op;
 	$b->{gen}++;
+	# a revocation with terminate ends its holders' sessions: an idle
+	# one's psql may only say "no connection to the server" (no 57P01)
+	# at its next command
+	$b->{revoked} = 1 if $op->{terminate};
 	# a transaction holding the force-released node must not commit (the
 	# first force release decides)
 	if ($op->{force} && !$b->{fence_res} && $b->{in_txn} && !$b->{aborted})
@@ -715,6 +720,7 @@ sub ctl_op
 	{
 		my $act = rand() < 0.5 ? 'cancel' : 'terminate';
 		$op->{sql} = "SELECT zk_lock_revoke('$r', '$act')";
+		$op->{terminate} = ($act eq 'terminate');
 		$op->{what} = "revoke ($act) $r";
 	}
 	taint_holders($r, $op);
