@@ -85,7 +85,10 @@ my %worker_pid = map { $_->name => psql1($_, 'SELECT worker_pid FROM zk_lock_sta
 		$a->query_ok('BEGIN') if $scope eq 'savepoint';
 		$a->query_ok("SELECT zk_lock_acquire$sfx('dp', 'shared')");
 		$a->query_ok('SAVEPOINT s1') if $scope eq 'savepoint';
-		$a->send("SELECT zk_lock_acquire$sfx('dp/a', 'exclusive', '1 s')");
+		# (the cancel must come before the timeout: on a loaded machine the
+		# wait for the waiting state and the cancel took over 1 s)
+		my $tmo = $how eq 'cancel' ? '15 s' : '1 s';
+		$a->send("SELECT zk_lock_acquire$sfx('dp/a', 'exclusive', '$tmo')");
 		if ($how eq 'cancel')
 		{
 			wait_for_waiting($nodes[0], $a->pid);
