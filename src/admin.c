@@ -93,6 +93,12 @@ zklock_admin_start(int idx)
 /*
  * The reply to an administrator's request: the node is gone or rewritten
  * (or was not there), or the request fails.
+ *
+ * A delete that finds children (NOTEMPTY) met a waiting explicit request:
+ * its node keeps its "waiter" child until the grant's rewrite is done, and
+ * Hive's rule may already grant it in the caller's listing (its blocker
+ * just went) before that.  It is not a lock yet and is left alone, as a
+ * waiting request is: not removed, not an error.
  */
 void
 zklock_admin_event(int idx, ZkEvent *ev)
@@ -101,7 +107,8 @@ zklock_admin_event(int idx, ZkEvent *ev)
 
 	if (w->phase != PH_ADMIN)
 		return;
-	if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE)
+	if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE ||
+		(ev->rc == ZKC_NOTEMPTY && w->kind == ZKR_FORCE_DELETE))
 	{
 		/* token: found it */
 		zklock_channel_done(idx, w->generation, ev->rc == ZKC_OK, 0);

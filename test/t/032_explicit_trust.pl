@@ -6,6 +6,8 @@
 #    out;
 #  - a waiting request whose node is deleted fails at once with a clear
 #    error instead of being granted a token with no node behind it;
+#  - an UNLOCK while a request's grant is still being written leaves it
+#    alone (no error), and it is granted;
 #  - the sweep does not compare its own wall clock with a time another
 #    machine wrote: a 1.0 node whose writer's clock was two hours behind the
 #    sweeper's (the same as a sweeper two hours ahead) is not removed early;
@@ -71,6 +73,39 @@ ok($r && $r->{sqlstate} ne '00000' && $r->{err} =~ /deleted/,
 ok($r && time() - $t0 < 5, 'at once, not at its timeout');
 is(explicit_count($node2, 'ex/d'), '1', 'S1\'s lock alone is left');
 is(psql1($node2, q{SELECT zk_lock_release_explicit('ex/d')}), '1', 'UNLOCK');
+
+# --- UNLOCK while a request's grant is being written --------------------------
+# Its blocker gone, Hive's rule grants the waiting node in any listing, but
+# until its worker has rewritten it and deleted its waiter child it is a
+# waiting request: an UNLOCK then leaves it alone (it failed with 38000,
+# "not empty", which 041 hit under load).  The requester's worker is
+# stopped (a stall) to hold that moment open.
+my $hx = zk_session($node2, 'hx');
+$hx->query_ok(q{SELECT zk_lock_acquire_session('ex/g')});
+$s2->send(q{SELECT zk_lock_acquire_explicit('ex/g', ttl => '1 hour', timeout => '20 s')});
+ok(wait_for_waiting($node1, $s2->pid), 'an explicit request waits behind a session lock');
+ok(wait_until(sub { grep { m{/waiter$} } zk_list_znodes(zk_path('ex/g')) }),
+	'its node has its waiter child');
+my $wpid = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
+kill 'STOP', $wpid;
+$hx->query_ok(q{SELECT zk_lock_release('ex/g')});
+ok(wait_until(sub { scalar(zk_lock_nodes(zk_path('ex/g'))) == 1 }),
+	'the holder is gone: the waiting node is first, its grant not written');
+my ($urc, $uout, $uerr) = $node2->psql('postgres',
+	q{SELECT zk_lock_release_explicit('ex/g')}, timeout => 20);
+is($urc, 0, 'UNLOCK meanwhile is no error') or diag($uerr);
+is($uout, '0', '... and removes nothing');
+like($uerr, qr/you don't own an explicit zklock lock/, '... with its WARNING');
+is(scalar(grep { m{/waiter$} } zk_list_znodes(zk_path('ex/g'))), 1,
+	'the request\'s node and its waiter child are still there');
+kill 'CONT', $wpid;
+$r = $s2->wait(20);
+ok($r && $r->{out} =~ /^\d+$/ && $r->{sqlstate} eq '00000',
+	'the request is granted when its worker goes on') or diag(explain($r));
+is(explicit_count($node2, 'ex/g', 'granted'), '1', 'with its node');
+is(psql1($node2, q{SELECT zk_lock_release_explicit('ex/g')}), '1',
+	'and UNLOCK removes it now');
+$hx->quit;
 
 # --- the sweep and clocks ----------------------------------------------------
 # A node as zklock 1.0 wrote it, by a machine whose clock was two hours
