@@ -5,14 +5,15 @@
 
 -- zklock 1.2: one codec for node data and one definition of Hive's rule,
 -- both in C (src/nodedata.c, src/grant_rule.c); what users see is as in
--- 1.1, plus two columns of zk_lock_nodes and one function.  The library of
+-- 1.1, plus two functions (zk_lock_queue, zk_lock_revocation_data).  The library of
 -- 1.2 keeps the C functions 1.0 and 1.1 call (a rolling upgrade replaces
 -- the library before ALTER EXTENSION UPDATE).
 
--- zk_lock_nodes says who is granted, by the grant rule the lock protocol
--- applies: granted, and blocked_by, the node a waiting one waits behind.
-DROP FUNCTION zk_lock_nodes(text);
-CREATE FUNCTION zk_lock_nodes(subtree text DEFAULT NULL,
+-- zk_lock_queue: zk_lock_nodes' rows with who is granted, by the grant
+-- rule the lock protocol applies: granted, and blocked_by, the node a
+-- waiting one waits behind.  A function of its own, so that zk_lock_nodes,
+-- its grants and whatever depends on it stay as they were.
+CREATE FUNCTION zk_lock_queue(subtree text DEFAULT NULL,
     OUT resource text, OUT node text, OUT mode text, OUT seq bigint,
     OUT token bigint, OUT session_id bigint, OUT instance text, OUT pid integer,
     OUT database text, OUT username text, OUT application_name text,
@@ -23,10 +24,24 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'zklock_nodes_1_2'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- The raw listing shows every instance's lock data (users, queries): not for
--- PUBLIC; zk_locks shows others' details to superusers only.
-REVOKE ALL ON FUNCTION zk_lock_nodes(text) FROM PUBLIC;
+-- PUBLIC, as zk_lock_nodes; zk_locks shows others' details to superusers only.
+REVOKE ALL ON FUNCTION zk_lock_queue(text) FROM PUBLIC;
+-- nor for a role that default privileges (ALTER DEFAULT PRIVILEGES ... ON
+-- FUNCTIONS) gave it to as it was created: only its owner runs it
+DO $$
+DECLARE
+  g record;
+BEGIN
+  FOR g IN SELECT DISTINCT a.grantee::regrole::text AS role
+           FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+           WHERE p.oid = '@extschema@.zk_lock_queue(text)'::pg_catalog.regprocedure
+             AND a.grantee <> p.proowner AND a.grantee <> 0
+  LOOP
+    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION @extschema@.zk_lock_queue(text) FROM %s', g.role);
+  END LOOP;
+END $$;
 
--- SHOW LOCKS, as before; granted and blocked_by come from zk_lock_nodes.
+-- SHOW LOCKS, as before; granted and blocked_by come from zk_lock_queue.
 CREATE OR REPLACE FUNCTION zk_locks(subtree text DEFAULT NULL,
     OUT resource text, OUT mode text, OUT granted boolean, OUT node text,
     OUT blocked_by text, OUT blocked_by_pid integer, OUT blocked_by_instance text,
@@ -40,7 +55,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
   WITH n AS MATERIALIZED (
-    SELECT * FROM @extschema@.zk_lock_nodes(subtree)
+    SELECT * FROM @extschema@.zk_lock_queue(subtree)
   ), decided AS (
     SELECT r.*,
            r.granted AS is_granted,

@@ -568,7 +568,7 @@ nodes_row_cmp(const void *a, const void *b)
 }
 
 /*
- * zk_lock_nodes from 1.2: also granted and blocked_by (the node it waits
+ * zk_lock_queue (1.2): zk_lock_nodes' rows, and granted and blocked_by (the node it waits
  * behind), by Hive's rule among the nodes of its resource
  * (zklock_grant_rule_sorted, the same rule the lock protocol and the sweep
  * apply).  Rows in order of resource and sequence number.

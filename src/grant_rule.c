@@ -161,13 +161,23 @@ zklock_grant_rule_sorted(ZkGrantNode *nodes, int n)
 
 	for (int m = 0; m < lengthof(modes); m++)
 		last[m] = -1;
-	for (int i = 0; i < n; i++)
+	for (int i = 0, end; i < n; i = end)
 	{
-		for (int m = 0; m < lengthof(modes); m++)
-			if (modes[m] == nodes[i].mode)
-				nodes[i].blocker = last[m];
-		for (int m = 0; m < lengthof(modes); m++)
-			if (zklock_modes_conflict(nodes[i].mode, modes[m]))
-				last[m] = i;
+		/*
+		 * Nodes of one sequence number (another client's, made without
+		 * SEQUENTIAL) do not block each other, as in zklock_grant_rule,
+		 * which counts only lower numbers: the group is judged first, then
+		 * counted.
+		 */
+		for (end = i; end < n && nodes[end].seq == nodes[i].seq; end++)
+		{
+			for (int m = 0; m < lengthof(modes); m++)
+				if (modes[m] == nodes[end].mode)
+					nodes[end].blocker = last[m];
+		}
+		for (int j = i; j < end; j++)
+			for (int m = 0; m < lengthof(modes); m++)
+				if (zklock_modes_conflict(nodes[j].mode, modes[m]))
+					last[m] = j;
 	}
 }

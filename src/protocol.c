@@ -215,6 +215,18 @@ start_release(int idx)
 	switch (w->phase)
 	{
 		case PH_IDLE:
+			if (w->persistent && w->created)
+			{
+				/*
+				 * An explicit lock granted while its backend gave up (a
+				 * cancel, a timeout): the caller holds nothing, so its node
+				 * goes rather than live on to its time to live unknown.
+				 */
+				send_delete(idx);
+				break;
+			}
+			finish_release(idx);	/* nothing was sent: nothing to delete */
+			break;
 		case PH_DEFERRED:
 			/* nothing was sent: nothing to delete */
 			finish_release(idx);

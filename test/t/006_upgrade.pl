@@ -7,7 +7,7 @@
 #    of a fresh CREATE EXTENSION.
 #  - the same for a database at 1.1; and zk_locks says the same of one
 #    queue of SHARED and EXCLUSIVE holders and waiters at 1.1 (Hive's rule
-#    in SQL) as at 1.2 (the C grant rule, through zk_lock_nodes' granted
+#    in SQL) as at 1.2 (the C grant rule, through zk_lock_queue's granted
 #    and blocked_by); zk_lock_revoke's node data from the codec
 #    (zk_lock_revocation_data) is 1.1's format() after "v=2".
 use strict;
@@ -79,9 +79,9 @@ is(join(',', map { $_->[4] // '' } @rows),
 	'zk_locks: blocked_by_pid names the blocking backend');
 is($node->safe_psql('fresh',
 		q{SELECT string_agg(format('%s %s', granted, coalesce(blocked_by, '-')), ',' ORDER BY seq)
-		  FROM zk_lock_nodes('upgrade/q') WHERE resource = 'upgrade/q'}),
+		  FROM zk_lock_queue('upgrade/q') WHERE resource = 'upgrade/q'}),
 	join(',', 't -', 't -', "f $rows[1][2]", "f $rows[2][2]", "f $rows[3][2]"),
-	'zk_lock_nodes (1.2): granted and blocked_by columns');
+	'zk_lock_queue (1.2): granted and blocked_by columns');
 # in queue order: each waiter is granted once those before it are gone
 for my $s (@q)
 {
@@ -131,6 +131,27 @@ my $fresh = $node->safe_psql('fresh', $describe);
 is($old, $fresh, 'the updated database has the same objects as a fresh install');
 is($node->safe_psql('v11', $describe), $fresh,
 	'the database updated from 1.1 has the same objects as a fresh install');
+
+# 1.1 -> 1.2 in a database where the DBA built on zk_lock_nodes, granted it
+# by hand, and set default privileges for new functions: the update goes
+# through, keeps both, and the new raw listing (zk_lock_queue, every
+# instance's users and queries) is not given to the default-privilege role.
+$node->safe_psql('postgres', 'CREATE DATABASE dba; CREATE ROLE mon; CREATE ROLE ops');
+$node->safe_psql('dba', q{
+	CREATE EXTENSION zklock VERSION '1.1';
+	CREATE VIEW my_nodes AS SELECT resource, node FROM zk_lock_nodes();
+	GRANT EXECUTE ON FUNCTION zk_lock_nodes(text) TO ops;
+	ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO mon;});
+my ($urc, $uout, $uerr) = $node->psql('dba', 'ALTER EXTENSION zklock UPDATE');
+is($urc, 0, '1.1 -> 1.2 with a view on zk_lock_nodes: the update goes through')
+  or diag($uerr);
+is($node->safe_psql('dba', q{
+	SELECT has_function_privilege('ops', 'zk_lock_nodes(text)', 'EXECUTE'),
+	       has_function_privilege('mon', 'zk_lock_queue(text)', 'EXECUTE'),
+	       has_function_privilege('ops', 'zk_lock_queue(text)', 'EXECUTE'),
+	       (SELECT count(*) FROM my_nodes) >= 0}),
+	't|f|f|t',
+	'the grant made by hand and the view stay; zk_lock_queue is not given to the default-privilege role');
 
 is($node->safe_psql('old', 'SELECT lease_margin > 0 FROM zk_lock_status'), 't',
 	'the updated zk_lock_status has the lease columns');

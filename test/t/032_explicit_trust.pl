@@ -8,6 +8,7 @@
 #    error instead of being granted a token with no node behind it;
 #  - an UNLOCK while a request's grant is still being written leaves it
 #    alone (no error), and it is granted;
+#  - a request cancelled just as it is granted leaves no lock behind;
 #  - the sweep does not compare its own wall clock with a time another
 #    machine wrote: a 1.0 node whose writer's clock was two hours behind the
 #    sweeper's (the same as a sweeper two hours ahead) is not removed early;
@@ -106,6 +107,35 @@ is(explicit_count($node2, 'ex/g', 'granted'), '1', 'with its node');
 is(psql1($node2, q{SELECT zk_lock_release_explicit('ex/g')}), '1',
 	'and UNLOCK removes it now');
 $hx->quit;
+
+# --- a cancel that lands with the grant -------------------------------------
+# The worker grants an explicit request while its backend is stopped; the
+# backend then meets a cancel before it looks at the grant.  Its caller
+# gets 57014 and holds nothing, so the node granted meanwhile must go: it
+# stayed for its whole time to live, held by nobody who knew.
+my $hy = zk_session($node2, 'hy');
+$hy->query_ok(q{SELECT zk_lock_acquire_session('ex/h')});
+my $sy = zk_session($node1, 'sy');
+$sy->send(q{SELECT zk_lock_acquire_explicit('ex/h', ttl => '1 hour', timeout => '60 s')});
+ok(wait_for_waiting($node1, $sy->pid), 'cancel: an explicit request waits');
+kill 'STOP', $sy->pid;
+$hy->query_ok(q{SELECT zk_lock_release('ex/h')});
+ok( wait_until(
+		sub {
+			psql1($node1, q{SELECT state FROM zk_lock_local WHERE pid = } . $sy->pid) eq 'granted';
+		}),
+	'cancel: the worker grants it while its backend is stopped');
+psql1($node1, 'SELECT pg_cancel_backend(' . $sy->pid . ')');
+kill 'CONT', $sy->pid;
+$r = $sy->wait(20);
+is($r && $r->{sqlstate}, '57014', 'cancel: the request ends with the cancel')
+  or diag(explain($r));
+ok(wait_until(sub { scalar(zk_lock_nodes(zk_path('ex/h'))) == 0 }, timeout => 20),
+	'cancel: the node granted meanwhile is removed');
+is(psql1($node2, q{SELECT zk_lock_try_acquire('ex/h') > 0}), 't',
+	'cancel: nobody holds the resource');
+$hy->quit;
+$sy->quit;
 
 # --- the sweep and clocks ----------------------------------------------------
 # A node as zklock 1.0 wrote it, by a machine whose clock was two hours

@@ -26,7 +26,7 @@
 #undef printf
 #undef snprintf
 
-#define NCASES 34
+#define NCASES 35
 
 static int	failures = 0;
 static int	tests = 0;
@@ -356,6 +356,55 @@ test_rule_sorted(void)
 	}
 }
 
+/*
+ * Equal sequence numbers (another client's nodes made without SEQUENTIAL):
+ * they never block each other in zklock_grant_rule, which counts only
+ * lower numbers; nor in the one-pass rule.  Pairs of equal numbers, every
+ * mix of modes of 6 nodes: the same verdict, and a blocker of the number
+ * zklock_grant_rule would watch (which of two equal ones is arbitrary).
+ */
+static void
+test_rule_sorted_ties(void)
+{
+	bool		ok = true;
+	int			n = 6;
+
+	for (int mask = 0; mask < (1 << n); mask++)
+	{
+		ZkGrantNode nodes[6];
+		char		names[6][64];
+		const char *children[6];
+
+		for (int i = 0; i < n; i++)
+		{
+			nodes[i].mode = (mask >> i) & 1 ? ZKLOCK_SHARED : ZKLOCK_EXCLUSIVE;
+			nodes[i].seq = 10 * (i / 2) + 3;
+			snprintf(names[i], sizeof(names[i]), "%s%010d",
+					 nodes[i].mode == ZKLOCK_SHARED ? "read-" : "write-",
+					 (int) nodes[i].seq);
+			children[i] = names[i];
+		}
+		zklock_grant_rule_sorted(nodes, n);
+		for (int i = 0; i < n; i++)
+		{
+			int			watch,
+						nb;
+			ZkGrantVerdict v = zklock_grant_rule(children, n, nodes[i].seq,
+												 nodes[i].mode, &watch, &nb);
+
+			if ((v == ZKLOCK_VERDICT_GRANTED) != (nodes[i].blocker < 0) ||
+				(nodes[i].blocker >= 0 &&
+				 nodes[nodes[i].blocker].seq != nodes[watch].seq))
+			{
+				printf("#   mask %x node %d: rule %d watch %d, sorted blocker %d\n",
+					   mask, i, (int) v, watch, nodes[i].blocker);
+				ok = false;
+			}
+		}
+	}
+	report(ok, "one-pass rule: equal sequence numbers never block each other");
+}
+
 int
 main(void)
 {
@@ -363,6 +412,7 @@ main(void)
 	test_codec();
 	test_set();
 	test_rule_sorted();
+	test_rule_sorted_ties();
 	if (tests != NCASES)
 	{
 		printf("# ran %d cases, planned %d\n", tests, NCASES);
