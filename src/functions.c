@@ -779,12 +779,72 @@ typedef struct LocalRow
 	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1];
 } LocalRow;
 
+/*
+ * What zk_lock_local shows of an entry's state, or NULL for an entry it
+ * does not show (free, a finished request, a listing).  Caller holds the
+ * lock (the lease is read under it).
+ */
+static const char *
+local_state(ZkLockEntry *e)
+{
+	int64		left;
+
+	if (e->kind == ZKR_LIST)
+		return NULL;
+	switch (e->state)
+	{
+		case ZKE_REQUESTED:
+			return "waiting";
+		case ZKE_GRANTED:
+			/* granted, and the lease still proves the session alive */
+			return (e->persistent ||
+					zklock_lease_covers_locked(e->session_id, &left)) ?
+				"granted" : "in doubt";
+		case ZKE_LOST:
+			return "lost";
+		case ZKE_RELEASING:
+			return "releasing";
+		default:
+			return NULL;
+	}
+}
+
+/* One row of zk_lock_local, from a copy taken under the lock */
+static void
+local_put(ReturnSetInfo *rsinfo, const LocalRow *row)
+{
+	Datum		values[7];
+	bool		nulls[7];
+
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = Int32GetDatum(row->pid);
+	values[1] = CStringGetTextDatum(text_out(row->resource));
+	values[2] = CStringGetTextDatum(zklock_mode_name(row->mode));
+	values[3] = CStringGetTextDatum(row->state);
+	if (row->node[0])
+		values[4] = CStringGetTextDatum(text_out(row->node));
+	else
+		nulls[4] = true;
+	if (row->token)
+		values[5] = Int64GetDatum(row->token);
+	else
+		nulls[5] = true;
+	if (row->granted_at)
+		values[6] = TimestampTzGetDatum(row->granted_at);
+	else
+		nulls[6] = true;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * zk_lock_local: the entries copied under the lock, then turned into rows
+ * without it.
+ */
 Datum
 zklock_local(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	ZkLockShared *s;
-	int64		left;
 	LocalRow   *rows;
 	int			nrows = 0;
 	int			maxrows = 64;
@@ -798,71 +858,30 @@ zklock_local(PG_FUNCTION_ARGS)
 	{
 		ZkLockEntry *e = &s->entries[i];
 		LocalRow   *row;
+		const char *state = local_state(e);
 
+		if (state == NULL)
+			continue;
 		if (nrows == maxrows)
 		{
 			maxrows *= 2;
 			rows = repalloc_huge(rows, sizeof(LocalRow) * maxrows);
 		}
-		row = &rows[nrows];
-
-		switch (e->state)
-		{
-			case ZKE_REQUESTED:
-				row->state = "waiting";
-				break;
-			case ZKE_GRANTED:
-				/* granted, and the lease still proves the session alive */
-				row->state = (e->persistent ||
-							  zklock_lease_covers_locked(e->session_id, &left)) ?
-					"granted" : "in doubt";
-				break;
-			case ZKE_LOST:
-				row->state = "lost";
-				break;
-			case ZKE_RELEASING:
-				row->state = "releasing";
-				break;
-			default:
-				continue;		/* free, or a finished request */
-		}
-		if (e->kind == ZKR_LIST)
-			continue;
+		row = &rows[nrows++];
+		row->state = state;
 		row->pid = e->owner_pid;
 		row->mode = e->mode;
 		row->token = e->token;
 		row->granted_at = e->granted_at;
 		strlcpy(row->resource, e->resource, sizeof(row->resource));
 		strlcpy(row->node, e->node, sizeof(row->node));
-		nrows++;
 	}
 	LWLockRelease(s->lock);
 
 	for (int i = 0; i < nrows; i++)
 	{
-		LocalRow   *row = &rows[i];
-		Datum		values[7];
-		bool		nulls[7];
-
 		CHECK_FOR_INTERRUPTS();
-		memset(nulls, 0, sizeof(nulls));
-		values[0] = Int32GetDatum(row->pid);
-		values[1] = CStringGetTextDatum(text_out(row->resource));
-		values[2] = CStringGetTextDatum(zklock_mode_name(row->mode));
-		values[3] = CStringGetTextDatum(row->state);
-		if (row->node[0])
-			values[4] = CStringGetTextDatum(text_out(row->node));
-		else
-			nulls[4] = true;
-		if (row->token)
-			values[5] = Int64GetDatum(row->token);
-		else
-			nulls[5] = true;
-		if (row->granted_at)
-			values[6] = TimestampTzGetDatum(row->granted_at);
-		else
-			nulls[6] = true;
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		local_put(rsinfo, &rows[i]);
 	}
 	return (Datum) 0;
 }
