@@ -811,7 +811,7 @@ local_state(ZkLockEntry *e)
 
 /* One row of zk_lock_local, from a copy taken under the lock */
 static void
-local_put(ReturnSetInfo *rsinfo, const LocalRow *row)
+local_put(ReturnSetInfo *rsinfo, LocalRow *row)
 {
 	Datum		values[7];
 	bool		nulls[7];
