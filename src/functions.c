@@ -568,10 +568,10 @@ nodes_row_cmp(const void *a, const void *b)
 }
 
 /*
- * zk_lock_queue (1.2): zk_lock_nodes' rows, and granted and blocked_by (the node it waits
- * behind), by Hive's rule among the nodes of its resource
- * (zklock_grant_rule_sorted, the same rule the lock protocol and the sweep
- * apply).  Rows in order of resource and sequence number.
+ * zk_lock_queue (1.2): zk_lock_nodes' rows, and granted and blocked_by
+ * (the node it waits behind), by Hive's rule among the nodes of its
+ * resource (zklock_grant_rule_sorted, the same rule the lock protocol and
+ * the sweep apply).  Rows in order of resource and sequence number.
  */
 Datum
 zklock_nodes_1_2(PG_FUNCTION_ARGS)
