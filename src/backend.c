@@ -54,6 +54,7 @@
 #include "shmem.h"
 #include "resource.h"
 #include "nodedata.h"
+#include "lease.h"
 
 /* this backend's locks: LocalLock by (resource, mode) */
 HTAB	   *zklock_local_locks = NULL;
@@ -465,6 +466,10 @@ xact_callback(XactEvent event, void *arg)
 	/* an error between extension_guard_begin and _end: the abort released it */
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
 		zklock_extension_guard_reset();
+	/* committed (its record written) or aborted: the fence's window closes */
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		zklock_lease_leave_commit();
 	if (zklock_local_locks == NULL ||
 		hash_get_num_entries(zklock_local_locks) == 0)
 		return;
@@ -544,6 +549,7 @@ backend_exit(int code, Datum arg)
 	HASH_SEQ_STATUS seq;
 	LocalLock  *lock;
 
+	zklock_lease_leave_commit();	/* no commit of ours can land now */
 	zklock_withdraw_pending();	/* wait.c */
 	zklock_withdraw_batch();	/* acquire.c */
 	if (zklock_local_locks == NULL)

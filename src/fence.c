@@ -10,7 +10,9 @@
  *
  * A lock is held only while the lease proves its session alive
  * (zklock_prove_held, lease.c): a state flag written by a worker that may
- * be stalled proves nothing.  The commit fence runs at
+ * be stalled proves nothing.  A fence that passed opens this backend's
+ * commit window (lease.c), which backend.c's transaction callback closes
+ * when the transaction has ended.  The commit fence runs at
  * XACT_EVENT_PRE_COMMIT, before the commit record is written, so its
  * ERROR fails the commit; PREPARE TRANSACTION is refused at
  * XACT_EVENT_PRE_PREPARE while locks are held, since no fence can run at
@@ -171,11 +173,27 @@ zklock_commit_fence(void)
 	if (lost)
 		zklock_prove_held(lost, start, bound_ms, "the transaction cannot commit");
 
-	hash_seq_init(&seq, zklock_local_locks);
-	while ((lock = hash_seq_search(&seq)) != NULL)
+	/*
+	 * Every guard proven held, then the commit window opened for their
+	 * session in one look at the lease (lease.c): until this transaction
+	 * ends, zklock does not end that session itself.  Should the lease have
+	 * been withdrawn in between, prove them again (within the same bound).
+	 */
+	for (;;)
 	{
-		if (GUARDS(lock))
-			zklock_prove_held(lock, start, bound_ms, "the transaction cannot commit");
+		int64		session_id = 0;
+
+		hash_seq_init(&seq, zklock_local_locks);
+		while ((lock = hash_seq_search(&seq)) != NULL)
+		{
+			if (GUARDS(lock))
+			{
+				zklock_prove_held(lock, start, bound_ms, "the transaction cannot commit");
+				session_id = lock->session_id;
+			}
+		}
+		if (session_id == 0 || zklock_lease_enter_commit(session_id))
+			break;
 	}
 #undef GUARDS
 }

@@ -39,9 +39,26 @@
  * timeout (at least margin + 100 ms apart, so that consecutive syncs prove
  * each other), and sooner when the lease runs short.
  *
+ * The commit window.  A fence that passed vouches for a commit record
+ * that is written later: PreCommit_Notify may wait for a lock, a slow
+ * disk may stall the write.  So zklock never ends a session itself (a
+ * worker restart, a reload of zklock.hosts, a shutdown, an ERROR in the
+ * worker, the postmaster's death) while such a commit can still land.  A
+ * backend whose fence passed marks its slot with the session the fence
+ * trusted, in the same locked section as its last look at the lease
+ * (zklock_lease_enter_commit), and clears it when its transaction has
+ * ended or it exits (zklock_lease_leave_commit).  The worker withdraws the
+ * lease under the lock in exclusive mode before it ends a session, so no
+ * mark for that session appears after that; it then waits until none is
+ * left (zklock_lease_commits_pending) before it closes the session.  The
+ * mark is cleared at XACT_EVENT_COMMIT, which comes after a synchronous
+ * replication wait: the session is kept through that wait too.
+ *
  * Shared state: lease_session and lease_end in ZkLockShared, written by the
- * worker only (this file), under zklock_shared->lock.  Everything else here
- * is the worker's own memory.
+ * worker only (this file), under zklock_shared->lock; commit_session[slot],
+ * written by the backend of that slot only (this file), set under the lock
+ * in shared mode and cleared without it, read by the worker.  Everything
+ * else here is the worker's own memory.
  *
  *-------------------------------------------------------------------------
  */
@@ -49,6 +66,9 @@
 
 #include <time.h>
 
+#include "storage/proc.h"
+
+#include "compat.h"
 #include "lease.h"
 #include "settings.h"
 #include "shmem.h"
@@ -265,4 +285,76 @@ zklock_lease_covers(int64 session_id, int64 *remaining_ms)
 	covered = zklock_lease_covers_locked(session_id, remaining_ms);
 	LWLockRelease(zklock_shared->lock);
 	return covered;
+}
+
+/*
+ * Backend side, at the end of a commit fence that passed: mark this
+ * backend's commit window with session_id, if the lease still covers it,
+ * in one locked section with that look at the lease.  False: it does not
+ * (any more); the fence must prove the locks held again.
+ */
+bool
+zklock_lease_enter_commit(int64 session_id)
+{
+	int64		left;
+	bool		covered;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	covered = zklock_lease_covers_locked(session_id, &left);
+	if (covered)
+		pg_atomic_write_u64(&zklock_shared->commit_session[ZKLOCK_MY_PROCNO],
+							(uint64) session_id);
+	LWLockRelease(zklock_shared->lock);
+	return covered;
+}
+
+/*
+ * Backend side: this backend's transaction has ended (committed, its
+ * record written, or aborted), or the backend exits: no commit of it can
+ * land any more.  Never fails; cheap when the window is not open.
+ */
+void
+zklock_lease_leave_commit(void)
+{
+	pg_atomic_uint64 *mine;
+
+	if (zklock_shared == NULL || MyProc == NULL)
+		return;
+	mine = &zklock_shared->commit_session[ZKLOCK_MY_PROCNO];
+	if (pg_atomic_read_u64(mine) != 0)
+		pg_atomic_write_u64(mine, 0);
+}
+
+/*
+ * Worker side, after the lease was withdrawn: how many backends may still
+ * write a commit record that a fence passed under session_id.  Their PIDs
+ * go to pids[] (at most maxpids of them).
+ */
+int
+zklock_lease_commits_pending(int64 session_id, int *pids, int maxpids)
+{
+	int			n = 0;
+
+	if (session_id == 0)
+		return 0;
+	for (int i = 0; i < zklock_shared->nslots; i++)
+	{
+		if (pg_atomic_read_u64(&zklock_shared->commit_session[i]) !=
+			(uint64) session_id)
+			continue;
+		if (n < maxpids)
+			pids[n] = ProcGlobal->allProcs[i].pid;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Worker side: CLOCK_BOOTTIME us of the last answer that proved the
+ * session alive (its creation, or a sync), 0 when none.
+ */
+int64
+zklock_lease_last_answer(void)
+{
+	return lease_nproofs > 0 ? lease_proofs[lease_nproofs - 1].answered : 0;
 }

@@ -2,7 +2,8 @@
  *
  * shmem.c
  *		zklock's shared memory: the segment that holds the entry table,
- *		the worker's work queue and the per-slot counts.
+ *		the commit windows (lease.c), the worker's work queue and the
+ *		per-slot counts.
  *
  * Only the segment's setup is here: its free list, its queue and every
  * change of an entry's state are channel.c's, where the locking rules are
@@ -68,6 +69,7 @@ zklock_shmem_size(void)
 
 	size = offsetof(ZkLockShared, entries);
 	size = add_size(size, mul_size(zklock_nentries(), sizeof(ZkLockEntry)));
+	size = add_size(size, mul_size(zklock_nslots(), sizeof(pg_atomic_uint64)));
 	size = add_size(size, mul_size(zklock_nentries(), sizeof(int)));
 	size = add_size(size, mul_size(zklock_nslots(), sizeof(int)));
 	return size;
@@ -99,13 +101,21 @@ zklock_shmem_startup(void)
 	}
 
 	/*
-	 * The queue and the per-slot counts live behind the entries; every
+	 * The commit windows (8-byte aligned: an entry's size is a multiple of
+	 * 8), the queue and the per-slot counts live behind the entries; every
 	 * process sets its pointers.
 	 */
-	zklock_shared->queue = (int *) &zklock_shared->entries[n];
+	zklock_shared->commit_session =
+		(pg_atomic_uint64 *) &zklock_shared->entries[n];
+	zklock_shared->queue =
+		(int *) &zklock_shared->commit_session[zklock_shared->nslots];
 	zklock_shared->slot_entries = zklock_shared->queue + n;
 	if (!found)
+	{
+		for (int i = 0; i < zklock_shared->nslots; i++)
+			pg_atomic_init_u64(&zklock_shared->commit_session[i], 0);
 		zklock_channel_init();	/* every entry FREE, on the free list */
+	}
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -21,7 +21,18 @@
  * a new one.
  *
  * An outage is logged after 10 s, after 60 s and then every 10 minutes,
- * and its end once; zk_lock_status.last_error says why at once.
+ * and its end once; zk_lock_status.last_error says why at once.  A session
+ * that no answer has proven alive for a session timeout is given up as
+ * well, connected or not: a connection that is made and lost again at once
+ * (a handshake the server refuses) does not keep it.
+ *
+ * The worker never ends a session that may still be alive (closing it
+ * makes ZooKeeper grant its locks to others at once) while a commit that
+ * passed the commit fence under it can still land: it withdraws the lease,
+ * marks the locks lost, then waits for the commit windows (lease.c) to
+ * close, and only then closes the handle.  That holds for a restart, a
+ * reload of zklock.hosts, a refused authentication, a shutdown, an ERROR in
+ * the worker and the postmaster's death alike (wait_for_fenced_commits).
  *
  * A SIGTERM from the postmaster (a shutdown) ends the worker with exit
  * code 0; from anyone else (kill; pg_terminate_backend does not reach a
@@ -108,13 +119,27 @@ static char outage_why[256];
 /* SIGTERM came from the postmaster: a shutdown, not a restart */
 static volatile sig_atomic_t stop_by_postmaster = false;
 
+/* the main loop's room for the entries it takes off the queue */
+static int *worker_batch;
+
+/* How a session ends (session_gone) */
+typedef enum SessionEnd
+{
+	SE_EXPIRED,					/* ZooKeeper expired it: nothing left to close */
+	SE_GIVEN_UP,				/* not proven alive for a session timeout */
+	SE_CLOSED					/* closed on purpose (zklock.hosts changed) */
+} SessionEnd;
+
 static void worker_exit(int code, Datum arg);
 static void open_session(void);
 static void handle_session_event(ZkEvent *ev);
 static void session_connected(void);
-static void session_gone(const char *why, bool reattach);
+static void session_gone(const char *why, SessionEnd end);
+static void worker_take_requests(int *batch);
+static void wait_for_fenced_commits(int64 session_id, bool serve);
 static void hosts_changed(void);
 static void worker_timers(void);
+static void give_up_if_silent(int64 now_us);
 static void start_closing(int64 id, const char *passwd);
 static void attach_to_close(void);
 
@@ -281,13 +306,32 @@ outage_ended(void)
 
 /*
  * The session file: session id, password and who wrote it -- this boot of
- * this machine, this data directory and port (instance_identity) --
- * written atomically.  A copy of the data directory started elsewhere (a
- * storage snapshot, a cloned machine: another boot, directory or port)
- * must not close the original's live session, which its owner still
- * trusts until its lease runs out.
+ * this machine, this PID namespace (a container has its own), this data
+ * directory and port (instance_identity) -- written atomically.  A copy of
+ * the data directory started elsewhere (a storage snapshot, a cloned
+ * machine, another container on the same machine: another boot, PID
+ * namespace, directory or port) must not close the original's live
+ * session, which its owner still trusts until its lease runs out.  Two
+ * containers that share the host's PID namespace, the path and the port
+ * are not told apart.
  */
-static bool identity_known = false;	/* the boot id could be read */
+static bool identity_known = false;	/* the boot id and namespace could
+										 * be read */
+
+/* "pid:[inode]" of this process's PID namespace; false if unreadable */
+static bool
+pid_namespace(char *buf, size_t len)
+{
+	ssize_t		n = readlink("/proc/self/ns/pid", buf, len - 1);
+
+	if (n <= 0)
+	{
+		buf[0] = '\0';
+		return false;
+	}
+	buf[n] = '\0';
+	return true;
+}
 
 static const char *
 instance_identity(void)
@@ -297,6 +341,7 @@ instance_identity(void)
 	if (identity == NULL)
 	{
 		char		boot_id[64] = "";
+		char		pidns[64] = "";
 		FILE	   *f = AllocateFile("/proc/sys/kernel/random/boot_id", "r");
 
 		if (f != NULL)
@@ -306,10 +351,10 @@ instance_identity(void)
 			FreeFile(f);
 		}
 		boot_id[strcspn(boot_id, "\n")] = '\0';
-		identity_known = boot_id[0] != '\0';
+		identity_known = boot_id[0] != '\0' && pid_namespace(pidns, sizeof(pidns));
 		identity = MemoryContextStrdup(TopMemoryContext,
-									   psprintf("boot %s, %s, port %d",
-												boot_id, DataDir,
+									   psprintf("boot %s, %s, %s, port %d",
+												boot_id, pidns, DataDir,
 												PostPortNumber));
 		if (strlen(identity) > SESSION_IDENTITY_MAX)
 			identity[SESSION_IDENTITY_MAX] = '\0';
@@ -368,7 +413,7 @@ load_session(int64 *id, char *passwd)
 	if (!identity_known)
 	{
 		ereport(LOG,
-				(errmsg("zklock: not closing ZooKeeper session 0x%llx named in \"%s\": this machine's boot id cannot be read, so the file's writer cannot be told from a copy",
+				(errmsg("zklock: not closing ZooKeeper session 0x%llx named in \"%s\": this machine's boot id or this process's PID namespace cannot be read, so the file's writer cannot be told from a copy",
 						(unsigned long long) *id, SESSION_FILE)));
 		(void) unlink(SESSION_FILE);
 		return false;
@@ -584,11 +629,11 @@ void
 zklock_worker_main(Datum main_arg)
 {
 	WaitEventSet *wes;
-	int		   *batch;
 	long		timeout = 1000;
 
 	worker_start();
-	batch = palloc(sizeof(int) * zklock_shared->nentries);
+	worker_batch = MemoryContextAlloc(TopMemoryContext,
+									  sizeof(int) * zklock_shared->nentries);
 	wes = worker_wait_set();
 	worker_first_session();
 
@@ -601,7 +646,7 @@ zklock_worker_main(Datum main_arg)
 		if (ConfigReloadPending)
 			worker_reload();
 		worker_pump_events();
-		worker_take_requests(batch);
+		worker_take_requests(worker_batch);
 		timeout = worker_tick();
 	}
 
@@ -749,21 +794,46 @@ worker_timers(void)
 		retry_closing();
 	else if (worker_phase == WP_WAIT_RECONNECT && now_us >= reconnect_at_us)
 		open_session();
-	else if (worker_phase == WP_SESSION && was_connected &&
-			 zklock_shared->session_state == ZKS_CONNECTING &&
-			 outage_ms() >= Max(zkc_negotiated_timeout(),
-								zklock_session_timeout))
+	else if (worker_phase == WP_SESSION && was_connected)
+		give_up_if_silent(now_us);
+	outage_report();
+}
+
+/*
+ * Give our session up when it has had no connection, or no answer that
+ * proved it alive (lease.c), for longer than the session timeout:
+ * ZooKeeper has expired it by now, or will when it is back.  The second
+ * catches a connection that the server accepts and drops again at once
+ * (every handshake resets the outage): each handshake keeps the session
+ * alive on the server, but nothing is answered on it.
+ */
+static void
+give_up_if_silent(int64 now_us)
+{
+	int64		bound_ms = Max(zkc_negotiated_timeout(), zklock_session_timeout);
+	int64		answered = zklock_lease_last_answer();
+
+	if (zklock_shared->session_state == ZKS_CONNECTING &&
+		outage_ms() >= bound_ms)
 	{
-		/* ZooKeeper has expired it by now, or will when it is back */
 		ereport(LOG,
 				(errmsg("zklock: gave up ZooKeeper session 0x%llx after %ld s without a connection",
 						(unsigned long long) zkc_session_id(),
 						outage_seconds()),
 				 errdetail("It is closed as soon as ZooKeeper can be reached again; a new session follows.")));
 		session_gone("no connection to ZooKeeper for longer than the session timeout",
-					 true);
+					 SE_GIVEN_UP);
 	}
-	outage_report();
+	else if (answered != 0 && (now_us - answered) / 1000 >= bound_ms)
+	{
+		ereport(LOG,
+				(errmsg("zklock: gave up ZooKeeper session 0x%llx after %ld s without an answer that proved it alive",
+						(unsigned long long) zkc_session_id(),
+						(long) ((now_us - answered) / 1000000)),
+				 errdetail("Connections were made, but no request was answered on them. It is closed as soon as ZooKeeper answers again; a new session follows.")));
+		session_gone("no answer from ZooKeeper for longer than the session timeout",
+					 SE_GIVEN_UP);
+	}
 }
 
 /*
@@ -800,16 +870,18 @@ mark_session_lost(int64 id, const char *why)
 }
 
 /*
- * The session is over (expired, or given up): first withdraw its lease and
- * mark what it held as lost, so that no commit trusts it any more; only
- * then close the handle (which, for a live session, lets ZooKeeper grant
- * its locks to others), drop whatever it still had in flight, and start a
- * new session.  reattach: the session may live on in ZooKeeper (given up
- * while ZooKeeper could not be reached, which may restore it from its
- * disk): reattach to it and close it, before a new session.
+ * The session is over (expired, given up, or closed on purpose): first
+ * withdraw its lease and mark what it held as lost, so that no commit
+ * trusts it any more; then, unless ZooKeeper expired it, wait for the
+ * commits that passed the fence under it; only then close the handle
+ * (which, for a live session, lets ZooKeeper grant its locks to others),
+ * drop whatever it still had in flight, and start a new session.  A session
+ * given up may live on in ZooKeeper (which may restore it from its disk):
+ * reattach to it and close it, before a new session.  Only an end that is
+ * a fault is zk_lock_status.last_error.
  */
 static void
-session_gone(const char *why, bool reattach)
+session_gone(const char *why, SessionEnd end)
 {
 	int64		id = zkc_session_id();
 	char		passwd[16];
@@ -817,17 +889,83 @@ session_gone(const char *why, bool reattach)
 
 	have_passwd = zkc_session_passwd(passwd, sizeof(passwd)) == sizeof(passwd);
 	mark_session_lost(id, why);
-	set_session_state(ZKS_EXPIRED, 0, why);
+	set_session_state(ZKS_EXPIRED, 0, end == SE_CLOSED ? NULL : why);
+	if (end != SE_EXPIRED)
+		wait_for_fenced_commits(id, true);
 	(void) ZKLOCK_FAILPOINT("session-lost-before-close");
 	zkc_close();
 	drop_events();
-	if (reattach && id != 0 && have_passwd)
+	if (end == SE_GIVEN_UP && id != 0 && have_passwd)
 	{
 		start_closing(id, passwd);
 		return;					/* the session file still names it */
 	}
 	(void) unlink(SESSION_FILE);
 	open_session();
+}
+
+/*
+ * Before zklock ends a session that may still be alive: wait until no
+ * commit that passed the commit fence under it can still land (the commit
+ * windows, lease.c).  The lease was withdrawn before, so no window opens
+ * meanwhile.  A commit is normally through in microseconds; one that waits
+ * (for a lock in PreCommit_Notify, a slow disk, a synchronous standby)
+ * keeps the session, and every lock node of this instance, until it has
+ * ended: logged after a second, naming the backends.  serve: called from
+ * the main loop, which goes on taking requests meanwhile (they wait for
+ * the next session, as in an outage, within their bounds); from
+ * worker_exit the worker takes none (they have been failed).  The
+ * postmaster's death does not end the wait: its orphaned backends may
+ * still commit.
+ */
+static void
+wait_for_fenced_commits(int64 session_id, bool serve)
+{
+	int64		since = zklock_boottime_us();
+	bool		logged = false;
+	int			pids[MAX_LOST_PIDS];
+	int			n;
+
+	while ((n = zklock_lease_commits_pending(session_id, pids,
+											 MAX_LOST_PIDS)) > 0)
+	{
+		if (!logged && zklock_boottime_us() - since >= 1000000)
+		{
+			StringInfoData list;
+
+			initStringInfo(&list);
+			for (int i = 0; i < Min(n, MAX_LOST_PIDS); i++)
+				appendStringInfo(&list, "%s%d", i > 0 ? ", " : "", pids[i]);
+			ereport(LOG,
+					(errmsg_plural("zklock: keeping ZooKeeper session 0x%llx open until %d commit that passed the commit fence has ended",
+								   "zklock: keeping ZooKeeper session 0x%llx open until %d commits that passed the commit fence have ended",
+								   n, (unsigned long long) session_id, n),
+					 errdetail("Backends (PID): %s.", list.data)));
+			pfree(list.data);
+			logged = true;
+		}
+		if (serve)
+		{
+			int			rc = WaitLatch(MyLatch,
+									   WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
+									   10, ZKLOCK_WAIT_EVENT);
+
+			ResetLatch(MyLatch);
+			if (rc & WL_POSTMASTER_DEATH)
+				serve = false;
+			pg_atomic_write_u64(&zklock_shared->worker_alive_at,
+								(uint64) zklock_boottime_us());
+			worker_take_requests(worker_batch);
+			(void) zklock_protocol_tick();
+		}
+		else
+			pg_usleep(10000L);
+	}
+	if (logged)
+		ereport(LOG,
+				(errmsg("zklock: the commits that passed the commit fence under ZooKeeper session 0x%llx have ended after %ld ms; closing it",
+						(unsigned long long) session_id,
+						(long) ((zklock_boottime_us() - since) / 1000))));
 }
 
 /*
@@ -856,7 +994,7 @@ hosts_changed(void)
 			ereport(LOG,
 					(errmsg("zklock: zklock.hosts changed to \"%s\"; starting a new session",
 							zklock_hosts)));
-		session_gone("zklock.hosts changed", false);
+		session_gone("zklock.hosts changed", SE_CLOSED);
 	}
 	else if (worker_phase == WP_CLOSING_OLD)
 	{
@@ -948,15 +1086,19 @@ handle_session_event(ZkEvent *ev)
 			ereport(LOG,
 					(errmsg("zklock: ZooKeeper session 0x%llx expired",
 							(unsigned long long) zkc_session_id())));
-			session_gone("the ZooKeeper session expired", false);
+			session_gone("the ZooKeeper session expired", SE_EXPIRED);
 			break;
 
 		case ZKC_STATE_AUTH_FAILED:
 			ereport(LOG,
 					(errmsg("zklock: ZooKeeper authentication failed")));
-			mark_session_lost(zkc_session_id(),
-							  "ZooKeeper authentication failed");
-			set_session_state(ZKS_AUTH_FAILED, 0, "authentication failed");
+			{
+				int64		id = zkc_session_id();
+
+				mark_session_lost(id, "ZooKeeper authentication failed");
+				set_session_state(ZKS_AUTH_FAILED, 0, "authentication failed");
+				wait_for_fenced_commits(id, true);
+			}
 			zkc_close();
 			worker_phase = WP_WAIT_RECONNECT;
 			reconnect_at_us = zklock_boottime_us() +
@@ -968,15 +1110,19 @@ handle_session_event(ZkEvent *ev)
 /*
  * Leaving: closing the session deletes every node of this instance now.
  * What it held is marked lost first, and the lease withdrawn, so that no
- * commit passes between the close and the marking.  The session file goes
- * only when the session could be closed (it was connected); otherwise the
- * next worker reattaches to the session to close it.
+ * commit passes the fence from then on, and the commits that passed it
+ * before have ended (wait_for_fenced_commits) before the close.  The
+ * session file goes only when the session could be closed (it was
+ * connected); otherwise the next worker reattaches to the session to close
+ * it.
  */
 static void
 worker_exit(int code, Datum arg)
 {
 	bool		closes_session = zkc_is_open() && worker_phase == WP_SESSION &&
 		zklock_shared->session_state == ZKS_CONNECTED;
+	int64		id = (zkc_is_open() && worker_phase == WP_SESSION) ?
+		zkc_session_id() : 0;
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	zklock_shared->lease_session = 0;
@@ -988,6 +1134,7 @@ worker_exit(int code, Datum arg)
 	zklock_channel_worker_gone(ZKLOCK_WORKER_GONE "stopped while the request was pending");
 	LWLockRelease(zklock_shared->lock);
 
+	wait_for_fenced_commits(id, false);
 	(void) ZKLOCK_FAILPOINT("session-lost-before-close");
 	zkc_close();
 	if (closes_session)

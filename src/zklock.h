@@ -177,6 +177,15 @@ typedef struct ZkLockShared
 	 */
 	pg_atomic_uint64 worker_alive_at;
 
+	/*
+	 * The commit windows (lease.c): per backend slot (PGPROC number), the
+	 * session whose lease a commit fence of that backend trusted, from the
+	 * fence until its transaction has ended; 0 outside.  Only the backend
+	 * of the slot writes it (setting it under the lock in shared mode,
+	 * clearing it without); the worker reads it before it ends a session.
+	 */
+	pg_atomic_uint64 *commit_session;	/* array of nslots */
+
 	/* counters, lock */
 	uint64		n_granted;
 	uint64		n_not_granted;

@@ -1927,6 +1927,16 @@ sub heal
 	return;
 }
 
+# Handshakes only (zk_proxy.py's "flap"): each connection is closed just
+# after ZooKeeper answered its handshake; heal() ends it.
+sub flap
+{
+	my ($self, $link) = @_;
+	$self->command("flap $link");
+	Test::More::note("zk_proxy: $link flapping");
+	return;
+}
+
 sub status { return $_[0]->command('status'); }
 
 sub stop

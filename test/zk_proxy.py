@@ -19,6 +19,13 @@ Control: connect to 127.0.0.1:PORT, send one line, read the answer (which
 ends with a line "ok" or "error: ..."), the proxy closes the connection:
   cut NAME|all            swallow bytes from now on (both directions)
   heal NAME|all [keep]    forward again (see above)
+  flap NAME|all           handshakes only: close every connection, then on
+                          each new one forward the client's first frame
+                          (ZooKeeper's connect request) and the server's
+                          first frame (its answer), throw away what else
+                          the client sends, and close the connection 0.2 s
+                          after the answer (as a server that refuses what
+                          follows the handshake); "heal" ends it
   status                  one line per link: name, ports, state, counters
   quit                    exit
 
@@ -55,6 +62,10 @@ class Pipe:
         self.sock = {'c': csock, 'u': usock}    # None once closed
         self.buf = {'c': bytearray(), 'u': bytearray()}   # bytes TO that side
         self.tainted = usock is None            # lost bytes to a partition
+        self.seen = {'c': 0, 'u': 0}            # bytes read from each side
+        self.first = {'c': None, 'u': None}     # first frame's length
+        self.head = {'c': bytearray(), 'u': bytearray()}  # its length field
+        self.close_at = None                    # flap: when to close
         self.id = link.next_id
         link.next_id += 1
 
@@ -68,6 +79,7 @@ class Link:
         self.listen = listen
         self.target = target
         self.cut = False
+        self.flap = False
         self.pipes = []
         self.next_id = 1
         self.fwd = 0          # bytes forwarded
@@ -212,6 +224,8 @@ class Proxy:
                         pass
                 self._close(pipe, '%s side closed' % side)
                 return
+            if data and link.flap:
+                data = self._flap_filter(pipe, side, data)
             if data:
                 if link.cut or pipe.sock[other] is None:
                     link.swallowed += len(data)
@@ -229,6 +243,30 @@ class Proxy:
                 self._close(pipe, '%s side: %s' % (side, e))
                 return
         self._update(pipe)
+
+    def _flap_filter(self, pipe, side, data):
+        """Flap mode: what of data read from side may pass (its first
+        frame); arms the close once the server's first frame has passed."""
+        start = pipe.seen[side]
+        pipe.seen[side] += len(data)
+        if pipe.first[side] is None:
+            pipe.head[side] += data[:max(0, 4 - start)]
+            if len(pipe.head[side]) == 4:
+                pipe.first[side] = 4 + int.from_bytes(pipe.head[side], 'big')
+        limit = pipe.first[side] or 4
+        keep = data[:max(0, limit - start)]
+        pipe.link.swallowed += len(data) - len(keep)
+        if side == 'u' and pipe.first['u'] is not None and \
+                pipe.seen['u'] >= pipe.first['u'] and pipe.close_at is None:
+            pipe.close_at = time.monotonic() + 0.2
+        return keep
+
+    def close_flapped(self):
+        now = time.monotonic()
+        for link in self.links.values():
+            for pipe in list(link.pipes):
+                if pipe.close_at is not None and now >= pipe.close_at:
+                    self._close(pipe, 'flap: closed after the handshake')
 
     # -- control ---------------------------------------------------------
 
@@ -261,6 +299,9 @@ class Proxy:
             keep = len(words) == 3
             for link in self._targets(words[1]):
                 link.cut = False
+                link.flap = False
+                for pipe in link.pipes:
+                    pipe.close_at = None
                 closed = 0
                 for pipe in list(link.pipes):
                     if pipe.tainted or pipe.sock['c'] is None or pipe.sock['u'] is None:
@@ -273,10 +314,18 @@ class Proxy:
                     sum(1 for p in link.pipes if p.tainted),
                     'left open, swallowing' if keep else 'closed'))
             return []
+        if cmd == 'flap' and len(words) == 2:
+            for link in self._targets(words[1]):
+                link.flap = True
+                for pipe in list(link.pipes):
+                    self._close(pipe, 'flap: every connection closed')
+                log('%s: flapping' % link.name)
+            return []
         if cmd == 'status' and len(words) == 1:
             return ['%s listen=%d target=%d state=%s conns=%d broken=%d '
                     'accepted=%d forwarded=%d swallowed=%d' % (
-                        l.name, l.listen, l.target, 'cut' if l.cut else 'forward',
+                        l.name, l.listen, l.target,
+                        'cut' if l.cut else 'flap' if l.flap else 'forward',
                         len(l.pipes), sum(1 for p in l.pipes if p.tainted),
                         l.accepted, l.fwd, l.swallowed)
                     for l in self.links.values()]
@@ -340,7 +389,8 @@ class Proxy:
                 if now >= self.deadline:
                     log('--max-seconds reached: exiting')
                     break
-            for key, mask in self.sel.select(timeout=0.5):
+            self.close_flapped()
+            for key, mask in self.sel.select(timeout=0.05):
                 kind, what = key.data
                 if kind == 'accept':
                     self.accept(what)
