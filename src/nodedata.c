@@ -138,6 +138,66 @@ zklock_nodedata_encode(char *buf, size_t buflen, const ZkNodeData *f)
 }
 
 /*
+ * How many bytes of UTF-8 text s to keep within room bytes: all of it, or
+ * as much as ends where a character ends (never half a character).
+ */
+static size_t
+nodedata_utf8_cliplen(const char *s, size_t room)
+{
+	size_t		n = strnlen(s, room + 1);
+
+	if (n <= room)
+		return n;
+	n = room;
+	while (n > 0 && ((unsigned char) s[n] & 0xC0) == 0x80)
+		n--;					/* s[n] continues a character: cut before it */
+	return n;
+}
+
+/*
+ * The data of a holder, made to fit buflen - 1 bytes by cutting the query
+ * alone: the fields before it are what readers act on (ttl=, waiter=,
+ * user=, scope=, ...), so they are whole or the data is not made at all.
+ * The fields are UTF-8 already (the caller converts each one: a cut after
+ * the conversion could fall in a field).  The query is cut where a
+ * character ends; "query=" stays, maybe empty.  Returns the length of
+ * the data in buf, or -1 (and buf empty) when the other fields alone do
+ * not fit: the request must then be refused, never sent with a field cut.
+ */
+int
+zklock_nodedata_encode_fit(char *buf, size_t buflen, const ZkNodeData *f)
+{
+	ZkNodeData	fixed = *f;
+	size_t		need;
+	size_t		qlen;
+
+	if (buflen == 0)
+		return -1;
+	need = zklock_nodedata_encode(buf, buflen, f);
+	if (need < buflen)
+		return (int) need;
+
+	/* too long: first everything but the query's text */
+	fixed.query = f->query ? "" : NULL;
+	need = zklock_nodedata_encode(buf, buflen, &fixed);
+	if (need >= buflen || f->query == NULL)
+	{
+		buf[0] = '\0';
+		return -1;
+	}
+	/* then as much of the query as fits, on one line as nodedata_put has it */
+	qlen = nodedata_utf8_cliplen(f->query, buflen - 1 - need);
+	for (size_t i = 0; i < qlen; i++)
+	{
+		char		c = f->query[i];
+
+		buf[need + i] = (c == '\n' || c == '\r') ? ' ' : c;
+	}
+	buf[need + qlen] = '\0';
+	return (int) (need + qlen);
+}
+
+/*
  * Unix epoch microseconds (not negative) as since= has them,
  * "<seconds>.<6 digits>", in buf (at least 28 bytes).  Done by hand: this
  * file links without libpgport.

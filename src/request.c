@@ -18,9 +18,14 @@
  */
 #include "postgres.h"
 
+#include "commands/dbcommands.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "storage/dsm.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
 #include "utils/hsearch.h"
+#include "utils/timestamp.h"
 
 #include "backend.h"
 #include "backend_int.h"
@@ -30,6 +35,105 @@
 #include "shmem.h"
 #include "resource.h"
 #include "grant_rule.h"
+#include "nodedata.h"
+
+/*
+ * Room left in a transaction or session lock's node data for scope= and
+ * implicit= to grow when their holds change and the data is rewritten in
+ * place ("session" to "transaction", "true" to "false": show_holds in
+ * backend.c), so that the rewrite cuts nothing either.
+ */
+#define HOLDER_DATA_GROWTH	5
+
+/* text in the database encoding as node data has it: UTF-8 */
+static const char *
+holder_utf8(const char *s)
+{
+	/* a SQL_ASCII database's bytes have no known encoding: as they are */
+	if (s == NULL || GetDatabaseEncoding() == PG_SQL_ASCII)
+		return s;
+	return (const char *) pg_server_to_any(s, strlen(s), PG_UTF8);
+}
+
+/*
+ * Who holds the node: key=value lines (the format, every field and its
+ * version: nodedata.c), read back by zk_locks, by zk_lock_release_explicit
+ * (user=: the role the caller acts as, SET ROLE and SECURITY DEFINER
+ * included) and by every instance's sweep (an explicit lock's ttl=,
+ * waiter=).  An explicit lock's node (ttl_ms > 0) also carries
+ *	ttl=<ms>			its time to live; it counts from the node's mtime of
+ *						the write that granted it (ZooKeeper's own time)
+ *	expires_at=<s.us>	for people: when that is, by this machine's clock
+ *						(never used to expire anything)
+ *	waiter=<16 hex>		while the request waits: the worker fills in its
+ *						session id, and removes the line when it is granted
+ *
+ * Node data is UTF-8 and at most buflen - 1 bytes.  Each field is converted
+ * first, then the data is made to fit by cutting the query alone, on a
+ * character boundary (zklock_nodedata_encode_fit): a cut after the
+ * conversion fell through the fields at the end, ttl= among them, when the
+ * names grew in UTF-8 (issue 20: "ttl=3", and a lock of a year swept in a
+ * second).  When the other fields alone do not fit (long names that grow in
+ * UTF-8), the request is refused with 54000.  This replaces backend.c's
+ * zklock_describe_holder.
+ */
+void
+zklock_holder_data(char *buf, size_t buflen, const char *scope,
+				   bool implicit, int64 ttl_ms)
+{
+	ZkNodeData	f = {0};
+	char	   *dbname = get_database_name(MyDatabaseId);
+	char		pid[16];
+	char		vxid[32];
+	char		since_text[32];
+	char		ttl_text[32];
+	char		expires_at[32];
+	int64		since;
+	int			len;
+
+	/* since: Unix epoch seconds, readable whatever anyone's DateStyle */
+	since = GetCurrentTimestamp() +
+		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
+	snprintf(pid, sizeof(pid), "%d", MyProcPid);
+	snprintf(vxid, sizeof(vxid), "%d/%u", MyProc->backendId, MyProc->lxid);
+	zklock_nodedata_epoch(since_text, sizeof(since_text), since);
+	f.instance = holder_utf8(zklock_instance_name());
+	f.pid = pid;
+	f.database = holder_utf8(dbname ? dbname : "");
+	f.user = holder_utf8(GetUserNameFromId(GetOuterUserId(), false));
+	f.application = holder_utf8(application_name ? application_name : "");
+	f.vxid = vxid;
+	f.scope = scope;
+	f.implicit = implicit ? "true" : "false";
+	f.since = since_text;
+	if (ttl_ms > 0)
+	{
+		snprintf(ttl_text, sizeof(ttl_text), INT64_FORMAT, ttl_ms);
+		zklock_nodedata_epoch(expires_at, sizeof(expires_at),
+							  since + ttl_ms * 1000);
+		f.ttl = ttl_text;
+		f.expires_at = expires_at;
+		f.waiter = "0000000000000000";	/* the worker fills it in */
+	}
+	f.query = holder_utf8(debug_query_string ? debug_query_string : "");
+
+	len = zklock_nodedata_encode_fit(buf, ttl_ms > 0 ? buflen :
+									 buflen - HOLDER_DATA_GROWTH, &f);
+	if (len < 0)
+	{
+		ZkNodeData	fixed = f;
+		char		whole[2 * ZKLOCK_MAX_DATA_LEN];
+
+		fixed.query = "";
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("zklock lock node data would be too long"),
+				 errdetail("The instance name, database, role and application name take %zu bytes in UTF-8 with the other fields; a lock node's data holds at most %zu.",
+						   zklock_nodedata_encode(whole, sizeof(whole), &fixed),
+						   (ttl_ms > 0 ? buflen : buflen - HOLDER_DATA_GROWTH) - 1),
+				 errhint("Use a shorter application_name, or shorter names.")));
+	}
+}
 
 /*
  * zk_locks: ask the worker to list every lock node under the root.  The
@@ -210,7 +314,7 @@ zklock_lock_explicit(const char *resource, ZkLockMode mode, int64 ttl_ms,
 						   zklock_mode_name(mode)),
 				 errhint("Release the session's lock first (or end its transaction), then take the explicit lock.")));
 
-	zklock_describe_holder(data, sizeof(data), "explicit", false, ttl_ms);
+	zklock_holder_data(data, sizeof(data), "explicit", false, ttl_ms);
 
 	zklock_request_init(&req, timeout_ms == 0 ? ZKR_TRY_ACQUIRE : ZKR_ACQUIRE);
 	req.mode = mode;

@@ -340,7 +340,17 @@ check_allowed_subtrees(char **newval, void **extra, GucSource source)
 {
 	const char *why = NULL;
 
-	if (!zklock_check_allowed_subtrees(*newval, &why))
+	/*
+	 * A value stored with ALTER ROLE/DATABASE SET before items had to be
+	 * resource names is applied at login as it is: refused, it would fall
+	 * back to "*" and allow everything.  Every value being set is checked
+	 * in full (ALTER ROLE ... SET tests it with PGC_S_TEST).
+	 */
+	bool		strict = !(source == PGC_S_GLOBAL || source == PGC_S_DATABASE ||
+						   source == PGC_S_USER ||
+						   source == PGC_S_DATABASE_USER);
+
+	if (!zklock_check_allowed_subtrees(*newval, &why, strict))
 	{
 		GUC_check_errdetail("zklock.allowed_subtrees is \"*\" or a comma-separated list of resource names (%s).",
 							why);
