@@ -140,8 +140,8 @@ zklock_holder_data(char *buf, size_t buflen, const char *scope,
  * rows come back in a DSM segment; if it was too small, try once more with
  * the size the worker asked for.
  */
-char *
-zklock_list_nodes(const char *subtree, Size *len)
+static char *
+list_nodes(const char *subtree, bool explicit_only, Size *len)
 {
 	Size		size = 64 * 1024;
 
@@ -159,6 +159,7 @@ zklock_list_nodes(const char *subtree, Size *len)
 
 		zklock_request_init(&req, ZKR_LIST);
 		strlcpy(req.resource, subtree ? subtree : "", sizeof(req.resource));
+		req.persistent = explicit_only;
 		req.list_handle = dsm_segment_handle(seg);
 		req.list_size = size;
 		idx = zklock_submit(&req, &gen);
@@ -189,6 +190,81 @@ zklock_list_nodes(const char *subtree, Size *len)
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not list zklock lock nodes: the set kept growing")));
 	return NULL;
+}
+
+char *
+zklock_list_nodes(const char *subtree, Size *len)
+{
+	return list_nodes(subtree, false, len);
+}
+
+/*
+ * zklock.max_explicit_locks_per_role: a role may hold or wait for this
+ * many explicit locks at once.  An explicit lock is a persistent node that
+ * outlives its session (up to a year), and no backend or table limit
+ * counts it once granted: without this, any LOGIN role could fill
+ * ZooKeeper with nodes that every sweep and zk_locks then pay for.
+ *
+ * What it counts: every zklock explicit lock node under zklock.root, of
+ * every instance, granted or waiting (expired ones not swept yet too),
+ * whose user= is the role the caller acts as (zk_lock_outer_role(), by
+ * name, as zk_lock_release_explicit matches it).  Counted exactly from a
+ * listing of the explicit nodes at each explicit acquire (one getChildren
+ * per resource node, one getData per explicit node): explicit locks are
+ * taken seldom, and a count kept anywhere else (shared memory, one
+ * instance) would miss those taken, released or expired on other
+ * instances.  Acquires of one role running at the same moment may each
+ * pass before the others' nodes exist: the count can then go over by their
+ * number less one.  Superusers are not limited (they can change the
+ * setting); -1 turns it off.  Over the limit: 53400.
+ */
+static void
+check_explicit_quota(void)
+{
+	Oid			role = GetOuterUserId();
+	const char *name;
+	char	   *rows;
+	char	   *line;
+	Size		len;
+	int			count = 0;
+
+	if (zklock_max_explicit_locks_per_role < 0 || superuser_arg(role))
+		return;
+	name = holder_utf8(GetUserNameFromId(role, false));
+	rows = list_nodes(NULL, true, &len);
+	for (line = rows; line && *line;)
+	{
+		char	   *eol = strchr(line, '\n');
+		char	   *owner;
+		char	   *data;
+		const char *user;
+
+		CHECK_FOR_INTERRUPTS();
+		if (eol)
+			*eol = '\0';
+		/* "path \t czxid \t ephemeralOwner \t data", data escaped */
+		owner = strchr(line, '\t');
+		owner = owner ? strchr(owner + 1, '\t') : NULL;
+		data = owner ? strchr(owner + 1, '\t') : NULL;
+		if (data && strncmp(owner + 1, "0\t", 2) == 0)
+		{
+			zklock_nodedata_unescape(++data);
+			user = zklock_node_field(data, "user=");
+			if (user && zklock_node_field_len(user) == strlen(name) &&
+				strncmp(user, name, strlen(name)) == 0)
+				count++;
+		}
+		line = eol ? eol + 1 : NULL;
+	}
+	pfree(rows);
+	if (count >= zklock_max_explicit_locks_per_role)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("role \"%s\" holds too many explicit zklock locks",
+						GetUserNameFromId(role, false)),
+				 errdetail("It holds or waits for %d explicit locks, on all instances; zklock.max_explicit_locks_per_role is %d.",
+						   count, zklock_max_explicit_locks_per_role),
+				 errhint("Release some with zk_lock_release_explicit(), or ask a superuser to raise zklock.max_explicit_locks_per_role.")));
 }
 
 /*
@@ -314,6 +390,7 @@ zklock_lock_explicit(const char *resource, ZkLockMode mode, int64 ttl_ms,
 						   zklock_mode_name(mode)),
 				 errhint("Release the session's lock first (or end its transaction), then take the explicit lock.")));
 
+	check_explicit_quota();
 	zklock_holder_data(data, sizeof(data), "explicit", false, ttl_ms);
 
 	zklock_request_init(&req, timeout_ms == 0 ? ZKR_TRY_ACQUIRE : ZKR_ACQUIRE);

@@ -57,6 +57,7 @@ int			zklock_max_locks = 0;
 char	   *zklock_allowed_subtrees = NULL;
 int			zklock_sweep_interval = 60000;
 int			zklock_lease_margin = 2000;
+int			zklock_max_explicit_locks_per_role = 100;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -465,6 +466,15 @@ zklock_define_settings(void)
 							   PGC_SUSET,
 							   0,
 							   check_allowed_subtrees, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.max_explicit_locks_per_role",
+							"Explicit locks a role may hold or wait for at once, across all instances.",
+							"Counts the explicit lock nodes under zklock.root whose holder is the role (by name), granted or waiting, with a listing at each explicit acquire.  Superusers are not limited.  -1 means no limit.",
+							&zklock_max_explicit_locks_per_role,
+							100, -1, 1000000,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("zklock.sweep_interval",
 							"How often the worker removes expired explicit locks.",
