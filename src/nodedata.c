@@ -68,6 +68,8 @@
  */
 #include "postgres.h"
 
+#include <stdint.h>
+
 #include "nodedata.h"
 
 /* Appends to a bounded buffer, counting what would be needed */
@@ -79,9 +81,9 @@ typedef struct NodeDataOut
 } NodeDataOut;
 
 static void
-nodedata_put(NodeDataOut *out, const char *s, bool one_line)
+nodedata_put_n(NodeDataOut *out, const char *s, size_t max, bool one_line)
 {
-	for (; *s; s++)
+	for (; *s && max > 0; s++, max--)
 	{
 		char		c = *s;
 
@@ -94,25 +96,39 @@ nodedata_put(NodeDataOut *out, const char *s, bool one_line)
 }
 
 static void
-nodedata_field(NodeDataOut *out, const char *key, const char *value,
-			   bool last)
+nodedata_put(NodeDataOut *out, const char *s, bool one_line)
+{
+	nodedata_put_n(out, s, SIZE_MAX, one_line);
+}
+
+/* A "key=value" line, with at most max bytes of the value */
+static void
+nodedata_field_n(NodeDataOut *out, const char *key, const char *value,
+				 size_t max, bool last)
 {
 	if (value == NULL)
 		return;
 	nodedata_put(out, key, false);
 	nodedata_put(out, "=", false);
-	nodedata_put(out, value, true);
+	nodedata_put_n(out, value, max, true);
 	if (!last)
 		nodedata_put(out, "\n", false);
 }
 
+static void
+nodedata_field(NodeDataOut *out, const char *key, const char *value,
+			   bool last)
+{
+	nodedata_field_n(out, key, value, SIZE_MAX, last);
+}
+
 /*
- * The data of a holder, in buf (NUL-terminated, cut to buflen - 1 bytes:
- * the caller cuts again on a character boundary).  Returns the length of
- * the whole data, as snprintf does.
+ * The data, with at most app_max bytes of the application name and
+ * query_max of the query (the free text, which may be cut)
  */
-size_t
-zklock_nodedata_encode(char *buf, size_t buflen, const ZkNodeData *f)
+static size_t
+nodedata_encode_n(char *buf, size_t buflen, const ZkNodeData *f,
+				  size_t app_max, size_t query_max)
 {
 	NodeDataOut out = {buf, buflen, 0};
 
@@ -121,7 +137,7 @@ zklock_nodedata_encode(char *buf, size_t buflen, const ZkNodeData *f)
 	nodedata_field(&out, "pid", f->pid, false);
 	nodedata_field(&out, "database", f->database, false);
 	nodedata_field(&out, "user", f->user, false);
-	nodedata_field(&out, "application", f->application, false);
+	nodedata_field_n(&out, "application", f->application, app_max, false);
 	nodedata_field(&out, "vxid", f->vxid, false);
 	nodedata_field(&out, "scope", f->scope, false);
 	nodedata_field(&out, "implicit", f->implicit, false);
@@ -131,10 +147,21 @@ zklock_nodedata_encode(char *buf, size_t buflen, const ZkNodeData *f)
 	nodedata_field(&out, "waiter", f->waiter, false);
 	nodedata_field(&out, "revoke", f->revoke, false);
 	nodedata_field(&out, "revoked_by", f->revoked_by, false);
-	nodedata_field(&out, "query", f->query, true);
+	nodedata_field_n(&out, "query", f->query, query_max, true);
 	if (buflen > 0)
 		buf[Min(out.len, buflen - 1)] = '\0';
 	return out.len;
+}
+
+/*
+ * The data of a holder, in buf (NUL-terminated, cut to buflen - 1 bytes:
+ * see zklock_nodedata_encode_fit for a cut that spares the fields).
+ * Returns the length of the whole data, as snprintf does.
+ */
+size_t
+zklock_nodedata_encode(char *buf, size_t buflen, const ZkNodeData *f)
+{
+	return nodedata_encode_n(buf, buflen, f, SIZE_MAX, SIZE_MAX);
 }
 
 /*
@@ -155,21 +182,24 @@ nodedata_utf8_cliplen(const char *s, size_t room)
 }
 
 /*
- * The data of a holder, made to fit buflen - 1 bytes by cutting the query
- * alone: the fields before it are what readers act on (ttl=, waiter=,
- * user=, scope=, ...), so they are whole or the data is not made at all.
- * The fields are UTF-8 already (the caller converts each one: a cut after
- * the conversion could fall in a field).  The query is cut where a
- * character ends; "query=" stays, maybe empty.  Returns the length of
- * the data in buf, or -1 (and buf empty) when the other fields alone do
- * not fit: the request must then be refused, never sent with a field cut.
+ * The data of a holder, made to fit buflen - 1 bytes by cutting its free
+ * text alone: the query, and when the query is gone, the application name
+ * (both only ever shown).  The other fields are what readers act on
+ * (ttl=, waiter=, user=, scope=, ...) or name the holder: they are whole,
+ * or the data is not made at all.  The fields are UTF-8 already (the
+ * caller converts each one: a cut after the conversion could fall in any
+ * field).  A cut ends where a character ends; "query=" and "application="
+ * stay, maybe empty.  Returns the length of the data in buf, or -1 (and
+ * buf empty) when the other fields alone do not fit: the request must then
+ * be refused, never sent with a field cut.
  */
 int
 zklock_nodedata_encode_fit(char *buf, size_t buflen, const ZkNodeData *f)
 {
-	ZkNodeData	fixed = *f;
 	size_t		need;
-	size_t		qlen;
+	size_t		room;
+	size_t		app_len = 0;
+	size_t		query_len = 0;
 
 	if (buflen == 0)
 		return -1;
@@ -177,24 +207,20 @@ zklock_nodedata_encode_fit(char *buf, size_t buflen, const ZkNodeData *f)
 	if (need < buflen)
 		return (int) need;
 
-	/* too long: first everything but the query's text */
-	fixed.query = f->query ? "" : NULL;
-	need = zklock_nodedata_encode(buf, buflen, &fixed);
-	if (need >= buflen || f->query == NULL)
+	/* too long: first everything but the free text */
+	need = nodedata_encode_n(buf, buflen, f, 0, 0);
+	if (need >= buflen)
 	{
 		buf[0] = '\0';
 		return -1;
 	}
-	/* then as much of the query as fits, on one line as nodedata_put has it */
-	qlen = nodedata_utf8_cliplen(f->query, buflen - 1 - need);
-	for (size_t i = 0; i < qlen; i++)
-	{
-		char		c = f->query[i];
-
-		buf[need + i] = (c == '\n' || c == '\r') ? ' ' : c;
-	}
-	buf[need + qlen] = '\0';
-	return (int) (need + qlen);
+	room = buflen - 1 - need;
+	if (f->application)
+		app_len = nodedata_utf8_cliplen(f->application, room);
+	room -= app_len;
+	if (f->query)
+		query_len = nodedata_utf8_cliplen(f->query, room);
+	return (int) nodedata_encode_n(buf, buflen, f, app_len, query_len);
 }
 
 /*

@@ -69,8 +69,9 @@ holder_utf8(const char *s)
  *						session id, and removes the line when it is granted
  *
  * Node data is UTF-8 and at most buflen - 1 bytes.  Each field is converted
- * first, then the data is made to fit by cutting the query alone, on a
- * character boundary (zklock_nodedata_encode_fit): a cut after the
+ * first, then the data is made to fit by cutting the free text alone (the
+ * query, then the application name), on a character boundary
+ * (zklock_nodedata_encode_fit): a cut after the
  * conversion fell through the fields at the end, ttl= among them, when the
  * names grew in UTF-8 (issue 20: "ttl=3", and a lock of a year swept in a
  * second).  When the other fields alone do not fit (long names that grow in
@@ -125,13 +126,14 @@ zklock_holder_data(char *buf, size_t buflen, const char *scope,
 		char		whole[2 * ZKLOCK_MAX_DATA_LEN];
 
 		fixed.query = "";
+		fixed.application = "";
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("zklock lock node data would be too long"),
-				 errdetail("The instance name, database, role and application name take %zu bytes in UTF-8 with the other fields; a lock node's data holds at most %zu.",
+				 errdetail("The names of the instance, the database and the role, in UTF-8, with the lock's other fields take %zu bytes; a lock node's data holds at most %zu.",
 						   zklock_nodedata_encode(whole, sizeof(whole), &fixed),
 						   (ttl_ms > 0 ? buflen : buflen - HOLDER_DATA_GROWTH) - 1),
-				 errhint("Use a shorter application_name, or shorter names.")));
+				 errhint("Use shorter names (zklock.node_name, the database's, the role's).")));
 	}
 }
 

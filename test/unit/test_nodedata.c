@@ -26,7 +26,7 @@
 #undef printf
 #undef snprintf
 
-#define NCASES 42
+#define NCASES 43
 
 static int	failures = 0;
 static int	tests = 0;
@@ -344,15 +344,29 @@ test_fit(void)
 	report(value(plain, "waiter=") == NULL,
 		   "fit: (the plain cut loses waiter= there)");
 
-	/* exactly at the limit with an empty query: made; one byte more: not */
+	/* a session lock's data with the same names: the application is cut */
+	f.scope = "session";
+	f.ttl = f.expires_at = f.waiter = NULL;
+	f.application = "application-name-of-some-length-to-be-cut-in-the-data";
+	n = zklock_nodedata_encode_fit(buf, sizeof(buf), &f);
+	q = value(buf, "application=");
+	report(n > 0 && n <= ZKLOCK_MAX_DATA_LEN && value_is(buf, "query=", "") &&
+		   q != NULL && strlen(q) < strlen(f.application) &&
+		   strncmp(q, f.application, strlen(q)) == 0 &&
+		   value_is(buf, "user=", user) && value_is(buf, "scope=", "session"),
+		   "fit: without the query, the application name is cut, the rest whole");
+
+	/* exactly at the limit with no free text: made; one byte less: not */
 	f = holder;
 	f.query = "";
+	f.application = "";
 	n = (int) zklock_nodedata_encode(plain, sizeof(plain), &f);
 	f.query = "xyz";
+	f.application = "app";
 	report(zklock_nodedata_encode_fit(buf, n + 1, &f) == n &&
-		   value_is(buf, "query=", "") &&
+		   value_is(buf, "query=", "") && value_is(buf, "application=", "") &&
 		   zklock_nodedata_encode_fit(buf, n, &f) == -1,
-		   "fit: the fields alone at the limit fit with an empty query");
+		   "fit: the fields alone at the limit fit with no free text");
 }
 
 /* zklock_nodedata_set: one field changed in place, the rest as it was */
