@@ -381,3 +381,107 @@ zklock_nodedata_unescape(char *s)
 	*w = '\0';
 	return s;
 }
+
+/*
+ * Shown text: node data and names are UTF-8; a database in another
+ * encoding shows a character it cannot hold as "\uXXXX" ("\UXXXXXXXX" past
+ * U+FFFF), as an E'' literal would, and so a backslash as "\\" (else the
+ * literal text "\u3042" would look like the escape).  The escape is made
+ * where the text is converted (functions.c); here is its inverse, for text
+ * shown that is written back (zk_lock_revoke writes a holder's details
+ * back into its node): "\\" is a backslash, "\u" with four hex digits
+ * and "\U" with eight are the code point in UTF-8; anything else stays as
+ * it is.  In place: the result is never longer.
+ */
+static int
+nodedata_hex(const char *s, int n, unsigned long *value)
+{
+	unsigned long v = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		char		c = s[i];
+		int			d;
+
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			d = c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			d = c - 'A' + 10;
+		else
+			return 0;
+		v = v * 16 + d;
+	}
+	*value = v;
+	return 1;
+}
+
+/* A code point as UTF-8 into w; returns its length, 0 if not one */
+static int
+nodedata_put_utf8(char *w, unsigned long cp)
+{
+	if (cp < 0x80)
+	{
+		w[0] = (char) cp;
+		return cp == 0 ? 0 : 1;
+	}
+	if (cp < 0x800)
+	{
+		w[0] = (char) (0xC0 | (cp >> 6));
+		w[1] = (char) (0x80 | (cp & 0x3F));
+		return 2;
+	}
+	if (cp >= 0xD800 && cp <= 0xDFFF)
+		return 0;				/* a surrogate is no character */
+	if (cp < 0x10000)
+	{
+		w[0] = (char) (0xE0 | (cp >> 12));
+		w[1] = (char) (0x80 | ((cp >> 6) & 0x3F));
+		w[2] = (char) (0x80 | (cp & 0x3F));
+		return 3;
+	}
+	if (cp <= 0x10FFFF)
+	{
+		w[0] = (char) (0xF0 | (cp >> 18));
+		w[1] = (char) (0x80 | ((cp >> 12) & 0x3F));
+		w[2] = (char) (0x80 | ((cp >> 6) & 0x3F));
+		w[3] = (char) (0x80 | (cp & 0x3F));
+		return 4;
+	}
+	return 0;
+}
+
+char *
+zklock_shown_unescape(char *s)
+{
+	char	   *r = s,
+			   *w = s;
+
+	while (*r)
+	{
+		unsigned long cp;
+		int			digits = 0;
+		int			len;
+
+		if (r[0] == '\\' && (r[1] == 'u' || r[1] == 'U'))
+			digits = r[1] == 'u' ? 4 : 8;
+
+		if (r[0] == '\\' && r[1] == '\\')
+		{
+			*w++ = '\\';
+			r += 2;
+		}
+		else if (digits > 0 && strnlen(r + 2, digits) == (size_t) digits &&
+				 nodedata_hex(r + 2, digits, &cp) &&
+				 (len = nodedata_put_utf8(w, cp)) > 0)
+		{
+			w += len;
+			r += 2 + digits;
+		}
+		else
+			*w++ = *r++;
+	}
+	*w = '\0';
+	return s;
+}

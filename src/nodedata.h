@@ -79,4 +79,10 @@ extern int	zklock_nodedata_version(const char *data);
 extern size_t zklock_nodedata_escape(char *dst, const char *src, size_t srclen);
 extern char *zklock_nodedata_unescape(char *s);
 
+/*
+ * Shown text back to UTF-8: "\\" and "\uXXXX"/"\UXXXXXXXX" as the listing
+ * of a database in another encoding shows them (functions.c); in place
+ */
+extern char *zklock_shown_unescape(char *s);
+
 #endif							/* ZKLOCK_NODEDATA_H */

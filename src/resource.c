@@ -18,7 +18,9 @@
  */
 #include "postgres.h"
 
+#include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "utils/builtins.h"
 
 #include "resource.h"
 #include "zklock.h"
@@ -138,6 +140,30 @@ zklock_check_resource(const char *resource)
 
 static bool allowed_item_is_name(const char *item, size_t len,
 								 const char **why);
+
+/*
+ * zk_lock_check_resource(resource text) (1.3): the error any zklock
+ * function raises for a bad resource name, for SQL that takes names
+ * without locking them (zk_lock_fence).  Needs no shared memory, so it
+ * works without shared_preload_libraries, as zk_lock_fence does.  Names
+ * are checked in UTF-8, as ZooKeeper reads them.
+ */
+PG_FUNCTION_INFO_V1(zklock_check_resource_name);
+
+Datum
+zklock_check_resource_name(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("zklock resource name must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	zklock_check_resource((const char *) pg_server_to_any(name, strlen(name),
+														  PG_UTF8));
+	PG_RETURN_VOID();
+}
 
 /*
  * zklock.allowed_subtrees: "*", or a comma-separated list of resource

@@ -26,7 +26,7 @@
 #undef printf
 #undef snprintf
 
-#define NCASES 43
+#define NCASES 46
 
 static int	failures = 0;
 static int	tests = 0;
@@ -369,6 +369,24 @@ test_fit(void)
 		   "fit: the fields alone at the limit fit with no free text");
 }
 
+/* zklock_shown_unescape: shown text back to UTF-8, a round trip */
+static void
+test_shown(void)
+{
+	char		s[64];
+
+	strcpy(s, "jp/\\u3042 \\U0001f600 \\u00e9x");
+	report(strcmp(zklock_shown_unescape(s),
+				  "jp/\xe3\x81\x82 \xf0\x9f\x98\x80 \xc3\xa9x") == 0,
+		   "shown: \\u and \\U escapes are their characters in UTF-8");
+	strcpy(s, "a\\\\u3042 b\\\\\\u3042");
+	report(strcmp(zklock_shown_unescape(s), "a\\u3042 b\\\xe3\x81\x82") == 0,
+		   "shown: an escaped backslash is one, and no escape after it");
+	strcpy(s, "\\uZZZZ \\ud800 \\u12 \\x end\\");
+	report(strcmp(zklock_shown_unescape(s), "\\uZZZZ \\ud800 \\u12 \\x end\\") == 0,
+		   "shown: what is not an escape stays as it is");
+}
+
 /* zklock_nodedata_set: one field changed in place, the rest as it was */
 static void
 test_set(void)
@@ -523,6 +541,7 @@ main(void)
 	printf("1..%d\n", NCASES);
 	test_codec();
 	test_fit();
+	test_shown();
 	test_set();
 	test_rule_sorted();
 	test_rule_sorted_ties();
