@@ -342,14 +342,16 @@ check_allowed_subtrees(char **newval, void **extra, GucSource source)
 	const char *why = NULL;
 
 	/*
-	 * A value stored with ALTER ROLE/DATABASE SET before items had to be
-	 * resource names is applied at login as it is: refused, it would fall
-	 * back to "*" and allow everything.  Every value being set is checked
-	 * in full (ALTER ROLE ... SET tests it with PGC_S_TEST).
+	 * A value written before items had to be resource names, in the
+	 * configuration file, on the command line, or with ALTER ROLE/DATABASE
+	 * SET, is applied as it is (its bad item matches nothing): refused, it
+	 * would fall back to the default, "*", and allow everything (a
+	 * placeholder from the file is applied with a mere WARNING when the
+	 * library defines the setting).  Every value being set in a session or
+	 * stored by ALTER ROLE/DATABASE ... SET (tested with PGC_S_TEST) is
+	 * checked in full.
 	 */
-	bool		strict = !(source == PGC_S_GLOBAL || source == PGC_S_DATABASE ||
-						   source == PGC_S_USER ||
-						   source == PGC_S_DATABASE_USER);
+	bool		strict = source > PGC_S_DATABASE_USER;
 
 	if (!zklock_check_allowed_subtrees(*newval, &why, strict))
 	{
