@@ -8,13 +8,18 @@
  * UTF-8 text of "key=value" lines, at most ZKLOCK_MAX_DATA_LEN bytes;
  * every value is one line (a line break in a name is written as a space),
  * and query=, when present, is the last line, without a line break after
- * it: it is what is cut when the data would be too long.
+ * it.  Each field is converted to UTF-8 before the data is made; data
+ * that would be too long loses free text only, between characters: the
+ * query, then the application name (zklock_nodedata_encode_fit); when the
+ * other fields alone do not fit, no data is made and the request is
+ * refused (issue 20: a cut after the conversion fell through ttl=).
  *
  * The fields, who writes them, and since when:
  *
  *	v=2				the format's version (zklock 1.2, format 2).  Data
  *					without it is format 1 (zklock 1.0 and 1.1).  Written
- *					first by zklock_describe_holder (backend.c) and by
+ *					first by zklock_holder_data (request.c; before 1.3
+ *					zklock_describe_holder, backend.c) and by
  *					zk_lock_revoke (zk_lock_revoke_data, functions.c).
  *	instance=		the holder's zklock.instance_name			1.0, backend.c
  *	pid=			the holder's backend pid					1.0, backend.c
