@@ -56,6 +56,24 @@ holder_utf8(const char *s)
 }
 
 /*
+ * The query, as much of it as can end up in node data, in UTF-8.  A
+ * character never takes less than a quarter of its bytes in UTF-8 than in
+ * any server encoding, so the first 4 * ZKLOCK_MAX_DATA_LEN bytes (cut
+ * between characters) hold all that can fit: a query of megabytes is not
+ * converted whole at each lock it takes.
+ */
+static const char *
+holder_query_utf8(const char *query)
+{
+	int			len = strlen(query);
+
+	if (len > 4 * ZKLOCK_MAX_DATA_LEN)
+		query = pnstrdup(query, pg_mbcliplen(query, len,
+											 4 * ZKLOCK_MAX_DATA_LEN));
+	return holder_utf8(query);
+}
+
+/*
  * Who holds the node: key=value lines (the format, every field and its
  * version: nodedata.c), read back by zk_locks, by zk_lock_release_explicit
  * (user=: the role the caller acts as, SET ROLE and SECURITY DEFINER
@@ -116,7 +134,7 @@ zklock_holder_data(char *buf, size_t buflen, const char *scope,
 		f.expires_at = expires_at;
 		f.waiter = "0000000000000000";	/* the worker fills it in */
 	}
-	f.query = holder_utf8(debug_query_string ? debug_query_string : "");
+	f.query = holder_query_utf8(debug_query_string ? debug_query_string : "");
 
 	len = zklock_nodedata_encode_fit(buf, ttl_ms > 0 ? buflen :
 									 buflen - HOLDER_DATA_GROWTH, &f);
