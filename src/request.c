@@ -56,11 +56,11 @@ holder_utf8(const char *s)
 }
 
 /*
- * The query, as much of it as can end up in node data, in UTF-8.  A
- * character never takes less than a quarter of its bytes in UTF-8 than in
- * any server encoding, so the first 4 * ZKLOCK_MAX_DATA_LEN bytes (cut
- * between characters) hold all that can fit: a query of megabytes is not
- * converted whole at each lock it takes.
+ * The query, as much of it as can end up in node data, in UTF-8.  No
+ * character of a server encoding is more than four times shorter in UTF-8
+ * (at most twice), so its first 4 * ZKLOCK_MAX_DATA_LEN bytes, cut between
+ * characters, hold all that can fit: a query of megabytes is not converted
+ * whole at each lock it takes.
  */
 static const char *
 holder_query_utf8(const char *query)
