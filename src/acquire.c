@@ -177,8 +177,8 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 						step->resource),
 				 errdetail("zklock.node_naming names its nodes as Curator's InterProcessMutex does, which has no shared mode.")));
 
-	zklock_describe_holder(data, sizeof(data), session ? "session" : "transaction",
-					step->implicit, 0);
+	zklock_holder_data(data, sizeof(data), session ? "session" : "transaction",
+					   step->implicit, 0);
 
 	/* a waiting request with no time left is a try that raises */
 	if (wait && deadline != 0)
@@ -327,9 +327,9 @@ ask_at_once(LockStep *steps, int nsteps, int *step_of, int n, bool session,
 			uint32		gen;
 			int			idx;
 
-			zklock_describe_holder(data, sizeof(data),
-								   session ? "session" : "transaction",
-								   step->implicit, 0);
+			zklock_holder_data(data, sizeof(data),
+							   session ? "session" : "transaction",
+							   step->implicit, 0);
 			zklock_request_init(&req, ZKR_TRY_ACQUIRE);
 			req.mode = step->mode;
 			strlcpy(req.resource, step->resource, sizeof(req.resource));

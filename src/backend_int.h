@@ -75,6 +75,10 @@ extern ZkEntryState zklock_wait_for_answer(int idx, uint32 gen,
 extern void zklock_raise_failure(int idx, uint32 gen, const char *what);
 extern void zklock_withdraw_pending(void);
 
+/* request.c: a lock node's data (replaces zklock_describe_holder) */
+extern void zklock_holder_data(char *buf, size_t buflen, const char *scope,
+							   bool implicit, int64 ttl_ms);
+
 /* acquire.c */
 extern void zklock_withdraw_batch(void);
 

@@ -31,6 +31,9 @@
  *						as if the request's reply was lost
  *	before-delete		a delete of our node is about to be sent; fail: as
  *						if its reply was lost (retried)
+ *	explicit-grant-sent	an explicit request's granting write (and the
+ *						delete of its waiter child) was sent, its reply not
+ *						read yet (no "fail"; "exit" ends the worker there)
  *	session-lost-before-close	held locks are marked lost, the session
  *						not closed yet (no "fail")
  *	root-acl-check		root.c: the chroot was found, the credentials'

@@ -27,6 +27,11 @@
  *	- Rows beyond the size of the backend's segment are counted, not kept:
  *	  the backend asks again with the size needed.
  *
+ * A listing asked for with "persistent" set (the count of a role's explicit
+ * locks, request.c) reads and returns only zklock's explicit lock nodes
+ * (prefix "zx"), as the sweep does: one getChildren per resource node and
+ * one getData per explicit node.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -41,6 +46,7 @@
 #include "zklock.h"
 #include "shmem.h"
 #include "grant_rule.h"
+#include "resource.h"
 #include "zk_client.h"
 #include "protocol.h"
 #include "lease.h"
@@ -273,7 +279,12 @@ zklock_listing_event(int idx, ZkEvent *ev)
 		{
 			const char *c = ev->children[i];
 
-			list_push(l, ev->path, c, zklock_parse_node_name(c, NULL, NULL));
+			bool		lock = zklock_parse_node_name(c, NULL, NULL);
+
+			/* an explicit nodes' listing reads zklock's explicit ones only */
+			if (lock && w->persistent && !zklock_node_has_prefix(c, "zx"))
+				continue;
+			list_push(l, ev->path, c, lock);
 		}
 	}
 	else if (ev->rc == ZKC_OK)

@@ -8,13 +8,18 @@
  * UTF-8 text of "key=value" lines, at most ZKLOCK_MAX_DATA_LEN bytes;
  * every value is one line (a line break in a name is written as a space),
  * and query=, when present, is the last line, without a line break after
- * it: it is what is cut when the data would be too long.
+ * it.  Each field is converted to UTF-8 before the data is made; data
+ * that would be too long loses free text only, between characters: the
+ * query, then the application name (zklock_nodedata_encode_fit); when the
+ * other fields alone do not fit, no data is made and the request is
+ * refused (issue 20: a cut after the conversion fell through ttl=).
  *
  * The fields, who writes them, and since when:
  *
  *	v=2				the format's version (zklock 1.2, format 2).  Data
  *					without it is format 1 (zklock 1.0 and 1.1).  Written
- *					first by zklock_describe_holder (backend.c) and by
+ *					first by zklock_holder_data (request.c; before 1.3
+ *					zklock_describe_holder, backend.c) and by
  *					zk_lock_revoke (zk_lock_revoke_data, functions.c).
  *	instance=		the holder's zklock.instance_name			1.0, backend.c
  *	pid=			the holder's backend pid					1.0, backend.c
@@ -68,6 +73,8 @@
  */
 #include "postgres.h"
 
+#include <stdint.h>
+
 #include "nodedata.h"
 
 /* Appends to a bounded buffer, counting what would be needed */
@@ -79,9 +86,9 @@ typedef struct NodeDataOut
 } NodeDataOut;
 
 static void
-nodedata_put(NodeDataOut *out, const char *s, bool one_line)
+nodedata_put_n(NodeDataOut *out, const char *s, size_t max, bool one_line)
 {
-	for (; *s; s++)
+	for (; *s && max > 0; s++, max--)
 	{
 		char		c = *s;
 
@@ -94,25 +101,39 @@ nodedata_put(NodeDataOut *out, const char *s, bool one_line)
 }
 
 static void
-nodedata_field(NodeDataOut *out, const char *key, const char *value,
-			   bool last)
+nodedata_put(NodeDataOut *out, const char *s, bool one_line)
+{
+	nodedata_put_n(out, s, SIZE_MAX, one_line);
+}
+
+/* A "key=value" line, with at most max bytes of the value */
+static void
+nodedata_field_n(NodeDataOut *out, const char *key, const char *value,
+				 size_t max, bool last)
 {
 	if (value == NULL)
 		return;
 	nodedata_put(out, key, false);
 	nodedata_put(out, "=", false);
-	nodedata_put(out, value, true);
+	nodedata_put_n(out, value, max, true);
 	if (!last)
 		nodedata_put(out, "\n", false);
 }
 
+static void
+nodedata_field(NodeDataOut *out, const char *key, const char *value,
+			   bool last)
+{
+	nodedata_field_n(out, key, value, SIZE_MAX, last);
+}
+
 /*
- * The data of a holder, in buf (NUL-terminated, cut to buflen - 1 bytes:
- * the caller cuts again on a character boundary).  Returns the length of
- * the whole data, as snprintf does.
+ * The data, with at most app_max bytes of the application name and
+ * query_max of the query (the free text, which may be cut)
  */
-size_t
-zklock_nodedata_encode(char *buf, size_t buflen, const ZkNodeData *f)
+static size_t
+nodedata_encode_n(char *buf, size_t buflen, const ZkNodeData *f,
+				  size_t app_max, size_t query_max)
 {
 	NodeDataOut out = {buf, buflen, 0};
 
@@ -121,7 +142,7 @@ zklock_nodedata_encode(char *buf, size_t buflen, const ZkNodeData *f)
 	nodedata_field(&out, "pid", f->pid, false);
 	nodedata_field(&out, "database", f->database, false);
 	nodedata_field(&out, "user", f->user, false);
-	nodedata_field(&out, "application", f->application, false);
+	nodedata_field_n(&out, "application", f->application, app_max, false);
 	nodedata_field(&out, "vxid", f->vxid, false);
 	nodedata_field(&out, "scope", f->scope, false);
 	nodedata_field(&out, "implicit", f->implicit, false);
@@ -131,10 +152,80 @@ zklock_nodedata_encode(char *buf, size_t buflen, const ZkNodeData *f)
 	nodedata_field(&out, "waiter", f->waiter, false);
 	nodedata_field(&out, "revoke", f->revoke, false);
 	nodedata_field(&out, "revoked_by", f->revoked_by, false);
-	nodedata_field(&out, "query", f->query, true);
+	nodedata_field_n(&out, "query", f->query, query_max, true);
 	if (buflen > 0)
 		buf[Min(out.len, buflen - 1)] = '\0';
 	return out.len;
+}
+
+/*
+ * The data of a holder, in buf (NUL-terminated, cut to buflen - 1 bytes:
+ * see zklock_nodedata_encode_fit for a cut that spares the fields).
+ * Returns the length of the whole data, as snprintf does.
+ */
+size_t
+zklock_nodedata_encode(char *buf, size_t buflen, const ZkNodeData *f)
+{
+	return nodedata_encode_n(buf, buflen, f, SIZE_MAX, SIZE_MAX);
+}
+
+/*
+ * How many bytes of UTF-8 text s to keep within room bytes: all of it, or
+ * as much as ends where a character ends (never half a character).
+ */
+static size_t
+nodedata_utf8_cliplen(const char *s, size_t room)
+{
+	size_t		n = strnlen(s, room + 1);
+
+	if (n <= room)
+		return n;
+	n = room;
+	while (n > 0 && ((unsigned char) s[n] & 0xC0) == 0x80)
+		n--;					/* s[n] continues a character: cut before it */
+	return n;
+}
+
+/*
+ * The data of a holder, made to fit buflen - 1 bytes by cutting its free
+ * text alone: the query, and when the query is gone, the application name
+ * (both only ever shown).  The other fields are what readers act on
+ * (ttl=, waiter=, user=, scope=, ...) or name the holder: they are whole,
+ * or the data is not made at all.  The fields are UTF-8 already (the
+ * caller converts each one: a cut after the conversion could fall in any
+ * field).  A cut ends where a character ends; "query=" and "application="
+ * stay, maybe empty.  Returns the length of the data in buf, or -1 (and
+ * buf empty) when the other fields alone do not fit: the request must then
+ * be refused, never sent with a field cut.
+ */
+int
+zklock_nodedata_encode_fit(char *buf, size_t buflen, const ZkNodeData *f)
+{
+	size_t		need;
+	size_t		room;
+	size_t		app_len = 0;
+	size_t		query_len = 0;
+
+	if (buflen == 0)
+		return -1;
+	need = zklock_nodedata_encode(buf, buflen, f);
+	if (need < buflen)
+		return (int) need;
+
+	/* too long: first everything but the free text */
+	need = nodedata_encode_n(buf, buflen, f, 0, 0);
+	if (need >= buflen)
+	{
+		buf[0] = '\0';
+		return -1;
+	}
+	room = buflen - 1 - need;
+	if (f->application)
+		app_len = nodedata_utf8_cliplen(f->application, room);
+	room -= app_len;
+	if (f->query)
+		query_len = nodedata_utf8_cliplen(f->query, room);
+	return (int) nodedata_encode_n(buf, buflen, f, app_len, query_len);
 }
 
 /*
@@ -288,6 +379,110 @@ zklock_nodedata_unescape(char *s)
 		{
 			*w++ = r[1] == 'n' ? '\n' : r[1] == 't' ? '\t' : r[1];
 			r += 2;
+		}
+		else
+			*w++ = *r++;
+	}
+	*w = '\0';
+	return s;
+}
+
+/*
+ * Shown text: node data and names are UTF-8; a database in another
+ * encoding shows a character it cannot hold as "\uXXXX" ("\UXXXXXXXX" past
+ * U+FFFF), as an E'' literal would, and so a backslash as "\\" (else the
+ * literal text "\u3042" would look like the escape).  The escape is made
+ * where the text is converted (functions.c); here is its inverse, for text
+ * shown that is written back (zk_lock_revoke writes a holder's details
+ * back into its node): "\\" is a backslash, "\u" with four hex digits
+ * and "\U" with eight are the code point in UTF-8; anything else stays as
+ * it is.  In place: the result is never longer.
+ */
+static int
+nodedata_hex(const char *s, int n, unsigned long *value)
+{
+	unsigned long v = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		char		c = s[i];
+		int			d;
+
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			d = c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			d = c - 'A' + 10;
+		else
+			return 0;
+		v = v * 16 + d;
+	}
+	*value = v;
+	return 1;
+}
+
+/* A code point as UTF-8 into w; returns its length, 0 if not one */
+static int
+nodedata_put_utf8(char *w, unsigned long cp)
+{
+	if (cp < 0x80)
+	{
+		w[0] = (char) cp;
+		return cp == 0 ? 0 : 1;
+	}
+	if (cp < 0x800)
+	{
+		w[0] = (char) (0xC0 | (cp >> 6));
+		w[1] = (char) (0x80 | (cp & 0x3F));
+		return 2;
+	}
+	if (cp >= 0xD800 && cp <= 0xDFFF)
+		return 0;				/* a surrogate is no character */
+	if (cp < 0x10000)
+	{
+		w[0] = (char) (0xE0 | (cp >> 12));
+		w[1] = (char) (0x80 | ((cp >> 6) & 0x3F));
+		w[2] = (char) (0x80 | (cp & 0x3F));
+		return 3;
+	}
+	if (cp <= 0x10FFFF)
+	{
+		w[0] = (char) (0xF0 | (cp >> 18));
+		w[1] = (char) (0x80 | ((cp >> 12) & 0x3F));
+		w[2] = (char) (0x80 | ((cp >> 6) & 0x3F));
+		w[3] = (char) (0x80 | (cp & 0x3F));
+		return 4;
+	}
+	return 0;
+}
+
+char *
+zklock_shown_unescape(char *s)
+{
+	char	   *r = s,
+			   *w = s;
+
+	while (*r)
+	{
+		unsigned long cp;
+		int			digits = 0;
+		int			len;
+
+		if (r[0] == '\\' && (r[1] == 'u' || r[1] == 'U'))
+			digits = r[1] == 'u' ? 4 : 8;
+
+		if (r[0] == '\\' && r[1] == '\\')
+		{
+			*w++ = '\\';
+			r += 2;
+		}
+		else if (digits > 0 && strnlen(r + 2, digits) == (size_t) digits &&
+				 nodedata_hex(r + 2, digits, &cp) &&
+				 (len = nodedata_put_utf8(w, cp)) > 0)
+		{
+			w += len;
+			r += 2 + digits;
 		}
 		else
 			*w++ = *r++;

@@ -47,6 +47,13 @@ typedef struct ZkNodeData
 extern size_t zklock_nodedata_encode(char *buf, size_t buflen,
 									 const ZkNodeData *fields);
 
+/*
+ * Encode with only the query cut to fit (on a UTF-8 character boundary):
+ * the length written, or -1 when the other fields do not fit
+ */
+extern int	zklock_nodedata_encode_fit(char *buf, size_t buflen,
+									   const ZkNodeData *fields);
+
 /* "<seconds>.<6 digits>" of Unix epoch microseconds, as since= has it */
 extern void zklock_nodedata_epoch(char *buf, size_t buflen, int64 unix_us);
 
@@ -71,5 +78,11 @@ extern int	zklock_nodedata_version(const char *data);
  */
 extern size_t zklock_nodedata_escape(char *dst, const char *src, size_t srclen);
 extern char *zklock_nodedata_unescape(char *s);
+
+/*
+ * Shown text back to UTF-8: "\\" and "\uXXXX"/"\UXXXXXXXX" as the listing
+ * of a database in another encoding shows them (functions.c); in place
+ */
+extern char *zklock_shown_unescape(char *s);
 
 #endif							/* ZKLOCK_NODEDATA_H */

@@ -1,11 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * orphan.c
- *		Nodes of explicit requests lost with the session.
+ *		Nodes of explicit requests lost with the session, or with the
+ *		worker.
  *
  * Persistent nodes of explicit requests that were still waiting when the
  * session was lost do not vanish with it: the worker deletes them (found by
- * their request's prefix) once it is connected again.
+ * their request's prefix, unique to one request of one worker incarnation)
+ * once it is connected again.
  *
  * protocol.c adds one when it fails such a request at the session's loss
  * (zklock_protocol_session_lost), starts the deletions once connected, and
@@ -14,11 +16,34 @@
  * when its parent has been listed (a failed listing is tried again at the
  * next connection).
  *
+ * The worker itself can go (SIGTERM, an ERROR, a shutdown) while explicit
+ * requests wait, or while the write that grants one is in flight: its exit
+ * (zklock_channel_worker_gone) fails every pending request, and closes the
+ * session, which takes the waiter children but not the persistent nodes.
+ * Left alone, such a node waits for a sweep (twice the session timeout at
+ * least, and a sweep interval) and meanwhile is, by Hive's rule, a granted
+ * lock of nobody's; a grant already written lasts its time to live, while
+ * its requester was told that it failed.  So at its exit (orphan_at_exit,
+ * a before_shmem_exit callback that runs before the worker's own, which
+ * fails the requests) the worker writes the (parent, prefix) of every
+ * explicit request not yet answered, and of every orphan it had not yet
+ * deleted, to ORPHAN_FILE; the next worker of the instance reads the file
+ * once, at its first connection (its session starts only after the old one
+ * is closed, so nothing of the old one can still be created), and deletes
+ * those nodes at once, which makes "failed" true.  Nothing is written when
+ * the worker is killed (SIGKILL: the instance restarts, and so do the
+ * requesters, who are told nothing); their nodes are the sweep's.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
 #include "nodes/pg_list.h"
+#include "pgstat.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
 #include "utils/memutils.h"
 
 #include "protocol_int.h"
@@ -33,9 +58,15 @@ typedef struct Orphan
 	char		prefix[32];
 } Orphan;
 
+#define ORPHAN_FILE			PG_STAT_TMP_DIR "/zklock.orphans"
+#define ORPHAN_FILE_TMP		PG_STAT_TMP_DIR "/zklock.orphans.tmp"
+
 static List *orphans = NIL;
 static uint32 orphan_generation = 0;
 static bool orphan_busy = false;
+static bool orphan_started = false;	/* file read, exit callback set */
+
+static void orphan_at_exit(int code, Datum arg);
 
 /*
  * The session was lost while an explicit request waited: its node, if it
@@ -53,12 +84,56 @@ zklock_orphan_add(const char *parent, const char *prefix)
 	MemoryContextSwitchTo(old);
 }
 
-/* Delete the next orphaned persistent node, if any; when connected */
+/*
+ * The orphans an earlier worker of this instance left in ORPHAN_FILE, one
+ * "parent \t prefix" a line; the file goes once read (what is not deleted
+ * yet is written again at this worker's exit).
+ */
+static void
+orphan_load(void)
+{
+	FILE	   *f = AllocateFile(ORPHAN_FILE, "r");
+	char		line[ZKLOCK_MAX_PATH + 64];
+	int			n = 0;
+
+	if (f == NULL)
+		return;
+	while (fgets(line, sizeof(line), f) != NULL)
+	{
+		char	   *tab = strchr(line, '\t');
+
+		line[strcspn(line, "\n")] = '\0';
+		if (tab == NULL || tab == line || tab[1] == '\0' ||
+			strlen(tab + 1) >= sizeof(((Orphan *) NULL)->prefix))
+			continue;
+		*tab = '\0';
+		zklock_orphan_add(line, tab + 1);
+		n++;
+	}
+	FreeFile(f);
+	(void) unlink(ORPHAN_FILE);
+	if (n > 0)
+		ereport(LOG,
+				(errmsg("zklock: removing the nodes of %d explicit lock request(s) that the previous worker left unanswered",
+						n)));
+}
+
+/*
+ * Delete the next orphaned persistent node, if any; when connected.  The
+ * first call of a worker (its first connection) also reads what the
+ * previous worker left, and sets the exit callback that leaves this one's.
+ */
 void
 zklock_orphan_next(void)
 {
 	Orphan	   *o;
 
+	if (!orphan_started)
+	{
+		orphan_started = true;
+		orphan_load();
+		before_shmem_exit(orphan_at_exit, (Datum) 0);
+	}
 	if (orphans == NIL || orphan_busy)
 		return;
 	o = linitial(orphans);
@@ -107,4 +182,51 @@ void
 zklock_orphan_disconnected(void)
 {
 	orphan_busy = false;
+}
+
+/*
+ * The worker is leaving: every explicit request that has a node (or may
+ * have one) and has not been answered is failed right after this
+ * (zklock_channel_worker_gone, in the worker's own exit callback, which
+ * runs after this one); a request whose grant was being written included.
+ * Write their (parent, prefix), and the orphans not deleted yet, for the
+ * next worker.  Never raises: a file that cannot be written leaves the
+ * nodes to the sweep, as before.
+ */
+static void
+orphan_at_exit(int code, Datum arg)
+{
+	FILE	   *f;
+	ListCell   *lc;
+	int			n = 0;
+
+	for (int i = 0; zklock_work != NULL && i < zklock_shared->nentries; i++)
+	{
+		WorkEntry  *w = &zklock_work[i];
+
+		if (w->persistent && w->phase != PH_IDLE &&
+			w->phase != PH_DEFERRED &&
+			(w->created || w->create_unknown || w->node[0] != '\0'))
+			zklock_orphan_add(w->parent, w->prefix);
+	}
+	if (orphans == NIL)
+	{
+		(void) unlink(ORPHAN_FILE);
+		return;
+	}
+	f = AllocateFile(ORPHAN_FILE_TMP, "w");
+	if (f == NULL)
+		return;
+	foreach(lc, orphans)
+	{
+		Orphan	   *o = lfirst(lc);
+
+		fprintf(f, "%s\t%s\n", o->parent, o->prefix);
+		n++;
+	}
+	if (FreeFile(f) != 0 || rename(ORPHAN_FILE_TMP, ORPHAN_FILE) != 0)
+		return;
+	ereport(LOG,
+			(errmsg("zklock: %d explicit lock request(s) left unanswered; the next worker removes their nodes",
+					n)));
 }

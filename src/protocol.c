@@ -1031,6 +1031,8 @@ grant_persistent(int idx)
 	pfree(child);
 	if (!ok)
 		set_recovering(w);
+	/* "exit": the worker goes while the grant's write is in flight */
+	(void) ZKLOCK_FAILPOINT("explicit-grant-sent");
 }
 
 /* The reply of the setData that grants an explicit request its node */

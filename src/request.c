@@ -18,9 +18,14 @@
  */
 #include "postgres.h"
 
+#include "commands/dbcommands.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "storage/dsm.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
 #include "utils/hsearch.h"
+#include "utils/timestamp.h"
 
 #include "backend.h"
 #include "backend_int.h"
@@ -30,14 +35,133 @@
 #include "shmem.h"
 #include "resource.h"
 #include "grant_rule.h"
+#include "nodedata.h"
+
+/*
+ * Room left in a transaction or session lock's node data for scope= and
+ * implicit= to grow when their holds change and the data is rewritten in
+ * place ("session" to "transaction", "true" to "false": show_holds in
+ * backend.c), so that the rewrite cuts nothing either.
+ */
+#define HOLDER_DATA_GROWTH	5
+
+/* text in the database encoding as node data has it: UTF-8 */
+static const char *
+holder_utf8(const char *s)
+{
+	/* a SQL_ASCII database's bytes have no known encoding: as they are */
+	if (s == NULL || GetDatabaseEncoding() == PG_SQL_ASCII)
+		return s;
+	return (const char *) pg_server_to_any(s, strlen(s), PG_UTF8);
+}
+
+/*
+ * The query, as much of it as can end up in node data, in UTF-8.  No
+ * character of a server encoding is more than four times shorter in UTF-8
+ * (at most twice), so its first 4 * ZKLOCK_MAX_DATA_LEN bytes, cut between
+ * characters, hold all that can fit: a query of megabytes is not converted
+ * whole at each lock it takes.
+ */
+static const char *
+holder_query_utf8(const char *query)
+{
+	int			len = strlen(query);
+
+	if (len > 4 * ZKLOCK_MAX_DATA_LEN)
+		query = pnstrdup(query, pg_mbcliplen(query, len,
+											 4 * ZKLOCK_MAX_DATA_LEN));
+	return holder_utf8(query);
+}
+
+/*
+ * Who holds the node: key=value lines (the format, every field and its
+ * version: nodedata.c), read back by zk_locks, by zk_lock_release_explicit
+ * (user=: the role the caller acts as, SET ROLE and SECURITY DEFINER
+ * included) and by every instance's sweep (an explicit lock's ttl=,
+ * waiter=).  An explicit lock's node (ttl_ms > 0) also carries
+ *	ttl=<ms>			its time to live; it counts from the node's mtime of
+ *						the write that granted it (ZooKeeper's own time)
+ *	expires_at=<s.us>	for people: when that is, by this machine's clock
+ *						(never used to expire anything)
+ *	waiter=<16 hex>		while the request waits: the worker fills in its
+ *						session id, and removes the line when it is granted
+ *
+ * Node data is UTF-8 and at most buflen - 1 bytes.  Each field is converted
+ * first, then the data is made to fit by cutting the free text alone (the
+ * query, then the application name), on a character boundary
+ * (zklock_nodedata_encode_fit): a cut after the
+ * conversion fell through the fields at the end, ttl= among them, when the
+ * names grew in UTF-8 (issue 20: "ttl=3", and a lock of a year swept in a
+ * second).  When the other fields alone do not fit (long names that grow in
+ * UTF-8), the request is refused with 54000.  This replaces backend.c's
+ * zklock_describe_holder.
+ */
+void
+zklock_holder_data(char *buf, size_t buflen, const char *scope,
+				   bool implicit, int64 ttl_ms)
+{
+	ZkNodeData	f = {0};
+	char	   *dbname = get_database_name(MyDatabaseId);
+	char		pid[16];
+	char		vxid[32];
+	char		since_text[32];
+	char		ttl_text[32];
+	char		expires_at[32];
+	int64		since;
+	int			len;
+
+	/* since: Unix epoch seconds, readable whatever anyone's DateStyle */
+	since = GetCurrentTimestamp() +
+		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
+	snprintf(pid, sizeof(pid), "%d", MyProcPid);
+	snprintf(vxid, sizeof(vxid), "%d/%u", MyProc->backendId, MyProc->lxid);
+	zklock_nodedata_epoch(since_text, sizeof(since_text), since);
+	f.instance = holder_utf8(zklock_instance_name());
+	f.pid = pid;
+	f.database = holder_utf8(dbname ? dbname : "");
+	f.user = holder_utf8(GetUserNameFromId(GetOuterUserId(), false));
+	f.application = holder_utf8(application_name ? application_name : "");
+	f.vxid = vxid;
+	f.scope = scope;
+	f.implicit = implicit ? "true" : "false";
+	f.since = since_text;
+	if (ttl_ms > 0)
+	{
+		snprintf(ttl_text, sizeof(ttl_text), INT64_FORMAT, ttl_ms);
+		zklock_nodedata_epoch(expires_at, sizeof(expires_at),
+							  since + ttl_ms * 1000);
+		f.ttl = ttl_text;
+		f.expires_at = expires_at;
+		f.waiter = "0000000000000000";	/* the worker fills it in */
+	}
+	f.query = holder_query_utf8(debug_query_string ? debug_query_string : "");
+
+	len = zklock_nodedata_encode_fit(buf, ttl_ms > 0 ? buflen :
+									 buflen - HOLDER_DATA_GROWTH, &f);
+	if (len < 0)
+	{
+		ZkNodeData	fixed = f;
+		char		whole[2 * ZKLOCK_MAX_DATA_LEN];
+
+		fixed.query = "";
+		fixed.application = "";
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("zklock lock node data would be too long"),
+				 errdetail("The names of the instance, the database and the role, in UTF-8, with the lock's other fields take %zu bytes; a lock node's data holds at most %zu.",
+						   zklock_nodedata_encode(whole, sizeof(whole), &fixed),
+						   (ttl_ms > 0 ? buflen : buflen - HOLDER_DATA_GROWTH) - 1),
+				 errhint("Use shorter names (zklock.node_name, the database's, the role's).")));
+	}
+}
 
 /*
  * zk_locks: ask the worker to list every lock node under the root.  The
  * rows come back in a DSM segment; if it was too small, try once more with
  * the size the worker asked for.
  */
-char *
-zklock_list_nodes(const char *subtree, Size *len)
+static char *
+list_nodes(const char *subtree, bool explicit_only, Size *len)
 {
 	Size		size = 64 * 1024;
 
@@ -55,6 +179,7 @@ zklock_list_nodes(const char *subtree, Size *len)
 
 		zklock_request_init(&req, ZKR_LIST);
 		strlcpy(req.resource, subtree ? subtree : "", sizeof(req.resource));
+		req.persistent = explicit_only;
 		req.list_handle = dsm_segment_handle(seg);
 		req.list_size = size;
 		idx = zklock_submit(&req, &gen);
@@ -85,6 +210,81 @@ zklock_list_nodes(const char *subtree, Size *len)
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not list zklock lock nodes: the set kept growing")));
 	return NULL;
+}
+
+char *
+zklock_list_nodes(const char *subtree, Size *len)
+{
+	return list_nodes(subtree, false, len);
+}
+
+/*
+ * zklock.max_explicit_locks_per_role: a role may hold or wait for this
+ * many explicit locks at once.  An explicit lock is a persistent node that
+ * outlives its session (up to a year), and no backend or table limit
+ * counts it once granted: without this, any LOGIN role could fill
+ * ZooKeeper with nodes that every sweep and zk_locks then pay for.
+ *
+ * What it counts: every zklock explicit lock node under zklock.root, of
+ * every instance, granted or waiting (expired ones not swept yet too),
+ * whose user= is the role the caller acts as (zk_lock_outer_role(), by
+ * name, as zk_lock_release_explicit matches it).  Counted exactly from a
+ * listing of the explicit nodes at each explicit acquire (one getChildren
+ * per resource node, one getData per explicit node): explicit locks are
+ * taken seldom, and a count kept anywhere else (shared memory, one
+ * instance) would miss those taken, released or expired on other
+ * instances.  Acquires of one role running at the same moment may each
+ * pass before the others' nodes exist: the count can then go over by their
+ * number less one.  Superusers are not limited (they can change the
+ * setting); -1 turns it off.  Over the limit: 53400.
+ */
+static void
+check_explicit_quota(void)
+{
+	Oid			role = GetOuterUserId();
+	const char *name;
+	char	   *rows;
+	char	   *line;
+	Size		len;
+	int			count = 0;
+
+	if (zklock_max_explicit_locks_per_role < 0 || superuser_arg(role))
+		return;
+	name = holder_utf8(GetUserNameFromId(role, false));
+	rows = list_nodes(NULL, true, &len);
+	for (line = rows; line && *line;)
+	{
+		char	   *eol = strchr(line, '\n');
+		char	   *owner;
+		char	   *data;
+		const char *user;
+
+		CHECK_FOR_INTERRUPTS();
+		if (eol)
+			*eol = '\0';
+		/* "path \t czxid \t ephemeralOwner \t data", data escaped */
+		owner = strchr(line, '\t');
+		owner = owner ? strchr(owner + 1, '\t') : NULL;
+		data = owner ? strchr(owner + 1, '\t') : NULL;
+		if (data && strncmp(owner + 1, "0\t", 2) == 0)
+		{
+			zklock_nodedata_unescape(++data);
+			user = zklock_node_field(data, "user=");
+			if (user && zklock_node_field_len(user) == strlen(name) &&
+				strncmp(user, name, strlen(name)) == 0)
+				count++;
+		}
+		line = eol ? eol + 1 : NULL;
+	}
+	pfree(rows);
+	if (count >= zklock_max_explicit_locks_per_role)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("role \"%s\" holds too many explicit zklock locks",
+						GetUserNameFromId(role, false)),
+				 errdetail("It holds or waits for %d explicit locks, on all instances; zklock.max_explicit_locks_per_role is %d.",
+						   count, zklock_max_explicit_locks_per_role),
+				 errhint("Release some with zk_lock_release_explicit(), or ask a superuser to raise zklock.max_explicit_locks_per_role.")));
 }
 
 /*
@@ -210,7 +410,8 @@ zklock_lock_explicit(const char *resource, ZkLockMode mode, int64 ttl_ms,
 						   zklock_mode_name(mode)),
 				 errhint("Release the session's lock first (or end its transaction), then take the explicit lock.")));
 
-	zklock_describe_holder(data, sizeof(data), "explicit", false, ttl_ms);
+	check_explicit_quota();
+	zklock_holder_data(data, sizeof(data), "explicit", false, ttl_ms);
 
 	zklock_request_init(&req, timeout_ms == 0 ? ZKR_TRY_ACQUIRE : ZKR_ACQUIRE);
 	req.mode = mode;

@@ -18,7 +18,9 @@
  */
 #include "postgres.h"
 
+#include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "utils/builtins.h"
 
 #include "resource.h"
 #include "zklock.h"
@@ -87,6 +89,13 @@ zklock_resource_problem(const char *resource, int *sqlstate)
 		p += l;
 	}
 
+	/* names zklock keeps for itself: nobody can take them first */
+	if (strncmp(resource, ZKLOCK_RESERVED_PREFIX,
+				strlen(ZKLOCK_RESERVED_PREFIX)) == 0 ||
+		strncmp(resource, ZKLOCK_OLD_CLOCK_PREFIX,
+				strlen(ZKLOCK_OLD_CLOCK_PREFIX)) == 0)
+		return "A resource name must not begin with \"" ZKLOCK_RESERVED_PREFIX "\" or \"" ZKLOCK_OLD_CLOCK_PREFIX "\": zklock names its own nodes so.";
+
 	/* segment by segment */
 	seg = resource;
 	while (seg && *seg)
@@ -129,6 +138,33 @@ zklock_check_resource(const char *resource)
 			 errdetail("%s", rule)));
 }
 
+static bool allowed_item_is_name(const char *item, size_t len,
+								 const char **why);
+
+/*
+ * zk_lock_check_resource(resource text) (1.3): the error any zklock
+ * function raises for a bad resource name, for SQL that takes names
+ * without locking them (zk_lock_fence).  Needs no shared memory, so it
+ * works without shared_preload_libraries, as zk_lock_fence does.  Names
+ * are checked in UTF-8, as ZooKeeper reads them.
+ */
+PG_FUNCTION_INFO_V1(zklock_check_resource_name);
+
+Datum
+zklock_check_resource_name(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("zklock resource name must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	zklock_check_resource((const char *) pg_server_to_any(name, strlen(name),
+														  PG_UTF8));
+	PG_RETURN_VOID();
+}
+
 /*
  * zklock.allowed_subtrees: "*", or a comma-separated list of resource
  * names, each allowing itself and everything below it.  Walk it: *allowed
@@ -137,7 +173,7 @@ zklock_check_resource(const char *resource)
  */
 static bool
 walk_allowed(const char *setting, const char *resource, bool *allowed,
-			 const char **why)
+			 const char **why, bool strict)
 {
 	const char *p = setting ? setting : "";
 
@@ -176,6 +212,8 @@ walk_allowed(const char *setting, const char *resource, bool *allowed,
 				*why = "\"*\" stands alone";
 				return false;
 			}
+			if (strict && !allowed_item_is_name(p, len, why))
+				return false;
 			if (resource && strncmp(resource, p, len) == 0 &&
 				(resource[len] == '\0' || resource[len] == '/'))
 				*allowed = true;
@@ -187,12 +225,38 @@ walk_allowed(const char *setting, const char *resource, bool *allowed,
 	return true;
 }
 
+/*
+ * An item of zklock.allowed_subtrees follows the rules of a resource name
+ * (zklock_resource_problem): "a/../b" or "./x" could never match a
+ * resource, and would only look as if they allowed something.
+ */
+static bool
+allowed_item_is_name(const char *item, size_t len, const char **why)
+{
+	char		name[ZKLOCK_MAX_RESOURCE_LEN + 1];
+	const char *rule;
+
+	memcpy(name, item, len);
+	name[len] = '\0';
+	rule = zklock_resource_problem(name, NULL);
+	if (rule)
+		*why = rule;
+	return rule == NULL;
+}
+
+/*
+ * Check the setting.  strict: every item must also be a good resource name
+ * (a value being set); otherwise only the form is checked (a value stored
+ * before that rule, applied at login: refusing it would fall back to the
+ * default, "*").
+ */
 bool
-zklock_check_allowed_subtrees(const char *setting, const char **why)
+zklock_check_allowed_subtrees(const char *setting, const char **why,
+							  bool strict)
 {
 	bool		allowed;
 
-	return walk_allowed(setting, NULL, &allowed, why);
+	return walk_allowed(setting, NULL, &allowed, why, strict);
 }
 
 /*
@@ -206,7 +270,8 @@ zklock_check_allowed(const char *resource)
 	bool		allowed;
 	const char *why = NULL;
 
-	if (walk_allowed(zklock_allowed_subtrees, resource, &allowed, &why) &&
+	if (walk_allowed(zklock_allowed_subtrees, resource, &allowed, &why,
+					 false) &&
 		allowed)
 		return;
 	ereport(ERROR,

@@ -14,10 +14,21 @@
 
 #include "zklock.h"
 
+/*
+ * Names zklock keeps for itself directly under the root, out of the
+ * resource namespace: a resource whose first segment begins with one of
+ * these is refused (22023).  "zklock." is every internal node of 1.3 on
+ * (root.c's zklock.anchor and zklock.probe-, the sweep's clock node);
+ * "zklock-clock-" is the clock node of the versions before.
+ */
+#define ZKLOCK_RESERVED_PREFIX		"zklock."
+#define ZKLOCK_OLD_CLOCK_PREFIX		"zklock-clock-"
+#define ZKLOCK_CLOCK_PREFIX			ZKLOCK_RESERVED_PREFIX "clock-"
+
 extern void zklock_check_resource(const char *resource);
 extern const char *zklock_resource_problem(const char *resource, int *sqlstate);
 extern bool zklock_check_allowed_subtrees(const char *setting,
-										  const char **why);
+										  const char **why, bool strict);
 extern void zklock_check_allowed(const char *resource);
 extern ZkLockMode zklock_parse_mode(const char *mode);
 extern const char *zklock_mode_name(ZkLockMode mode);

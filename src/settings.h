@@ -24,5 +24,6 @@ extern int	zklock_max_locks;
 extern char *zklock_allowed_subtrees;
 extern int	zklock_sweep_interval;
 extern int	zklock_lease_margin;
+extern int	zklock_max_explicit_locks_per_role;
 
 #endif							/* ZKLOCK_SETTINGS_H */

@@ -14,7 +14,8 @@
  *
  * No machine's wall clock is compared with a time another wrote.  Expiry is
  * measured in ZooKeeper's own time: a sweep starts with a write of its own
- * (the create of an ephemeral node, deleted at once), whose mtime is "now"
+ * (the create of an ephemeral node under a name nobody else can take,
+ * deleted at once: sweep_clock_path), whose mtime is "now"
  * by the clock of the ZooKeeper leader; a node written by zklock 1.1 carries
  * its time to live as a duration, "ttl=<ms>", counted from its mtime, which
  * the write that granted it set (the grant's rewrite of its data, see
@@ -47,6 +48,7 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -119,6 +121,29 @@ sweep_issue(void)
 		MemoryContextReset(sweep_context);
 }
 
+/*
+ * The sweep's clock node: "<root>/zklock.clock-<16 random hex digits>",
+ * ephemeral, created and deleted back to back.  Its first segment is one
+ * resource names may not take (zklock_resource_problem reserves "zklock."),
+ * and its random part is drawn again for each sweep, so nobody can have
+ * made the node before us: not a role of a newer instance (the name is
+ * refused), nor of an older one (it cannot know the name).  Before 1.3 the
+ * node was "zklock-clock-<session id>", a name anyone could lock first
+ * (from SQL, with a public session id) to switch the sweep off; such nodes,
+ * an older instance's own during a rolling upgrade included, are ordinary
+ * resource nodes to this sweep.
+ */
+static void
+sweep_clock_path(char *path, size_t size)
+{
+	uint64		r;
+
+	if (!pg_strong_random(&r, sizeof(r)))
+		r = (uint64) GetCurrentTimestamp() ^ ((uint64) MyProcPid << 32);
+	snprintf(path, size, "%s/" ZKLOCK_CLOCK_PREFIX "%016llx", zklock_root,
+			 (unsigned long long) r);
+}
+
 void
 zklock_sweep_start(int64 session_id)
 {
@@ -134,8 +159,7 @@ zklock_sweep_start(int64 session_id)
 	sweep_walking = false;
 
 	/* first ZooKeeper's time: a write of our own, undone right behind it */
-	snprintf(path, sizeof(path), "%s/zklock-clock-%016llx", zklock_root,
-			 (unsigned long long) session_id);
+	sweep_clock_path(path, sizeof(path));
 	if (!zkc_create(path, NULL, -1, ZKC_EPHEMERAL,
 					TAG(sweep_generation, OP_CLOCK, SWEEP_IDX)))
 		return;

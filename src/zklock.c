@@ -57,6 +57,7 @@ int			zklock_max_locks = 0;
 char	   *zklock_allowed_subtrees = NULL;
 int			zklock_sweep_interval = 60000;
 int			zklock_lease_margin = 2000;
+int			zklock_max_explicit_locks_per_role = 100;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -340,7 +341,19 @@ check_allowed_subtrees(char **newval, void **extra, GucSource source)
 {
 	const char *why = NULL;
 
-	if (!zklock_check_allowed_subtrees(*newval, &why))
+	/*
+	 * A value written before items had to be resource names, in the
+	 * configuration file, on the command line, or with ALTER ROLE/DATABASE
+	 * SET, is applied as it is (its bad item matches nothing): refused, it
+	 * would fall back to the default, "*", and allow everything (a
+	 * placeholder from the file is applied with a mere WARNING when the
+	 * library defines the setting).  Every value being set in a session or
+	 * stored by ALTER ROLE/DATABASE ... SET (tested with PGC_S_TEST) is
+	 * checked in full.
+	 */
+	bool		strict = source > PGC_S_DATABASE_USER;
+
+	if (!zklock_check_allowed_subtrees(*newval, &why, strict))
 	{
 		GUC_check_errdetail("zklock.allowed_subtrees is \"*\" or a comma-separated list of resource names (%s).",
 							why);
@@ -455,6 +468,15 @@ zklock_define_settings(void)
 							   PGC_SUSET,
 							   0,
 							   check_allowed_subtrees, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.max_explicit_locks_per_role",
+							"Explicit locks a role may hold or wait for at once, across all instances.",
+							"Counts the explicit lock nodes under zklock.root whose holder is the role (by name), granted or waiting, with a listing at each explicit acquire.  Superusers are not limited.  -1 means no limit.",
+							&zklock_max_explicit_locks_per_role,
+							100, -1, 1000000,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("zklock.sweep_interval",
 							"How often the worker removes expired explicit locks.",

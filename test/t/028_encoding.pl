@@ -22,6 +22,7 @@ use ZkLockTest;
 
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(sleep);
 
 zk_start();
 my $node = zk_node('enc');
@@ -91,12 +92,18 @@ is($r->{sqlstate} . ' ' . $r->{out}, '00000 1',
 $u->query_ok("SELECT zk_lock_acquire_session('enc/rv') /* $e_acute */");
 $r = $l->query(q{SELECT zk_lock_revoke('enc/rv')});
 is($r->{sqlstate} . ' ' . $r->{out}, '00000 1', 'LATIN1: zk_lock_revoke of a UTF8 database\'s lock');
-$r = $u->query(q{SELECT query FROM zk_lock_nodes('enc/rv') WHERE resource = 'enc/rv'});
+# (read from another session: the revocation cancels what the holder runs
+# next, which may be a query sent right after it)
+my $u2 = zk_session($node, 'u8_viewer', dbname => 'u8');
+$u2->query_ok(q{SET client_encoding = 'UTF8'});
+$r = $u2->query(q{SELECT query FROM zk_lock_nodes('enc/rv') WHERE resource = 'enc/rv'});
 is($r->{out}, "SELECT zk_lock_acquire_session('enc/rv') /* $e_acute */;",
 	'UTF8: the revoked node\'s query still shows é (was "?")');
+$u2->quit;
 $r = $l->query(q{SELECT query FROM zk_lock_nodes('enc/rv') WHERE resource = 'enc/rv'});
 is($r->{out}, "SELECT zk_lock_acquire_session('enc/rv') /* $e_acute */;", 'LATIN1: and so does LATIN1');
-$u->query_ok(q{SELECT zk_lock_release('enc/rv')});
+$r = $u->query(q{SELECT zk_lock_release('enc/rv')});
+$u->query_ok(q{SELECT zk_lock_release('enc/rv')}) if $r->{sqlstate} eq '57014';
 
 $r = $l->query(q{SELECT zk_lock_release_explicit('enc/jp', 'shared')});
 is($r->{sqlstate} . ' ' . $r->{out}, '00000 1',
@@ -114,5 +121,55 @@ is($r->{sqlstate} . ' ' . $r->{out}, '00000 1',
 
 $u->query(q{SELECT zk_lock_release_all()});
 $l->query(q{SELECT zk_lock_release_all()});
+
+# --- node data that grows in UTF-8 (issue 20, finding 2) -------------------
+# An instance, a database and a role named with 63 LATIN1 characters
+# "é" (126 bytes each in UTF-8) and a 12-character application_name: the
+# fields of an explicit lock's node data do not fit in UTF-8.  zklock cut
+# the data after converting it, through ttl= ("ttl=3": a lock of a year
+# swept within a second, or no ttl= at all: never swept); now the request
+# is refused (54000) and nothing reaches ZooKeeper.  With names that fit,
+# only the query is cut, and ttl= is whole.
+my $e_latin = "\xe9";
+my $node_e = zk_node('enc_names', node_name => $e_latin x 63,
+	extra_conf => "zklock.sweep_interval = '500ms'");
+$node_e->safe_psql('postgres', q{
+	CREATE DATABASE lat TEMPLATE template0 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C';
+});
+my $long_db = $e_acute x 63;
+my $long_role = 'r' . ($e_acute x 62);
+$node_e->safe_psql('lat', qq{SET client_encoding = 'UTF8';
+	CREATE DATABASE "$long_db" TEMPLATE template0 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C';
+	CREATE ROLE "$long_role"});
+# the database's name in its catalog bytes (LATIN1), as a client names it
+$node_e->safe_psql($e_latin x 63, 'CREATE EXTENSION zklock');
+my $ln = zk_session($node_e, 'holder_lat12', dbname => $e_latin x 63);
+$ln->query_ok(q{SET client_encoding = 'UTF8'});
+$ln->query_ok(qq{SET ROLE "$long_role"});
+$r = $ln->query(q{SELECT zk_lock_acquire_explicit('enc/orders/2026', ttl => '1 year')});
+is($r->{sqlstate}, '54000',
+	'long names that grow in UTF-8: the explicit lock is refused (was stored with its ttl= cut)')
+  or diag("got: $r->{out} $r->{err}");
+like($r->{err}, qr/zklock lock node data would be too long/, '... saying why');
+is(zk_count_locks(zk_path('enc/orders')), 0, '... and nothing is in ZooKeeper');
+# the same names with a session lock (no ttl=, waiter=): these fit
+$r = $ln->query(q{SELECT zk_lock_acquire_session('enc/orders/s')});
+is($r->{sqlstate}, '00000', 'a session lock with the same names is taken');
+$ln->query_ok(q{SELECT zk_lock_release('enc/orders/s')});
+
+# names that fit once converted, and a long non-ASCII query: only it is cut
+$ln->query_ok(q{RESET ROLE});
+$ln->query_ok('/* x' . ($e_acute x 300) . " */ SELECT zk_lock_acquire_explicit('enc/orders/2027', ttl => '1 year')");
+my ($node_path) = zk_lock_nodes(zk_path('enc/orders/2027'));
+my ($rc2, $data) = ZkLockTest::zkutil('get', $node_path);
+like($data, qr/^ttl=31536000000$/m, 'the node data keeps ttl= whole');
+like($data, qr/^query=\/\* x($e_acute)+\n\z/m, '... and the query, cut between characters');
+cmp_ok(length($data), '<=', 512, '... within the limit');
+sleep(2);    # several sweeps
+is(psql1($node_e, q{SELECT count(*) FROM zk_locks WHERE resource = 'enc/orders/2027' AND granted}),
+	'1', 'the lock of a year is still there after several sweeps');
+is($ln->query_ok(q{SELECT zk_lock_release_explicit('enc/orders/2027')}), '1', 'released');
+$ln->quit;
+
 zk_done_check();
 done_testing();

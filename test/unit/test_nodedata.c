@@ -26,7 +26,7 @@
 #undef printf
 #undef snprintf
 
-#define NCASES 35
+#define NCASES 46
 
 static int	failures = 0;
 static int	tests = 0;
@@ -257,6 +257,136 @@ test_codec(void)
 		   "unescape: a trailing backslash stays");
 }
 
+/* 63 characters of "é" (2 bytes each in UTF-8): a long non-ASCII name */
+static void
+long_name(char *buf, const char *prefix)
+{
+	strcpy(buf, prefix);
+	for (int i = (int) strlen(prefix); i < 63; i++)
+		strcat(buf, "\xc3\xa9");
+}
+
+/*
+ * zklock_nodedata_encode_fit: only the query is cut, on a character
+ * boundary; data whose other fields do not fit is not made (issue 20,
+ * finding 2: ttl= was cut to "ttl=3")
+ */
+static void
+test_fit(void)
+{
+	char		buf[ZKLOCK_MAX_DATA_LEN + 1];
+	char		plain[ZKLOCK_MAX_DATA_LEN + 1];
+	char		query[3 * ZKLOCK_MAX_DATA_LEN];
+	char		inst[256],
+				db[256],
+				user[256];
+	ZkNodeData	f = holder;
+	int			n;
+	const char *q;
+	bool		whole;
+
+	/* data that fits: as zklock_nodedata_encode makes it */
+	n = zklock_nodedata_encode_fit(buf, sizeof(buf), &f);
+	zklock_nodedata_encode(plain, sizeof(plain), &f);
+	report(n == (int) strlen(buf) && strcmp(buf, plain) == 0,
+		   "fit: data that fits is left as it is");
+
+	/* a long query of two-byte characters: cut whole characters only */
+	strcpy(query, "SELECT '");
+	while (strlen(query) < sizeof(query) - 8)
+		strcat(query, "\xc3\xa9");
+	strcat(query, "\n'");
+	f.scope = "explicit";
+	f.ttl = "31536000000";
+	f.expires_at = "1826536000.123456";
+	f.waiter = "0000000000000000";
+	f.query = query;
+	n = zklock_nodedata_encode_fit(buf, sizeof(buf), &f);
+	q = value(buf, "query=");
+	whole = q != NULL;
+	for (const char *p = q; whole && *p; p++)
+		if ((unsigned char) *p == 0xc3 && (unsigned char) p[1] != 0xa9)
+			whole = false;
+	report(n == (int) strlen(buf) && n <= ZKLOCK_MAX_DATA_LEN &&
+		   n > ZKLOCK_MAX_DATA_LEN - 2 && whole,
+		   "fit: a long query is cut to the limit, between characters");
+	report(value_is(buf, "ttl=", "31536000000") &&
+		   value_is(buf, "expires_at=", "1826536000.123456") &&
+		   value_is(buf, "waiter=", "0000000000000000") &&
+		   value_is(buf, "user=", "alice"),
+		   "fit: every field before the query is whole");
+
+	/* a line break in the cut query is a space, as ever */
+	f.query = "";
+	n = (int) zklock_nodedata_encode(plain, sizeof(plain), &f);
+	f.query = "abc\ndefgh";
+	n = zklock_nodedata_encode_fit(buf, n + 1 + 5, &f);
+	report(n > 0 && value_is(buf, "query=", "abc d"),
+		   "fit: a cut query stays on one line");
+
+	/*
+	 * The finding: a 63-character non-ASCII instance, database and role
+	 * (126 bytes each in UTF-8) with an explicit lock's fields do not fit:
+	 * refused, never "ttl=3"
+	 */
+	long_name(inst, "n");
+	long_name(db, "d");
+	long_name(user, "u");
+	f.instance = inst;
+	f.database = db;
+	f.user = user;
+	f.application = "application1";
+	f.query = "SELECT 1";
+	n = zklock_nodedata_encode_fit(buf, sizeof(buf), &f);
+	report(n == -1 && buf[0] == '\0',
+		   "fit: fields that do not fit even without the query: -1, no data");
+	zklock_nodedata_encode(plain, sizeof(plain), &f);
+	report(value(plain, "waiter=") == NULL,
+		   "fit: (the plain cut loses waiter= there)");
+
+	/* a session lock's data with the same names: the application is cut */
+	f.scope = "session";
+	f.ttl = f.expires_at = f.waiter = NULL;
+	f.application = "application-name-of-some-length-to-be-cut-in-the-data";
+	n = zklock_nodedata_encode_fit(buf, sizeof(buf), &f);
+	q = value(buf, "application=");
+	report(n > 0 && n <= ZKLOCK_MAX_DATA_LEN && value_is(buf, "query=", "") &&
+		   q != NULL && strlen(q) < strlen(f.application) &&
+		   strncmp(q, f.application, strlen(q)) == 0 &&
+		   value_is(buf, "user=", user) && value_is(buf, "scope=", "session"),
+		   "fit: without the query, the application name is cut, the rest whole");
+
+	/* exactly at the limit with no free text: made; one byte less: not */
+	f = holder;
+	f.query = "";
+	f.application = "";
+	n = (int) zklock_nodedata_encode(plain, sizeof(plain), &f);
+	f.query = "xyz";
+	f.application = "app";
+	report(zklock_nodedata_encode_fit(buf, n + 1, &f) == n &&
+		   value_is(buf, "query=", "") && value_is(buf, "application=", "") &&
+		   zklock_nodedata_encode_fit(buf, n, &f) == -1,
+		   "fit: the fields alone at the limit fit with no free text");
+}
+
+/* zklock_shown_unescape: shown text back to UTF-8, a round trip */
+static void
+test_shown(void)
+{
+	char		s[64];
+
+	strcpy(s, "jp/\\u3042 \\U0001f600 \\u00e9x");
+	report(strcmp(zklock_shown_unescape(s),
+				  "jp/\xe3\x81\x82 \xf0\x9f\x98\x80 \xc3\xa9x") == 0,
+		   "shown: \\u and \\U escapes are their characters in UTF-8");
+	strcpy(s, "a\\\\u3042 b\\\\\\u3042");
+	report(strcmp(zklock_shown_unescape(s), "a\\u3042 b\\\xe3\x81\x82") == 0,
+		   "shown: an escaped backslash is one, and no escape after it");
+	strcpy(s, "\\uZZZZ \\ud800 \\u12 \\x end\\");
+	report(strcmp(zklock_shown_unescape(s), "\\uZZZZ \\ud800 \\u12 \\x end\\") == 0,
+		   "shown: what is not an escape stays as it is");
+}
+
 /* zklock_nodedata_set: one field changed in place, the rest as it was */
 static void
 test_set(void)
@@ -410,6 +540,8 @@ main(void)
 {
 	printf("1..%d\n", NCASES);
 	test_codec();
+	test_fit();
+	test_shown();
 	test_set();
 	test_rule_sorted();
 	test_rule_sorted_ties();
