@@ -58,8 +58,6 @@ extern LocalLock *zklock_enter_lock(const char *resource, ZkLockMode mode,
 extern void zklock_add_hold(LocalLock *lock, bool session, bool implicit);
 extern void zklock_drop_hold(LocalLock *lock, bool session, bool implicit);
 extern void zklock_forget(LocalLock *lock);
-extern void zklock_describe_holder(char *buf, size_t buflen, const char *scope,
-								   bool implicit, int64 ttl_ms);
 
 /* wait.c: a request, its wait, its failure */
 extern void zklock_request_init(ZkChannelRequest *req, ZkEntryKind kind);
@@ -75,7 +73,7 @@ extern ZkEntryState zklock_wait_for_answer(int idx, uint32 gen,
 extern void zklock_raise_failure(int idx, uint32 gen, const char *what);
 extern void zklock_withdraw_pending(void);
 
-/* request.c: a lock node's data (replaces zklock_describe_holder) */
+/* request.c: a lock node's data */
 extern void zklock_holder_data(char *buf, size_t buflen, const char *scope,
 							   bool implicit, int64 ttl_ms);
 

@@ -94,7 +94,7 @@ holder_query_utf8(const char *query)
  * names grew in UTF-8 (issue 20: "ttl=3", and a lock of a year swept in a
  * second).  When the other fields alone do not fit (long names that grow in
  * UTF-8), the request is refused with 54000.  This replaces backend.c's
- * zklock_describe_holder.
+ * zklock_describe_holder (before 1.3).
  */
 void
 zklock_holder_data(char *buf, size_t buflen, const char *scope,
