@@ -604,7 +604,9 @@ wait_behind(int idx, const char *pred_node, int nblockers)
 	w->last_blocker = (nblockers == 1);
 	node_path(path, w, pred_node);
 	w->phase = PH_WATCHING;
-	if (!zkc_exists(path, true, TAG(w->generation, OP_WAIT, idx)))
+	/* failpoint "fail": as if the exists could not be sent */
+	if (ZKLOCK_FAILPOINT("before-wait") ||
+		!zkc_exists(path, true, TAG(w->generation, OP_WAIT, idx)))
 		set_recovering(w);
 	else if (w->persistent)
 		watch_own_waiting_node(idx);
