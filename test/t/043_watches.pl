@@ -42,7 +42,10 @@ $ENV{ZK_JVM_OPTS} = join(' ', grep { defined && $_ ne '' }
 	  $ENV{ZK_JVM_OPTS}, '-Djute.maxbuffer=2048');
 
 zk_start();
-my @nodes = map { zk_node("node$_", session_timeout => '40s') } 1 .. 2;
+# A client that reaches the restarted server before it serves waits two
+# thirds of the session timeout before it tries again: the longest timeout
+# ZooKeeper allows here keeps the sessions alive through that.
+my @nodes = map { zk_node("node$_", session_timeout => '60s') } 1 .. 2;
 my ($node1, $node2) = @nodes;
 
 # Does zk_lock_status show the worker's count of watches (1.3)?
@@ -200,7 +203,7 @@ my ($rc) = zk_server('restart-one', 1);
 is($rc, 0, '(c) ZooKeeper restarted');
 for my $node (@nodes)
 {
-	ok(zk_wait_connected($node, 60),
+	ok(zk_wait_connected($node, 90),
 		'(c) ' . $node->name . ' reconnected after the restart');
 	is(status($node, 'session_id'), $sid{ $node->name },
 		'(c) ' . $node->name . ' kept its session');
