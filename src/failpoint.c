@@ -29,6 +29,10 @@
  *	before-guard		a lock was granted, or its node changed, and its
  *						guard (a read with a watch) is not set yet; fail:
  *						as if the request's reply was lost
+ *	before-wait			a waiter is about to watch the node it waits
+ *						behind (sleep: that node may go meanwhile, and the
+ *						exists then finds no node); fail: as if the exists
+ *						could not be sent (the children are listed again)
  *	before-delete		a delete of our node is about to be sent; fail: as
  *						if its reply was lost (retried)
  *	explicit-grant-sent	an explicit request's granting write (and the

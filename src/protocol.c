@@ -61,6 +61,15 @@
  * whose generation no longer matches the entry is from an earlier request
  * and is ignored.
  *
+ * Watches.  Each watch has an owner that drops it when it is no longer
+ * wanted, so that a session holds at most one per waiting request (its
+ * OP_WAIT, and an explicit request's OP_SELF) and per held lock (OP_GUARD):
+ * a watch set by exists on a node that is already gone is removed at once
+ * (zkc_watch_node), and a request that stops waiting otherwise (withdrawn,
+ * failed, granted, or waiting behind another node) drops its OP_WAIT and
+ * OP_SELF watches (drop_watches).  A held lock's guard fires when its own
+ * node is deleted.  zklock_shared->n_watches shows how many are set.
+ *
  * The file follows the steps: each step's requests, then the handlers of
  * their replies (on_create, on_children, on_adopt, on_wait, ...).  After
  * the steps, zklock_protocol_event() only hands each reply to the handler
@@ -130,6 +139,7 @@ static void fail(int idx, int sqlstate, const char *fmt,...) pg_attribute_printf
 static void finish_release(int idx);
 static void start_request(int idx);
 static void send_guard(int idx);
+static void drop_watches(int idx);
 
 /* a reply was lost or a send failed: retry once connected */
 static inline void
@@ -236,8 +246,11 @@ start_release(int idx)
 			zklock_listing_finish(idx, false, 0, NULL);
 			break;
 		case PH_WATCHING:
-		case PH_HELD:
+			drop_watches(idx);
 			send_delete(idx);
+			break;
+		case PH_HELD:
+			send_delete(idx);	/* the delete fires the guard */
 			break;
 		case PH_CHECKING:
 		case PH_GRANTING:
@@ -604,7 +617,11 @@ wait_behind(int idx, const char *pred_node, int nblockers)
 	w->last_blocker = (nblockers == 1);
 	node_path(path, w, pred_node);
 	w->phase = PH_WATCHING;
-	if (!zkc_exists(path, true, TAG(w->generation, OP_WAIT, idx)))
+	/* a watch of an earlier wait (before a lost reply) is not wanted */
+	zkc_unwatch(TAG(w->generation, OP_WAIT, idx));
+	/* failpoint "fail": as if the exists could not be sent */
+	if (ZKLOCK_FAILPOINT("before-wait") ||
+		!zkc_watch_node(path, TAG(w->generation, OP_WAIT, idx)))
 		set_recovering(w);
 	else if (w->persistent)
 		watch_own_waiting_node(idx);
@@ -638,7 +655,7 @@ on_wait(int idx, ZkEvent *ev)
 		 * costs each waiter behind it one request instead of a listing of
 		 * every waiter (a herd).  The exists tells if it went meanwhile.
 		 */
-		if (!zkc_exists(ev->path, true, TAG(w->generation, OP_WAIT, idx)))
+		if (!zkc_watch_node(ev->path, TAG(w->generation, OP_WAIT, idx)))
 			set_recovering(w);
 	}
 	else if (ev->kind == ZKEV_WATCH)
@@ -672,8 +689,8 @@ watch_own_waiting_node(int idx)
 		pfree(child);
 	}
 	if (!w->self_watched)
-		w->self_watched = zkc_exists(path, true,
-									 TAG(w->generation, OP_SELF, idx));
+		w->self_watched = zkc_watch_node(path,
+										 TAG(w->generation, OP_SELF, idx));
 }
 
 /* The create of an explicit request's waiter child came back */
@@ -737,6 +754,7 @@ grant(int idx)
 	WorkEntry  *w = &zklock_work[idx];
 	bool		withdrawn;
 
+	drop_watches(idx);			/* of its wait, if any is left */
 	withdrawn = !zklock_channel_grant(idx, w->generation, w->czxid,
 									  w->persistent ? 0 : protocol_session_id,
 									  w->node);
@@ -844,7 +862,7 @@ guard_unreadable(int idx)
 			(errmsg("zklock: lock node \"%s\" no longer lets zklock read it; a revocation of it cannot be seen",
 					path),
 			 errdetail("Someone changed its ACL. Its deletion is still noticed.")));
-	if (!zkc_exists(path, true, TAG(w->generation, OP_GUARD, idx)))
+	if (!zkc_watch_node(path, TAG(w->generation, OP_GUARD, idx)))
 	{
 		w->guard_needed = true;
 		recovery_needed = true;
@@ -1156,8 +1174,50 @@ zklock_protocol_fail(int idx, int sqlstate, const char *msg)
 {
 	WorkEntry  *w = &zklock_work[idx];
 
+	drop_watches(idx);
 	zklock_channel_fail(idx, w->generation, sqlstate, msg, true);
 	w->phase = PH_IDLE;
+}
+
+/*
+ * The request no longer waits: the watches of its wait (the node it waited
+ * behind, an explicit request's own node) are not wanted any more.  Its
+ * guard is not dropped here: the deletion of its node fires it.
+ */
+static void
+drop_watches(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	zkc_unwatch(TAG(w->generation, OP_WAIT, idx));
+	if (w->persistent)
+	{
+		zkc_unwatch(TAG(w->generation, OP_SELF, idx));
+		w->self_watched = false;
+	}
+}
+
+/*
+ * Remove the watches no longer wanted, and show how many the session has
+ * set (zk_lock_status); at every pass of the worker's loop.  A new session
+ * starts with none (zkc_close() frees the previous handle's).
+ */
+static void
+watches_upkeep(void)
+{
+	static uint64 shown = PG_UINT64_MAX;	/* what n_watches says */
+	uint64		n;
+
+	if (zklock_connected)
+		zkc_watch_upkeep();
+	n = zkc_watch_count();
+	if (n != shown)
+	{
+		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+		zklock_shared->n_watches = n;
+		LWLockRelease(zklock_shared->lock);
+		shown = n;
+	}
 }
 
 /*
@@ -1197,6 +1257,13 @@ zklock_protocol_event(ZkEvent *ev)
 	int			op = TAG_OP(ev->tag);
 	WorkEntry  *w;
 
+	/*
+	 * An exists that found no node: remove the watch it left before the
+	 * handler sends anything (a guard, a listing), so that the session
+	 * never holds that watch and the next one at once.
+	 */
+	if (ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE && zklock_connected)
+		zkc_watch_upkeep();
 	if (idx == SWEEP_IDX)
 	{
 		zklock_sweep_event(ev);
@@ -1365,6 +1432,7 @@ zklock_protocol_tick(void)
 	int64		now_us = zklock_boottime_us();
 	long		next = -1;
 
+	watches_upkeep();
 	if (zklock_connected &&
 		now_us - last_sweep_us >= zklock_sweep_interval * INT64CONST(1000))
 	{

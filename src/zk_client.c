@@ -31,6 +31,13 @@ typedef struct OpContext
 	uint64		tag;
 	struct OpContext *watch;	/* a read's watch context: freed by the
 								 * completion when the watch was not set */
+	/* a watch context only: on watch_list, event_mutex */
+	struct OpContext *prev;
+	struct OpContext *next;
+	bool		armed;			/* its read's reply set it */
+	bool		node_only;		/* not wanted on a node that is not there */
+	bool		cancelled;		/* its owner no longer wants it */
+	bool		removing;		/* a removal of its path is in flight */
 	char		path[FLEXIBLE_ARRAY_MEMBER];
 } OpContext;
 
@@ -53,6 +60,15 @@ static bool wake_pending = false;
 
 /* The client library's last error message; guarded by event_mutex */
 static char last_log[256];
+
+/*
+ * Every watch context of the handle (see the file header), its count of
+ * watches set (armed) and whether a cancelled one may need a removal;
+ * guarded by event_mutex.
+ */
+static OpContext *watch_list = NULL;
+static uint64 watch_armed = 0;
+static bool watch_upkeep_needed = false;
 
 /*
  * Wake pipe: created once, non-blocking at both ends.
@@ -265,28 +281,103 @@ session_watcher(zhandle_t *handle, int type, int state, const char *path,
 	push_event(ev);
 }
 
+/*
+ * A watch context on watch_list (main thread, before its request is sent).
+ */
+static void
+watch_link(OpContext *wop, bool node_only)
+{
+	wop->armed = false;
+	wop->node_only = node_only;
+	wop->cancelled = false;
+	wop->removing = false;
+	wop->prev = NULL;
+	pthread_mutex_lock(&event_mutex);
+	wop->next = watch_list;
+	if (watch_list)
+		watch_list->prev = wop;
+	watch_list = wop;
+	pthread_mutex_unlock(&event_mutex);
+}
+
+/* Off watch_list and freed; the caller holds event_mutex */
+static void
+watch_free_locked(OpContext *wop)
+{
+	if (wop->prev)
+		wop->prev->next = wop->next;
+	else
+		watch_list = wop->next;
+	if (wop->next)
+		wop->next->prev = wop->prev;
+	if (wop->armed)
+		watch_armed--;
+	free(wop);
+}
+
+static void
+watch_free(OpContext *wop)
+{
+	pthread_mutex_lock(&event_mutex);
+	watch_free_locked(wop);
+	pthread_mutex_unlock(&event_mutex);
+}
+
+/*
+ * ZooKeeper thread: a read that asked for a watch was answered; "set" says
+ * whether the answer set it.  A watch on a node that is not there (exists
+ * found no node: a creation watch), when it was asked for the node only,
+ * is cancelled at once: the lock nodes watched are never created again.
+ */
+static void
+watch_answered(OpContext *wop, bool set, bool no_node)
+{
+	pthread_mutex_lock(&event_mutex);
+	if (!set)
+		watch_free_locked(wop);
+	else
+	{
+		wop->armed = true;
+		watch_armed++;
+		if (no_node && wop->node_only)
+			wop->cancelled = true;
+		if (wop->cancelled)
+			watch_upkeep_needed = true;
+	}
+	pthread_mutex_unlock(&event_mutex);
+}
+
 /* ZooKeeper thread: a node watch fired (one-shot) */
 static void
 node_watcher(zhandle_t *handle, int type, int state, const char *path,
 			 void *ctx)
 {
 	OpContext  *op = ctx;
-	ZkEvent    *ev;
+	ZkEvent    *ev = NULL;
+	bool		cancelled;
 
 	/* session events reach every watcher; session_watcher handles them */
 	if (type == ZOO_SESSION_EVENT)
 	{
 		/* an expired session drops its watches: free ours */
 		if (state == ZOO_EXPIRED_SESSION_STATE)
-			free(op);
+			watch_free(op);
 		return;
 	}
-	ev = make_event(ZKEV_WATCH, op->tag, ZOK, op->path, NULL, NULL, NULL, 0);
-	if (ev)
-		ev->watch_type = (type == ZOO_DELETED_EVENT) ? ZKC_WATCH_DELETED :
-			(type == ZOO_CHANGED_EVENT) ? ZKC_WATCH_CHANGED : ZKC_WATCH_OTHER;
-	deliver(ev);
-	free(op);
+	pthread_mutex_lock(&event_mutex);
+	cancelled = op->cancelled;
+	pthread_mutex_unlock(&event_mutex);
+	if (!cancelled)
+	{
+		/* nobody waits for a cancelled one: not reported */
+		ev = make_event(ZKEV_WATCH, op->tag, ZOK, op->path, NULL, NULL,
+						NULL, 0);
+		if (ev)
+			ev->watch_type = (type == ZOO_DELETED_EVENT) ? ZKC_WATCH_DELETED :
+				(type == ZOO_CHANGED_EVENT) ? ZKC_WATCH_CHANGED : ZKC_WATCH_OTHER;
+		deliver(ev);
+	}
+	watch_free(op);
 }
 
 /* ZooKeeper thread: completions */
@@ -319,8 +410,8 @@ stat_completion(int rc, const struct Stat *stat, const void *data)
 	OpContext  *op = (OpContext *) data;
 
 	/* exists sets its watch on a node there (ZOK) or not (ZNONODE) */
-	if (op->watch && rc != ZOK && rc != ZNONODE)
-		free(op->watch);
+	if (op->watch)
+		watch_answered(op->watch, rc == ZOK || rc == ZNONODE, rc == ZNONODE);
 	deliver(make_event(ZKEV_STAT, op->tag, rc, op->path,
 					   rc == ZOK ? stat : NULL, NULL, NULL, 0));
 	free(op);
@@ -333,8 +424,8 @@ data_completion(int rc, const char *value, int value_len,
 	OpContext  *op = (OpContext *) data;
 
 	/* getData sets its watch only when it read the node */
-	if (op->watch && rc != ZOK)
-		free(op->watch);
+	if (op->watch)
+		watch_answered(op->watch, rc == ZOK, false);
 	deliver(make_event(ZKEV_DATA, op->tag, rc, op->path,
 					   rc == ZOK ? stat : NULL, NULL,
 					   rc == ZOK ? value : NULL, value_len));
@@ -511,12 +602,24 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 	return true;
 }
 
+/*
+ * Close the handle.  Once zookeeper_close() has returned, no thread of the
+ * client calls us any more: the watch contexts still on watch_list (of
+ * watches set and never fired nor removed) are freed here.
+ */
 void
 zkc_close(void)
 {
 	if (zh)
 		zookeeper_close(zh);
 	zh = NULL;
+	pthread_mutex_lock(&event_mutex);
+	while (watch_list)
+		watch_free_locked(watch_list);
+	Assert(watch_armed == 0);
+	watch_armed = 0;
+	watch_upkeep_needed = false;
+	pthread_mutex_unlock(&event_mutex);
 }
 
 bool
@@ -622,8 +725,9 @@ zkc_get_children(const char *path, uint64 tag)
 	return sent(zoo_aget_children(zh, path, 0, children_completion, op), op);
 }
 
-bool
-zkc_exists(const char *path, bool watch, uint64 tag)
+/* exists, with a watch if asked (node_only: see zkc_watch_node) */
+static bool
+send_exists(const char *path, bool watch, bool node_only, uint64 tag)
 {
 	OpContext  *op;
 	OpContext  *wop = NULL;
@@ -637,11 +741,35 @@ zkc_exists(const char *path, bool watch, uint64 tag)
 		return false;
 	}
 	op->watch = wop;
+	if (wop)
+		watch_link(wop, node_only);
 	rc = zoo_awexists(zh, path, watch ? node_watcher : NULL, wop,
 					  stat_completion, op);
-	if (rc != ZOK)
-		free(wop);
+	if (rc != ZOK && wop)
+		watch_free(wop);
 	return sent(rc, op);
+}
+
+/*
+ * exists, with a watch if asked.  A watch set on a node that is not there
+ * (NONODE) is a creation watch, kept until the node is created.
+ */
+bool
+zkc_exists(const char *path, bool watch, uint64 tag)
+{
+	return send_exists(path, watch, false, tag);
+}
+
+/*
+ * exists with a watch on the node while it exists: its deletion or a
+ * change of its data fires a ZKEV_WATCH with the same tag.  When the reply
+ * is NONODE, the creation watch ZooKeeper set instead is removed (nobody
+ * waits for a lock node to be created: their names are never reused).
+ */
+bool
+zkc_watch_node(const char *path, uint64 tag)
+{
+	return send_exists(path, true, true, tag);
 }
 
 bool
@@ -677,9 +805,10 @@ zkc_get_data_watch(const char *path, uint64 tag)
 		return false;
 	}
 	op->watch = wop;
+	watch_link(wop, true);
 	rc = zoo_awget(zh, path, node_watcher, wop, data_completion, op);
 	if (rc != ZOK)
-		free(wop);
+		watch_free(wop);
 	return sent(rc, op);
 }
 
@@ -752,4 +881,147 @@ zkc_set_acl_private(const char *path, uint64 tag)
 		return false;
 	return sent(zoo_aset_acl(zh, path, -1, node_acl, acl_set_completion, op),
 				op);
+}
+
+/*
+ * Watches no longer wanted.
+ */
+
+/* The number of watches the session has set and not seen fire or removed */
+uint64
+zkc_watch_count(void)
+{
+	uint64		n;
+
+	pthread_mutex_lock(&event_mutex);
+	n = watch_armed;
+	pthread_mutex_unlock(&event_mutex);
+	return n;
+}
+
+/*
+ * The watches of an operation (by its tag) are no longer wanted: their
+ * firing is not reported, and they are removed (zkc_watch_upkeep).
+ */
+void
+zkc_unwatch(uint64 tag)
+{
+	pthread_mutex_lock(&event_mutex);
+	for (OpContext *w = watch_list; w; w = w->next)
+	{
+		if (w->tag == tag && !w->cancelled)
+		{
+			w->cancelled = true;
+			watch_upkeep_needed = true;
+		}
+	}
+	pthread_mutex_unlock(&event_mutex);
+}
+
+/*
+ * ZooKeeper thread: a removal of every watch of this session on a path
+ * was answered.  On success the client has dropped them from its tables
+ * too (all of them were cancelled: see zkc_watch_upkeep): free their
+ * contexts.  A removal lost with the connection is tried again.
+ */
+static void
+remove_completion(int rc, const void *data)
+{
+	OpContext  *rop = (OpContext *) data;
+	OpContext  *next;
+
+	pthread_mutex_lock(&event_mutex);
+	for (OpContext *w = watch_list; w; w = next)
+	{
+		next = w->next;
+		if (!w->armed || strcmp(w->path, rop->path) != 0)
+			continue;
+		if (rc == ZOK)
+			watch_free_locked(w);
+		else
+		{
+			w->removing = false;
+			if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT)
+				watch_upkeep_needed = true;
+		}
+	}
+	pthread_mutex_unlock(&event_mutex);
+	free(rop);
+}
+
+/* Every watch context on this path is cancelled; event_mutex held */
+static bool
+watch_path_unwanted(const char *path)
+{
+	for (OpContext *w = watch_list; w; w = w->next)
+		if (!w->cancelled && strcmp(w->path, path) == 0)
+			return false;
+	return true;
+}
+
+/*
+ * Main thread, once connected and after events: remove from the server
+ * (and then the client) the watches that are set and cancelled, one
+ * removeWatches per path, once no live watch of ours shares the path.
+ * ZooKeeper keeps one watch per path and session, so a live one on the
+ * same path (two waiters behind one node) keeps it: the cancelled ones are
+ * freed when it fires.  A watch set by a request sent before the removal
+ * is removed with it; one sent after it is set after it.
+ */
+void
+zkc_watch_upkeep(void)
+{
+	OpContext  *todo = NULL;	/* removals to send, chained by next */
+	OpContext  *rop;
+
+	if (zh == NULL)
+		return;
+	pthread_mutex_lock(&event_mutex);
+	if (watch_upkeep_needed)
+	{
+		watch_upkeep_needed = false;
+		for (OpContext *w = watch_list; w; w = w->next)
+		{
+			if (!w->armed || !w->cancelled || w->removing ||
+				!watch_path_unwanted(w->path))
+				continue;
+			rop = new_op(ZKEV_WATCH, w->path, 0);
+			if (rop == NULL)
+			{
+				watch_upkeep_needed = true; /* out of memory: later */
+				break;
+			}
+			for (OpContext *o = watch_list; o; o = o->next)
+				if (o->armed && strcmp(o->path, w->path) == 0)
+					o->removing = true;
+			rop->next = todo;
+			todo = rop;
+		}
+	}
+	pthread_mutex_unlock(&event_mutex);
+
+	while (todo)
+	{
+		int			rc;
+
+		rop = todo;
+		todo = rop->next;
+		/*
+		 * The header declares the completion a void_completion_t *; the
+		 * library stores and calls it as a void_completion_t.
+		 */
+		rc = zoo_aremove_all_watches(zh, rop->path, ZWATCHTYPE_DATA, 0,
+									 (void_completion_t *) remove_completion,
+									 rop);
+		if (rc != ZOK)
+		{
+			/*
+			 * ZNOWATCHER: the client holds none on the path any more (they
+			 * fired meanwhile; their contexts go with that).  Otherwise try
+			 * again at the next upkeep.
+			 */
+			remove_completion(rc == ZNOWATCHER ? ZNOWATCHER : ZCONNECTIONLOSS,
+							  rop);
+		}
+	}
 }

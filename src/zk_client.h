@@ -118,6 +118,7 @@ extern bool zkc_get_children(const char *path, uint64 tag);
 extern bool zkc_exists(const char *path, bool watch, uint64 tag);
 extern bool zkc_get_data(const char *path, uint64 tag);
 extern bool zkc_get_data_watch(const char *path, uint64 tag);
+extern bool zkc_watch_node(const char *path, uint64 tag);
 extern bool zkc_delete(const char *path, uint64 tag);
 extern bool zkc_set_data_version(const char *path, const char *data,
 								 int datalen, int version, uint64 tag);
@@ -126,5 +127,10 @@ extern bool zkc_set_data(const char *path, const char *data, int datalen,
 extern bool zkc_sync(const char *path, uint64 tag);
 extern bool zkc_get_acl(const char *path, uint64 tag);
 extern bool zkc_set_acl_private(const char *path, uint64 tag);
+
+/* Watches: how many are set, and dropping those no longer wanted */
+extern uint64 zkc_watch_count(void);
+extern void zkc_unwatch(uint64 tag);
+extern void zkc_watch_upkeep(void);
 
 #endif							/* ZKLOCK_ZK_CLIENT_H */

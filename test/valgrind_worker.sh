@@ -104,6 +104,16 @@ psql_ -c "SELECT zk_lock_acquire('vg/w', timeout => '300 ms')" >/dev/null 2>&1 |
 psql_ -c "SELECT zk_lock_acquire('vg/w', timeout => '20 s')" >/dev/null
 wait "$holder"
 
+# contended cycles on one resource: watches set, fired, and removed (a
+# waiter whose node ahead went before its watch was set, one that gave up)
+cyclers=()
+for _ in 1 2 3; do
+	psql_ -c "DO \$\$ BEGIN FOR i IN 1..50 LOOP PERFORM zk_lock_acquire_session('vg/c', parents => false); PERFORM zk_lock_release('vg/c'); END LOOP; END \$\$" >/dev/null &
+	cyclers+=($!)
+done
+psql_ -c "SELECT zk_lock_acquire('vg/c', parents => false, timeout => '10 ms')" >/dev/null 2>&1 || true
+wait "${cyclers[@]}"
+
 # listings at once, some withdrawn by a statement timeout mid-walk
 psql_ -c "SELECT count(zk_lock_acquire_session('vg/l/' || i, parents => false)) FROM generate_series(1, 20) i; SELECT pg_sleep(25);" >/dev/null &
 holder=$!
