@@ -96,6 +96,7 @@ static bool was_connected = false;
 static int64 worker_phase_since_us;	/* CLOCK_BOOTTIME us: durations only */
 static int64 reconnect_at_us;
 static int64 session_asked_at;	/* CLOCK_BOOTTIME us of zkc_connect */
+static int64 connected_at_us;	/* CLOCK_BOOTTIME us of the last connect */
 static char handle_error[128];	/* the last handle we could not make */
 
 /*
@@ -805,7 +806,9 @@ worker_timers(void)
  * ZooKeeper has expired it by now, or will when it is back.  The second
  * catches a connection that the server accepts and drops again at once
  * (every handshake resets the outage): each handshake keeps the session
- * alive on the server, but nothing is answered on it.
+ * alive on the server, but nothing is answered on it.  A connection made
+ * less than a third of the bound ago (the client's ping interval) has its
+ * chance first: the lease's sync is on its way.
  */
 static void
 give_up_if_silent(int64 now_us)
@@ -824,7 +827,9 @@ give_up_if_silent(int64 now_us)
 		session_gone("no connection to ZooKeeper for longer than the session timeout",
 					 SE_GIVEN_UP);
 	}
-	else if (answered != 0 && (now_us - answered) / 1000 >= bound_ms)
+	else if (answered != 0 && (now_us - answered) / 1000 >= bound_ms &&
+			 !(zklock_shared->session_state == ZKS_CONNECTED &&
+			   (now_us - connected_at_us) / 1000 < bound_ms / 3))
 	{
 		ereport(LOG,
 				(errmsg("zklock: gave up ZooKeeper session 0x%llx after %ld s without an answer that proved it alive",
@@ -1016,6 +1021,7 @@ static void
 session_connected(void)
 {
 	set_session_state(ZKS_CONNECTED, zkc_session_id(), NULL);
+	connected_at_us = zklock_boottime_us();
 	if (!was_connected)
 	{
 		save_session();

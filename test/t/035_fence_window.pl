@@ -132,13 +132,26 @@ is(psql1($node1, 'SELECT last_error IS NULL OR last_error = \'\' FROM zk_lock_st
 $log_offset = -s $node1->logfile;
 $node1->safe_psql('postgres',
 	q{BEGIN; SELECT zk_lock_acquire('window/quick'); INSERT INTO guarded VALUES (3); COMMIT;});
+my $h = zk_session($node1, 'quick_holder');
+$h->query_ok(q{SELECT zk_lock_acquire_session('window/quick') > 0});
+$w = zk_session($node2, 'quick_waiter');
+$w->send(q{SELECT zk_lock_acquire('window/quick', timeout => '60 s') > 0});
+ok(wait_for_waiting($node2, $w->pid), 'W waits behind a session lock of node1');
 $old_worker = worker_pid($node1);
+my $t0 = time();
 kill 'TERM', $old_worker;
+my $r = $w->wait(30);
+ok($r && $r->{out} eq 't', 'with no commit in its window, W is granted at once after a SIGTERM of the worker');
+note sprintf('W granted %.3f s after the SIGTERM of node1\'s worker', time() - $t0);
 ok(wait_until(sub { my $p = worker_pid($node1); $p ne '' && $p ne $old_worker }, timeout => 20),
-	'with no commit in its window, the worker restarts at once');
+	'the worker restarts');
 ok(zk_wait_connected($node1), 'and connects');
 ok(!$node1->log_contains(qr/keeping ZooKeeper session/, $log_offset),
 	'without keeping its session for a commit');
+$r = $h->query(q{SELECT zk_lock_release('window/quick')});
+like($r->{err}, qr/was lost/, 'the holder hears that its session lock was lost');
+$w->query_ok('SELECT 1');
+$_->quit for ($h, $w);
 
 zk_done_check();
 done_testing();
