@@ -66,10 +66,17 @@
 
 #include <time.h>
 
+#include <signal.h>
+
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "storage/proc.h"
 
 #include "compat.h"
 #include "lease.h"
+#include "zklock.h"
 #include "settings.h"
 #include "shmem.h"
 #include "zk_client.h"
@@ -357,4 +364,108 @@ int64
 zklock_lease_last_answer(void)
 {
 	return lease_nproofs > 0 ? lease_proofs[lease_nproofs - 1].answered : 0;
+}
+
+/* "pid, pid, ..." of the backends whose window is open for session_id */
+static char *
+lease_window_pids(int64 session_id, int *n)
+{
+	int		   *pids = palloc(sizeof(int) * zklock_shared->nslots);
+	StringInfoData list;
+
+	*n = zklock_lease_commits_pending(session_id, pids, zklock_shared->nslots);
+	initStringInfo(&list);
+	for (int i = 0; i < *n; i++)
+		appendStringInfo(&list, "%s%d", i > 0 ? ", " : "", pids[i]);
+	pfree(pids);
+	return list.data;
+}
+
+/*
+ * Cancel (SIGINT, as pg_cancel_backend) the backends whose window is still
+ * open for session_id.  A commit waiting before its record (for a lock, a
+ * remote server) then fails; one waiting after it (for a synchronous
+ * standby) completes locally.  Either way its window closes.
+ */
+static void
+lease_cancel_windows(int64 session_id)
+{
+	for (int i = 0; i < zklock_shared->nslots; i++)
+	{
+		pg_atomic_uint64 *mark = &zklock_shared->commit_session[i];
+		int			pid = ProcGlobal->allProcs[i].pid;
+
+		if (pg_atomic_read_u64(mark) == (uint64) session_id && pid != 0 &&
+			pg_atomic_read_u64(mark) == (uint64) session_id)
+			(void) kill(pid, SIGINT);
+	}
+}
+
+/*
+ * Worker side, before it ends a session that may still be alive (see "The
+ * commit window" above): wait until no window is open for session_id.  A
+ * commit is normally through in microseconds; one that waits keeps the
+ * session, and every lock node of this instance, until it has ended:
+ * logged after a second and then every minute, naming the backends.  After
+ * a session timeout those backends are cancelled, once, so that nobody
+ * (a synchronous standby that is down, a remote server that hangs) holds
+ * the worker's restart, reload or new session without a bound; the wait
+ * goes on until their windows are closed.  serve, when not NULL, is called
+ * every 10 ms meanwhile (the main loop's work); without it, the worker
+ * sleeps.  The postmaster's death does not end the wait: its orphaned
+ * backends may still commit.
+ */
+void
+zklock_lease_wait_for_commits(int64 session_id, void (*serve) (void))
+{
+	int64		since = zklock_boottime_us();
+	int64		next_log_ms = 1000;
+	int64		cancel_ms = Max(zkc_negotiated_timeout(), zklock_session_timeout);
+	bool		cancelled = false;
+	int			n;
+
+	while (zklock_lease_commits_pending(session_id, NULL, 0) > 0)
+	{
+		int64		waited_ms = (zklock_boottime_us() - since) / 1000;
+
+		if (waited_ms >= next_log_ms || (!cancelled && waited_ms >= cancel_ms))
+		{
+			char	   *pids = lease_window_pids(session_id, &n);
+			bool		cancel = !cancelled && waited_ms >= cancel_ms;
+
+			ereport(LOG,
+					(errmsg_plural("zklock: keeping ZooKeeper session 0x%llx open until %d commit that passed the commit fence has ended",
+								   "zklock: keeping ZooKeeper session 0x%llx open until %d commits that passed the commit fence have ended",
+								   n, (unsigned long long) session_id, n),
+					 errdetail("Backends (PID): %s.%s", pids,
+							   cancel ? " They have waited for a session timeout and are cancelled now." : "")));
+			pfree(pids);
+			if (cancel)
+			{
+				lease_cancel_windows(session_id);
+				cancelled = true;
+			}
+			if (waited_ms >= next_log_ms)
+				next_log_ms = (waited_ms / 60000 + 1) * 60000;
+		}
+		if (serve)
+		{
+			int			rc = WaitLatch(MyLatch,
+									   WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
+									   10, ZKLOCK_WAIT_EVENT);
+
+			ResetLatch(MyLatch);
+			if (rc & WL_POSTMASTER_DEATH)
+				serve = NULL;
+			else
+				serve();
+		}
+		else
+			pg_usleep(10000L);
+	}
+	if ((zklock_boottime_us() - since) / 1000 >= 1000)
+		ereport(LOG,
+				(errmsg("zklock: the commits that passed the commit fence under ZooKeeper session 0x%llx have ended after %ld ms; closing it",
+						(unsigned long long) session_id,
+						(long) ((zklock_boottime_us() - since) / 1000))));
 }

@@ -21,6 +21,8 @@ extern long zklock_lease_tick(bool connected);
 extern int	zklock_lease_commits_pending(int64 session_id, int *pids,
 										 int maxpids);
 extern int64 zklock_lease_last_answer(void);
+extern void zklock_lease_wait_for_commits(int64 session_id,
+										  void (*serve) (void));
 
 /* backend side */
 extern bool zklock_lease_covers(int64 session_id, int64 *remaining_ms);

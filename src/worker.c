@@ -138,6 +138,7 @@ static void session_connected(void);
 static void session_gone(const char *why, SessionEnd end);
 static void worker_take_requests(int *batch);
 static void wait_for_fenced_commits(int64 session_id, bool serve);
+static void serve_while_waiting(void);
 static void hosts_changed(void);
 static void worker_timers(void);
 static void give_up_if_silent(int64 now_us);
@@ -906,71 +907,37 @@ session_gone(const char *why, SessionEnd end)
 		return;					/* the session file still names it */
 	}
 	(void) unlink(SESSION_FILE);
+	if (ShutdownRequestPending)
+	{
+		worker_phase = WP_WAIT_RECONNECT;	/* leaving: no new session */
+		reconnect_at_us = zklock_boottime_us();
+		return;
+	}
 	open_session();
 }
 
 /*
  * Before zklock ends a session that may still be alive: wait until no
- * commit that passed the commit fence under it can still land (the commit
- * windows, lease.c).  The lease was withdrawn before, so no window opens
- * meanwhile.  A commit is normally through in microseconds; one that waits
- * (for a lock in PreCommit_Notify, a slow disk, a synchronous standby)
- * keeps the session, and every lock node of this instance, until it has
- * ended: logged after a second, naming the backends.  serve: called from
- * the main loop, which goes on taking requests meanwhile (they wait for
- * the next session, as in an outage, within their bounds); from
- * worker_exit the worker takes none (they have been failed).  The
- * postmaster's death does not end the wait: its orphaned backends may
- * still commit.
+ * commit that passed the commit fence under it can still land (lease.c).
+ * serve: from the main loop, which goes on taking requests meanwhile (they
+ * wait for the next session, as in an outage, within their bounds); from
+ * worker_exit the worker takes none (they have been failed).
  */
 static void
 wait_for_fenced_commits(int64 session_id, bool serve)
 {
-	int64		since = zklock_boottime_us();
-	bool		logged = false;
-	int			pids[MAX_LOST_PIDS];
-	int			n;
+	zklock_lease_wait_for_commits(session_id,
+								  serve ? serve_while_waiting : NULL);
+}
 
-	while ((n = zklock_lease_commits_pending(session_id, pids,
-											 MAX_LOST_PIDS)) > 0)
-	{
-		if (!logged && zklock_boottime_us() - since >= 1000000)
-		{
-			StringInfoData list;
-
-			initStringInfo(&list);
-			for (int i = 0; i < Min(n, MAX_LOST_PIDS); i++)
-				appendStringInfo(&list, "%s%d", i > 0 ? ", " : "", pids[i]);
-			ereport(LOG,
-					(errmsg_plural("zklock: keeping ZooKeeper session 0x%llx open until %d commit that passed the commit fence has ended",
-								   "zklock: keeping ZooKeeper session 0x%llx open until %d commits that passed the commit fence have ended",
-								   n, (unsigned long long) session_id, n),
-					 errdetail("Backends (PID): %s.", list.data)));
-			pfree(list.data);
-			logged = true;
-		}
-		if (serve)
-		{
-			int			rc = WaitLatch(MyLatch,
-									   WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
-									   10, ZKLOCK_WAIT_EVENT);
-
-			ResetLatch(MyLatch);
-			if (rc & WL_POSTMASTER_DEATH)
-				serve = false;
-			pg_atomic_write_u64(&zklock_shared->worker_alive_at,
-								(uint64) zklock_boottime_us());
-			worker_take_requests(worker_batch);
-			(void) zklock_protocol_tick();
-		}
-		else
-			pg_usleep(10000L);
-	}
-	if (logged)
-		ereport(LOG,
-				(errmsg("zklock: the commits that passed the commit fence under ZooKeeper session 0x%llx have ended after %ld ms; closing it",
-						(unsigned long long) session_id,
-						(long) ((zklock_boottime_us() - since) / 1000))));
+/* The main loop's work while it waits for commits: requests, timers */
+static void
+serve_while_waiting(void)
+{
+	pg_atomic_write_u64(&zklock_shared->worker_alive_at,
+						(uint64) zklock_boottime_us());
+	worker_take_requests(worker_batch);
+	(void) zklock_protocol_tick();
 }
 
 /*

@@ -24,7 +24,10 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 my $hosts = zk_start();
+# node1's session timeout (10 s) bounds how long the worker keeps a session
+# for a commit before it cancels the backend (the last case)
 my $node1 = zk_node('node1',
+	session_timeout => '10s',
 	extra_conf => "synchronous_standby_names = 'zklock_no_such_standby'\n"
 	  . "synchronous_commit = local\n"
 	  . "wal_level = replica\nmax_wal_senders = 2");
@@ -127,6 +130,29 @@ w_waits_for_b('zklock.hosts reloaded', $s, $b, $w, 2, $log_offset);
 ok(zk_wait_connected($node1), 'the worker connects to the new hosts');
 is(psql1($node1, 'SELECT last_error IS NULL OR last_error = \'\' FROM zk_lock_status'),
 	't', 'a change of zklock.hosts is not an error in zk_lock_status.last_error');
+
+# --- a commit held without end: cancelled after a session timeout -----------
+($s, $b, $w) = commit_stuck_past_fence('window/r', 4);
+$log_offset = -s $node1->logfile;
+$old_worker = worker_pid($node1);
+my $t_term = time();
+kill 'TERM', $old_worker;
+my $rb = $b->wait(60);
+ok($rb && $rb->{sqlstate} eq '57014',
+	'a commit still held after a session timeout is cancelled by the worker (57014)');
+note sprintf('B cancelled %.1f s after the SIGTERM (session timeout 10 s)', time() - $t_term);
+cmp_ok(time() - $t_term, '>=', 9, 'not before the session timeout');
+my $rw = $w->wait(30);
+ok($rw && $rw->{out} eq 't', 'then W is granted');
+is(psql1($node1, 'SELECT count(*) FROM guarded WHERE v = 4'), '0',
+	'nothing of the cancelled commit landed');
+ok($node1->log_contains(qr/They have waited for a session timeout and are cancelled now/, $log_offset),
+	'the log says why the backend was cancelled');
+$node1->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $s->pid . ')');
+ok($s->wait(30), 'the session waiting for the standby ends');
+$w->query_ok('SELECT 1');
+$_->quit for ($s, $b, $w);
+ok(zk_wait_connected($node1), 'the restarted worker connects');
 
 # --- a commit that is not held up does not hold the worker up ----------------
 $log_offset = -s $node1->logfile;
