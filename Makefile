@@ -15,6 +15,7 @@ OBJS = \
 	src/orphan.o \
 	src/channel.o \
 	src/worker.o \
+	src/session_file.o \
 	src/backend.o \
 	src/wait.o \
 	src/acquire.o \
@@ -68,7 +69,7 @@ zklock-installcheck-precheck:
 $(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
 	src/resource.h src/worker.h src/backend.h src/backend_int.h \
 	src/zk_client.h src/protocol.h src/protocol_int.h src/lease.h \
-	src/failpoint.h src/grant_rule.h src/nodedata.h
+	src/failpoint.h src/grant_rule.h src/nodedata.h src/session_file.h
 
 # make zklock-unit: the unit tests of the grant rule and of the node data
 # codec (test/unit/), standalone programs with src/grant_rule.c and

@@ -9,7 +9,8 @@
  * operation is asynchronous and many backends' requests are in flight on
  * the one session.
  *
- * The session's identity is kept in pg_stat_tmp/zklock.session.  A worker
+ * The session's identity is kept in pg_stat_tmp/zklock.session
+ * (session_file.c).  A worker
  * that starts after a crash (of itself, a backend or the postmaster) first
  * reattaches to the previous session and closes it, which makes ZooKeeper
  * delete every lock node of the crashed incarnation at once, instead of
@@ -43,7 +44,6 @@
  */
 #include "postgres.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -54,7 +54,6 @@
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "postmaster/postmaster.h"
-#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -63,6 +62,7 @@
 #include "utils/timestamp.h"
 
 #include "worker.h"
+#include "session_file.h"
 #include "channel.h"
 #include "compat.h"
 #include "zklock.h"
@@ -73,15 +73,11 @@
 #include "lease.h"
 #include "failpoint.h"
 
-#define SESSION_FILE		PG_STAT_TMP_DIR "/zklock.session"
-#define SESSION_FILE_TMP	PG_STAT_TMP_DIR "/zklock.session.tmp"
 #define RECONNECT_DELAY_MS	500
 /* after a refusal of our credentials: retrying sooner would not help */
 #define AUTH_RETRY_DELAY_MS	5000
 #define MAX_LOST_PIDS		10	/* PIDs named in the lost-locks WARNING */
 #define CLOSING_RETRY_MS	1000	/* a fresh reattach handle this often */
-#define SESSION_IDENTITY_MAX 1200	/* the writer's identity in the session
-										 * file */
 
 typedef enum WorkerPhase
 {
@@ -307,134 +303,6 @@ outage_ended(void)
 }
 
 /*
- * The session file: session id, password and who wrote it -- this boot of
- * this machine, this PID namespace (a container has its own), this data
- * directory and port (instance_identity) -- written atomically.  A copy of
- * the data directory started elsewhere (a storage snapshot, a cloned
- * machine, another container on the same machine: another boot, PID
- * namespace, directory or port) must not close the original's live
- * session, which its owner still trusts until its lease runs out.  Two
- * containers that share the host's PID namespace, the path and the port
- * are not told apart.
- */
-static bool identity_known = false;	/* the boot id and namespace could
-										 * be read */
-
-/* "pid:[inode]" of this process's PID namespace; false if unreadable */
-static bool
-pid_namespace(char *buf, size_t len)
-{
-	ssize_t		n = readlink("/proc/self/ns/pid", buf, len - 1);
-
-	if (n <= 0)
-	{
-		buf[0] = '\0';
-		return false;
-	}
-	buf[n] = '\0';
-	return true;
-}
-
-static const char *
-instance_identity(void)
-{
-	static char *identity = NULL;
-
-	if (identity == NULL)
-	{
-		char		boot_id[64] = "";
-		char		pidns[64] = "";
-		FILE	   *f = AllocateFile("/proc/sys/kernel/random/boot_id", "r");
-
-		if (f != NULL)
-		{
-			if (fgets(boot_id, sizeof(boot_id), f) == NULL)
-				boot_id[0] = '\0';
-			FreeFile(f);
-		}
-		boot_id[strcspn(boot_id, "\n")] = '\0';
-		identity_known = boot_id[0] != '\0' && pid_namespace(pidns, sizeof(pidns));
-		identity = MemoryContextStrdup(TopMemoryContext,
-									   psprintf("boot %s, %s, %s, port %d",
-												boot_id, pidns, DataDir,
-												PostPortNumber));
-		if (strlen(identity) > SESSION_IDENTITY_MAX)
-			identity[SESSION_IDENTITY_MAX] = '\0';
-	}
-	return identity;
-}
-
-static void
-save_session(void)
-{
-	char		buf[8 + 16 + SESSION_IDENTITY_MAX];
-	int64		id = zkc_session_id();
-	const char *who = instance_identity();
-	int			len;
-	int			fd;
-
-	memcpy(buf, &id, sizeof(id));
-	len = sizeof(id) + zkc_session_passwd(buf + sizeof(id), 16);
-	memcpy(buf + len, who, strlen(who));
-	len += strlen(who);
-	fd = OpenTransientFile(SESSION_FILE_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
-	if (fd < 0 || write(fd, buf, len) != len || pg_fsync(fd) != 0)
-	{
-		ereport(WARNING,
-				(errcode_for_file_access(),
-				 errmsg("zklock: could not write \"%s\": %m", SESSION_FILE_TMP)));
-		if (fd >= 0)
-			CloseTransientFile(fd);
-		return;
-	}
-	CloseTransientFile(fd);
-	(void) durable_rename(SESSION_FILE_TMP, SESSION_FILE, WARNING);
-}
-
-/*
- * The session named by the session file, if this instance wrote it in
- * this boot (see instance_identity).  A file that names no writer
- * (zklock 1.1's) is not trusted either: its session times out.
- */
-static bool
-load_session(int64 *id, char *passwd)
-{
-	char		buf[8 + 16 + SESSION_IDENTITY_MAX];
-	int			fd = OpenTransientFile(SESSION_FILE, O_RDONLY | PG_BINARY);
-	const char *who = instance_identity();
-	int			len;
-
-	if (fd < 0)
-		return false;
-	len = read(fd, buf, sizeof(buf));
-	CloseTransientFile(fd);
-	if (len < 8 + 16)
-		return false;
-	memcpy(id, buf, sizeof(*id));
-	memcpy(passwd, buf + 8, 16);
-	if (!identity_known)
-	{
-		ereport(LOG,
-				(errmsg("zklock: not closing ZooKeeper session 0x%llx named in \"%s\": this machine's boot id or this process's PID namespace cannot be read, so the file's writer cannot be told from a copy",
-						(unsigned long long) *id, SESSION_FILE)));
-		(void) unlink(SESSION_FILE);
-		return false;
-	}
-	if (len - (8 + 16) != (int) strlen(who) ||
-		memcmp(buf + 8 + 16, who, strlen(who)) != 0)
-	{
-		ereport(LOG,
-				(errmsg("zklock: not closing ZooKeeper session 0x%llx named in \"%s\": it was written by \"%.*s\", and this is \"%s\"",
-						(unsigned long long) *id, SESSION_FILE,
-						len - (8 + 16), buf + 8 + 16, who),
-				 errdetail("A copy of another instance's data directory, or a file of an earlier boot or zklock version: that session is left to its owner, or to time out.")));
-		(void) unlink(SESSION_FILE);
-		return false;
-	}
-	return *id != 0;
-}
-
-/*
  * Entries left by an earlier worker of this instance belong to a session
  * that is being closed: held locks are lost, requests fail, releases are
  * done.
@@ -510,7 +378,7 @@ worker_first_session(void)
 
 	/* first, end the session of a crashed predecessor, if there was one */
 	worker_phase_since_us = zklock_boottime_us();
-	if (load_session(&old_id, old_passwd))
+	if (zklock_session_file_load(&old_id, old_passwd))
 	{
 		ereport(LOG,
 				(errmsg("zklock: closing the ZooKeeper session 0x%llx of the previous worker",
@@ -756,7 +624,7 @@ finish_closing(const char *outcome)
 {
 	zkc_close();
 	drop_events();
-	(void) unlink(SESSION_FILE);
+	zklock_session_file_remove();
 	ereport(LOG,
 			(errmsg("zklock: previous ZooKeeper session 0x%llx %s",
 					(unsigned long long) closing_id, outcome)));
@@ -906,7 +774,7 @@ session_gone(const char *why, SessionEnd end)
 		start_closing(id, passwd);
 		return;					/* the session file still names it */
 	}
-	(void) unlink(SESSION_FILE);
+	zklock_session_file_remove();
 	if (ShutdownRequestPending)
 	{
 		worker_phase = WP_WAIT_RECONNECT;	/* leaving: no new session */
@@ -975,7 +843,7 @@ hosts_changed(void)
 						zklock_hosts, (unsigned long long) closing_id)));
 		zkc_close();
 		drop_events();
-		(void) unlink(SESSION_FILE);
+		zklock_session_file_remove();
 		open_session();
 	}
 }
@@ -991,7 +859,7 @@ session_connected(void)
 	connected_at_us = zklock_boottime_us();
 	if (!was_connected)
 	{
-		save_session();
+		zklock_session_file_save();
 		ereport(LOG,
 				(errmsg("zklock: connected to ZooKeeper at \"%s\", session 0x%llx, timeout %d ms",
 						zklock_hosts,
@@ -1111,5 +979,5 @@ worker_exit(int code, Datum arg)
 	(void) ZKLOCK_FAILPOINT("session-lost-before-close");
 	zkc_close();
 	if (closes_session)
-		(void) unlink(SESSION_FILE);
+		zklock_session_file_remove();
 }
