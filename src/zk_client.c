@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#define THREADED				/* libzookeeper_mt: its synchronous calls too */
 #include <zookeeper/zookeeper.h>
 
 #include "zk_client.h"
@@ -357,13 +358,13 @@ node_watcher(zhandle_t *handle, int type, int state, const char *path,
 	bool		cancelled;
 
 	/* session events reach every watcher; session_watcher handles them */
+	/*
+	 * They come with a copy of the client's table, made in its IO thread:
+	 * op may be gone already (dropped locally, zkc_watch_upkeep), so it is
+	 * not touched.  An expired session's contexts go in zkc_close().
+	 */
 	if (type == ZOO_SESSION_EVENT)
-	{
-		/* an expired session drops its watches: free ours */
-		if (state == ZOO_EXPIRED_SESSION_STATE)
-			watch_free(op);
 		return;
-	}
 	pthread_mutex_lock(&event_mutex);
 	cancelled = op->cancelled;
 	pthread_mutex_unlock(&event_mutex);
@@ -979,12 +980,27 @@ zkc_watch_upkeep(void)
 	pthread_mutex_lock(&event_mutex);
 	if (watch_upkeep_needed)
 	{
+		OpContext  *next;
+
 		watch_upkeep_needed = false;
-		for (OpContext *w = watch_list; w; w = w->next)
+		for (OpContext *w = watch_list; w; w = next)
 		{
-			if (!w->armed || !w->cancelled || w->removing ||
-				!watch_path_unwanted(w->path))
+			next = w->next;
+			if (!w->armed || !w->cancelled || w->removing)
 				continue;
+			if (!watch_path_unwanted(w->path))
+			{
+				/*
+				 * A live watch of ours shares the path: the server's watch
+				 * stays for it; drop this one from the client only (the
+				 * synchronous call: with local set it sends nothing).  Not
+				 * found: its firing is queued, node_watcher frees it.
+				 */
+				if (zoo_remove_watches(zh, w->path, ZWATCHTYPE_DATA,
+									   node_watcher, w, 1) == ZOK)
+					watch_free_locked(w);
+				continue;
+			}
 			rop = new_op(ZKEV_WATCH, w->path, 0);
 			if (rop == NULL)
 			{
