@@ -251,15 +251,16 @@ zklock_list_nodes(const char *subtree, Size *len)
  * What it counts: every zklock explicit lock node under zklock.root, of
  * every instance, granted or waiting (expired ones not swept yet too),
  * whose user= is the role the caller acts as (zk_lock_outer_role(), by
- * name, as zk_lock_release_explicit matches it).  Counted exactly from a
- * listing of the explicit nodes at each explicit acquire (one getChildren
- * per resource node, one getData per explicit node): explicit locks are
- * taken seldom, and a count kept anywhere else (shared memory, one
- * instance) would miss those taken, released or expired on other
- * instances.  Acquires of one role running at the same moment may each
- * pass before the others' nodes exist: the count can then go over by their
- * number less one.  Superusers are not limited (they can change the
- * setting); -1 turns it off.  Over the limit: 53400.
+ * name, as zk_lock_release_explicit matches it; the name's bytes when they
+ * are UTF-8, whatever the database encoding: catalog_name_utf8).  Counted
+ * exactly from a listing of the explicit nodes at each explicit acquire
+ * (one getChildren per resource node, one getData per explicit node):
+ * explicit locks are taken seldom, and a count kept anywhere else
+ * (shared memory, one instance) would miss those taken, released or
+ * expired on other instances.  Acquires of one role running at the same
+ * moment may each pass before the others' nodes exist: the count can then
+ * go over by their number less one.  Superusers are not limited (they
+ * can change the setting); -1 turns it off.  Over the limit: 53400.
  */
 static void
 check_explicit_quota(void)

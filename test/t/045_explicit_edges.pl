@@ -180,6 +180,27 @@ ok(wait_until(sub { ($node1->psql('postgres', 'SELECT pg_reload_conf()'))[0] == 
 ok(zk_wait_count(zk_path('orph/c'), 0, 15),
 	"the failed request's node is removed after the restart (was granted for a year)");
 ok(zk_wait_connected($node1), "node1's worker is connected");
+
+# an orphan whose parent zklock may not list (NOAUTH: another client's ACL)
+# does not hold up the orphans after it (it did, until the next connection)
+my ($prc, $pout, $perr) = ZkLockTest::zkutil('create-private',
+	zk_path('orph/private'), 'other:secret', 'plain');
+is($prc, 0, "a node zklock may not list, another client's") or diag($perr);
+$h->query_ok(q{SELECT zk_lock_acquire_explicit('orph/d', ttl => '1 hour')});
+my $dnode = psql1($node2, q{SELECT node FROM zk_locks WHERE resource = 'orph/d'});
+my ($dprefix) = $dnode =~ /^((?:_c_)?zx[^-]*-)/;
+ok(defined $dprefix, "an explicit lock's node, $dnode, stands for an orphan");
+$dprefix =~ s/^_c_//;
+$node1->stop;
+PostgreSQL::Test::Utils::append_to_file($node1->data_dir . '/pg_stat_tmp/zklock.orphans',
+	zk_path('orph/private') . "\tzx00000000.0.1-\n" . zk_path('orph/d') . "\t$dprefix\n");
+$node1->start;
+ok(zk_wait_count(zk_path('orph/d'), 0, 15),
+	'the orphan after one whose parent cannot be listed is removed at once');
+ok(zk_wait_connected($node1), "node1's worker is connected");
+($prc, $pout, $perr) = ZkLockTest::zkutil('delete-private', zk_path('orph/private'),
+	'other:secret');
+is($prc, 0, "the other client's node is gone") or diag($perr);
 foreach my $n ($node1, $node2)
 {
 	$n->safe_psql('postgres', q{ALTER SYSTEM SET zklock.sweep_interval = '500ms'});
