@@ -190,15 +190,17 @@ zklock_orphan_next(void)
 
 /*
  * The listing of the head orphan's parent failed, not for the connection
- * (NOAUTH under another client's ACL, say): the others must not wait behind it.  It goes to the
- * tail, to be listed again at the next connection (zklock_orphan_next
- * stops at an orphan that failed on this one); after ORPHAN_MAX_TRIES
- * failures it is given up, and its nodes left to the sweep (a granted one
- * lasts its time to live).
+ * (NOAUTH under another client's ACL, say): the others must not wait
+ * behind it.  It goes to the tail, to be listed again at the next
+ * connection (zklock_orphan_next stops at an orphan that failed on this
+ * one); after ORPHAN_MAX_TRIES failures it is given up, and its nodes left
+ * to the sweep (a granted one lasts its time to live).
  */
 static void
 orphan_failed(Orphan *o, int rc)
 {
+	MemoryContext old;
+
 	o->tries++;
 	o->failed_epoch = orphan_epoch;
 	if (o->tries >= ORPHAN_MAX_TRIES)
@@ -211,8 +213,10 @@ orphan_failed(Orphan *o, int rc)
 		orphan_drop_head();
 		return;
 	}
+	old = MemoryContextSwitchTo(TopMemoryContext);	/* the list may be new */
 	orphans = list_delete_first(orphans);
 	orphans = lappend(orphans, o);
+	MemoryContextSwitchTo(old);
 }
 
 void
