@@ -13,8 +13,11 @@
  * (zklock_protocol_session_lost), starts the deletions once connected, and
  * hands them the replies tagged ORPHAN_IDX.  One listing of a parent is in
  * flight at a time; the list of orphans is in TopMemoryContext, each freed
- * when its parent has been listed (a failed listing is tried again at the
- * next connection).
+ * when its parent has been listed.  A listing lost with the connection is
+ * tried again at the next one; one that fails otherwise (NOAUTH under
+ * another client's ACL) sends its orphan to the tail, so that it does not
+ * hold up the others, to be tried again at the next connection, and given
+ * up (with a LOG line) after ORPHAN_MAX_TRIES failures.
  *
  * The worker itself can go (SIGTERM, an ERROR, a shutdown) while explicit
  * requests wait, or while the write that grants one is in flight: its exit
@@ -30,9 +33,14 @@
  * deleted, to ORPHAN_FILE; the next worker of the instance reads the file
  * once, at its first connection (its session starts only after the old one
  * is closed, so nothing of the old one can still be created), and deletes
- * those nodes at once, which makes "failed" true.  Nothing is written when
- * the worker is killed (SIGKILL: the instance restarts, and so do the
- * requesters, who are told nothing); their nodes are the sweep's.
+ * those nodes at once, which makes "failed" true.  The file stays until
+ * every orphan read from it is done with, so that a crash of the instance
+ * meanwhile (the exit callbacks do not run) leaves it to the worker after
+ * (before, it went as soon as read, and a granted node of the list then
+ * lasted its time to live).  Nothing is written when the worker is killed
+ * (SIGKILL: the instance restarts, and so do the requesters, who are told
+ * nothing); their nodes are the sweep's, and so are the orphans added since
+ * the file was read.  Only the worker touches the file and these lists.
  *
  *-------------------------------------------------------------------------
  */
@@ -46,6 +54,7 @@
 #include "storage/ipc.h"
 #include "utils/memutils.h"
 
+#include "failpoint.h"
 #include "protocol_int.h"
 #include "zklock.h"
 #include "resource.h"
@@ -56,7 +65,13 @@ typedef struct Orphan
 {
 	char		parent[ZKLOCK_MAX_PATH + 1];
 	char		prefix[32];
+	bool		from_file;		/* read from ORPHAN_FILE, still in it */
+	int			tries;			/* listings that failed */
+	uint32		failed_epoch;	/* connection of the last failure, or 0 */
 } Orphan;
+
+/* A listing that fails this many times (connections) gives the orphan up */
+#define ORPHAN_MAX_TRIES	5
 
 #define ORPHAN_FILE			PG_STAT_TMP_DIR "/zklock.orphans"
 #define ORPHAN_FILE_TMP		PG_STAT_TMP_DIR "/zklock.orphans.tmp"
@@ -65,6 +80,8 @@ static List *orphans = NIL;
 static uint32 orphan_generation = 0;
 static bool orphan_busy = false;
 static bool orphan_started = false;	/* file read, exit callback set */
+static int	orphan_file_left = 0;	/* entries from_file still listed */
+static uint32 orphan_epoch = 1; /* connections: one more at each loss */
 
 static void orphan_at_exit(int code, Datum arg);
 
@@ -80,14 +97,36 @@ zklock_orphan_add(const char *parent, const char *prefix)
 
 	strlcpy(o->parent, parent, sizeof(o->parent));
 	strlcpy(o->prefix, prefix, sizeof(o->prefix));
+	o->from_file = false;
+	o->tries = 0;
+	o->failed_epoch = 0;
 	orphans = lappend(orphans, o);
 	MemoryContextSwitchTo(old);
 }
 
 /*
+ * The head orphan is done with (its nodes' deletes sent, or given up):
+ * free it; once every orphan read from ORPHAN_FILE is, the file goes.
+ */
+static void
+orphan_drop_head(void)
+{
+	Orphan	   *o = linitial(orphans);
+
+	orphans = list_delete_first(orphans);
+	if (o->from_file && --orphan_file_left == 0)
+		(void) unlink(ORPHAN_FILE);
+	pfree(o);
+}
+
+/*
  * The orphans an earlier worker of this instance left in ORPHAN_FILE, one
- * "parent \t prefix" a line; the file goes once read (what is not deleted
- * yet is written again at this worker's exit).
+ * "parent \t prefix" a line.  The file stays until every one of them is
+ * done with (orphan_drop_head): a crash of the instance before that (no
+ * exit callback runs) leaves it for the next worker, which reads it again.
+ * At this worker's exit, orphan_at_exit replaces it with what is left of
+ * it and the orphans added since.  Deleting an orphan's nodes twice is
+ * harmless (its prefix belongs to one request of a worker that is gone).
  */
 static void
 orphan_load(void)
@@ -108,11 +147,14 @@ orphan_load(void)
 			continue;
 		*tab = '\0';
 		zklock_orphan_add(line, tab + 1);
+		((Orphan *) llast(orphans))->from_file = true;
 		n++;
 	}
 	FreeFile(f);
-	(void) unlink(ORPHAN_FILE);
-	if (n > 0)
+	orphan_file_left = n;
+	if (n == 0)
+		(void) unlink(ORPHAN_FILE);
+	else
 		ereport(LOG,
 				(errmsg("zklock: removing the nodes of %d explicit lock request(s) that the previous worker left unanswered",
 						n)));
@@ -133,13 +175,48 @@ zklock_orphan_next(void)
 		orphan_started = true;
 		orphan_load();
 		before_shmem_exit(orphan_at_exit, (Datum) 0);
+		/* pause: the file is read, no node of it deleted yet */
+		(void) ZKLOCK_FAILPOINT("orphans-loaded");
 	}
 	if (orphans == NIL || orphan_busy)
 		return;
 	o = linitial(orphans);
+	if (o->failed_epoch == orphan_epoch)
+		return;					/* all failed on this connection: the next */
 	orphan_generation++;
 	orphan_busy = zkc_get_children(o->parent,
 								   TAG(orphan_generation, OP_CHILDREN, ORPHAN_IDX));
+}
+
+/*
+ * The listing of the head orphan's parent failed, not for the connection
+ * (NOAUTH under another client's ACL, say): the others must not wait
+ * behind it.  It goes to the tail, to be listed again at the next
+ * connection (zklock_orphan_next stops at an orphan that failed on this
+ * one); after ORPHAN_MAX_TRIES failures it is given up, and its nodes left
+ * to the sweep (a granted one lasts its time to live).
+ */
+static void
+orphan_failed(Orphan *o, int rc)
+{
+	MemoryContext old;
+
+	o->tries++;
+	o->failed_epoch = orphan_epoch;
+	if (o->tries >= ORPHAN_MAX_TRIES)
+	{
+		ereport(LOG,
+				(errmsg("zklock: giving up removing the nodes of a lost explicit lock request under \"%s\" (prefix %s)",
+						o->parent, o->prefix),
+				 errdetail("Listing its parent failed %d times, the last with ZooKeeper error %d.",
+						   o->tries, rc)));
+		orphan_drop_head();
+		return;
+	}
+	old = MemoryContextSwitchTo(TopMemoryContext);	/* the list may be new */
+	orphans = list_delete_first(orphans);
+	orphans = lappend(orphans, o);
+	MemoryContextSwitchTo(old);
 }
 
 void
@@ -151,9 +228,15 @@ zklock_orphan_event(ZkEvent *ev)
 		orphans == NIL)
 		return;
 	orphan_busy = false;
-	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
-		return;					/* try again later */
 	o = linitial(orphans);
+	if (ev->rc == ZKC_CONNLOSS || ev->rc == ZKC_EXPIRED)
+		return;					/* again at the next connection */
+	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+	{
+		orphan_failed(o, ev->zoo_rc);
+		zklock_orphan_next();
+		return;
+	}
 	for (int i = 0; i < ev->nchildren; i++)
 	{
 		if (zklock_node_has_prefix(ev->children[i], o->prefix))
@@ -172,8 +255,7 @@ zklock_orphan_event(ZkEvent *ev)
 			pfree(path);
 		}
 	}
-	orphans = list_delete_first(orphans);
-	pfree(o);
+	orphan_drop_head();
 	zklock_orphan_next();
 }
 
@@ -182,6 +264,7 @@ void
 zklock_orphan_disconnected(void)
 {
 	orphan_busy = false;
+	orphan_epoch++;
 }
 
 /*

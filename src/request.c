@@ -56,6 +56,29 @@ holder_utf8(const char *s)
 }
 
 /*
+ * A name from a shared catalog (pg_authid's rolname, pg_database's
+ * datname) as node data has it.  Such a name has no encoding of its own:
+ * its bytes are whatever the database it was created from had, and every
+ * database of the cluster reads the same bytes.  Converted from each
+ * reader's database encoding, a role "q\u00e9" made from a UTF8 database
+ * would be user=q\u00e9 from UTF8 databases and "q\u00c3\u00a9" from
+ * LATIN1 ones: two roles to the quota (check_explicit_quota), and one that
+ * zk_lock_release_explicit does not recognise.  So bytes that are valid
+ * UTF-8 are written as they are, the same from every database; only a name
+ * that is not UTF-8 is converted from the database encoding (a name made
+ * from a LATIN1 database, "q\xe9", is then "q\u00e9" too: the two roles
+ * share a user=, as they share a name in a LATIN1 database).
+ */
+static const char *
+catalog_name_utf8(const char *name)
+{
+	if (name == NULL ||
+		pg_verify_mbstr(PG_UTF8, name, strlen(name), true))
+		return name;
+	return holder_utf8(name);
+}
+
+/*
  * The query, as much of it as can end up in node data, in UTF-8.  No
  * character of a server encoding is more than four times shorter in UTF-8
  * (at most twice), so its first 4 * ZKLOCK_MAX_DATA_LEN bytes, cut between
@@ -118,8 +141,8 @@ zklock_holder_data(char *buf, size_t buflen, const char *scope,
 	zklock_nodedata_epoch(since_text, sizeof(since_text), since);
 	f.instance = holder_utf8(zklock_instance_name());
 	f.pid = pid;
-	f.database = holder_utf8(dbname ? dbname : "");
-	f.user = holder_utf8(GetUserNameFromId(GetOuterUserId(), false));
+	f.database = catalog_name_utf8(dbname ? dbname : "");
+	f.user = catalog_name_utf8(GetUserNameFromId(GetOuterUserId(), false));
 	f.application = holder_utf8(application_name ? application_name : "");
 	f.vxid = vxid;
 	f.scope = scope;
@@ -228,15 +251,16 @@ zklock_list_nodes(const char *subtree, Size *len)
  * What it counts: every zklock explicit lock node under zklock.root, of
  * every instance, granted or waiting (expired ones not swept yet too),
  * whose user= is the role the caller acts as (zk_lock_outer_role(), by
- * name, as zk_lock_release_explicit matches it).  Counted exactly from a
- * listing of the explicit nodes at each explicit acquire (one getChildren
- * per resource node, one getData per explicit node): explicit locks are
- * taken seldom, and a count kept anywhere else (shared memory, one
- * instance) would miss those taken, released or expired on other
- * instances.  Acquires of one role running at the same moment may each
- * pass before the others' nodes exist: the count can then go over by their
- * number less one.  Superusers are not limited (they can change the
- * setting); -1 turns it off.  Over the limit: 53400.
+ * name, as zk_lock_release_explicit matches it; the name's bytes when they
+ * are UTF-8, whatever the database encoding: catalog_name_utf8).  Counted
+ * exactly from a listing of the explicit nodes at each explicit acquire
+ * (one getChildren per resource node, one getData per explicit node):
+ * explicit locks are taken seldom, and a count kept anywhere else
+ * (shared memory, one instance) would miss those taken, released or
+ * expired on other instances.  Acquires of one role running at the same
+ * moment may each pass before the others' nodes exist: the count can then
+ * go over by their number less one.  Superusers are not limited (they
+ * can change the setting); -1 turns it off.  Over the limit: 53400.
  */
 static void
 check_explicit_quota(void)
@@ -250,7 +274,7 @@ check_explicit_quota(void)
 
 	if (zklock_max_explicit_locks_per_role < 0 || superuser_arg(role))
 		return;
-	name = holder_utf8(GetUserNameFromId(role, false));
+	name = catalog_name_utf8(GetUserNameFromId(role, false));
 	rows = list_nodes(NULL, true, &len);
 	for (line = rows; line && *line;)
 	{

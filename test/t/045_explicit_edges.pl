@@ -9,7 +9,10 @@
 #    removes it at once, and another instance is granted within seconds
 #    (was: after twice the session timeout and a sweep); an explicit
 #    request whose granting write was in flight when the worker went is
-#    failed, and its node goes too (was: a lock of a year nobody knew of);
+#    failed, and its node goes too (was: a lock of a year nobody knew of),
+#    even when the instance crash-restarts after the next worker read the
+#    orphans' file and before it deleted the node (was: the file went when
+#    read, and the node stayed granted for its year);
 #  - finding 7: zklock.max_explicit_locks_per_role limits the explicit locks
 #    a role holds or waits for, counted on every instance (53400 past it),
 #    and only a superuser sets it; its cost per acquire is measured;
@@ -29,7 +32,7 @@ use Time::HiRes qw(sleep time);
 
 zk_start();
 my $conf = "zklock.sweep_interval = '500ms'";
-my $node1 = zk_node('node1', extra_conf => $conf, session_timeout => '10s');
+my $node1 = zk_node('node1', extra_conf => "$conf\nrestart_after_crash = on", session_timeout => '10s');
 my $node2 = zk_node('node2', extra_conf => $conf, session_timeout => '10s');
 foreach my $n ($node1, $node2)
 {
@@ -149,6 +152,55 @@ is(psql1($node2, q{SELECT count(*) FROM zk_locks WHERE resource = 'orph/b'}), '0
 ok(zk_wait_log($node1, qr/removing the node of an explicit lock request lost with the session/, $off),
 	'the log says the orphan was removed');
 $g->quit;
+
+# the same, and the instance crash-restarts after the next worker read the
+# orphans' file but before it deleted the node: the file must outlive that
+# (it went as soon as read: the node then stayed granted for its year)
+ok(zk_set_failpoints($node1, 'explicit-grant-sent=exit,orphans-loaded=pause'),
+	'failpoints set');
+my $c = zk_session($node1, 'crashgrant');
+$off = -s $node1->logfile;
+$r = $c->query(q{SELECT zk_lock_acquire_explicit('orph/c', ttl => '1 year')});
+is($r->{sqlstate}, '55000', 'another request fails with its worker while its grant is written');
+ok(zk_wait_log($node1, qr/failpoint "orphans-loaded" reached/, $off, 60),
+	'the next worker read the orphans and pauses before deleting any');
+is(zk_count_locks(zk_path('orph/c')), 1, "... the failed request's node is still there");
+# cleared in the file; the postmaster reads it at the reload after the restart
+$node1->safe_psql('postgres', q{ALTER SYSTEM SET zklock.failpoints = ''});
+my $victim = zk_session($node1, 'victim');
+$off = -s $node1->logfile;
+is(kill('KILL', $victim->pid), 1, 'a backend of node1 is killed (SIGKILL)');
+ok(zk_wait_log($node1, qr/all server processes terminated; reinitializing/, $off, 30),
+	'the instance crash-restarts');
+ok(zk_wait_log($node1, qr/failpoint "orphans-loaded" reached/, $off, 60),
+	'the worker after the restart pauses there too');
+ok(wait_until(sub { ($node1->psql('postgres', 'SELECT pg_reload_conf()'))[0] == 0 },
+		timeout => 30),
+	'the failpoint is cleared');
+ok(zk_wait_count(zk_path('orph/c'), 0, 15),
+	"the failed request's node is removed after the restart (was granted for a year)");
+ok(zk_wait_connected($node1), "node1's worker is connected");
+
+# an orphan whose parent zklock may not list (NOAUTH: another client's ACL)
+# does not hold up the orphans after it (it did, until the next connection)
+my ($prc, $pout, $perr) = ZkLockTest::zkutil('create-private',
+	zk_path('orph/private'), 'other:secret', 'plain');
+is($prc, 0, "a node zklock may not list, another client's") or diag($perr);
+$h->query_ok(q{SELECT zk_lock_acquire_explicit('orph/d', ttl => '1 hour')});
+my $dnode = psql1($node2, q{SELECT node FROM zk_locks WHERE resource = 'orph/d'});
+my ($dprefix) = $dnode =~ /^((?:_c_)?zx[^-]*-)/;
+ok(defined $dprefix, "an explicit lock's node, $dnode, stands for an orphan");
+$dprefix =~ s/^_c_//;
+$node1->stop;
+PostgreSQL::Test::Utils::append_to_file($node1->data_dir . '/pg_stat_tmp/zklock.orphans',
+	zk_path('orph/private') . "\tzx00000000.0.1-\n" . zk_path('orph/d') . "\t$dprefix\n");
+$node1->start;
+ok(zk_wait_count(zk_path('orph/d'), 0, 15),
+	'the orphan after one whose parent cannot be listed is removed at once');
+ok(zk_wait_connected($node1), "node1's worker is connected");
+($prc, $pout, $perr) = ZkLockTest::zkutil('delete-private', zk_path('orph/private'),
+	'other:secret');
+is($prc, 0, "the other client's node is gone") or diag($perr);
 foreach my $n ($node1, $node2)
 {
 	$n->safe_psql('postgres', q{ALTER SYSTEM SET zklock.sweep_interval = '500ms'});
