@@ -19,7 +19,7 @@
  * Every point reached with an action logs "zklock: failpoint "name"
  * reached (action)", which a test waits for.
  *
- * The points (protocol.c, worker.c and root.c), and what "fail" does at
+ * The points (protocol.c, worker.c, root.c and orphan.c), and what "fail" does at
  * each:
  *
  *	after-create-reply	a create's successful reply arrived; fail: drop it
@@ -38,6 +38,8 @@
  *	explicit-grant-sent	an explicit request's granting write (and the
  *						delete of its waiter child) was sent, its reply not
  *						read yet (no "fail"; "exit" ends the worker there)
+ *	orphans-loaded		orphan.c: the next worker read the orphans' file and
+ *						deleted nothing yet (no "fail")
  *	session-lost-before-close	held locks are marked lost, the session
  *						not closed yet (no "fail")
  *	root-acl-check		root.c: the chroot was found, the credentials'
