@@ -183,6 +183,7 @@ typedef struct ZkLockShared
 	uint64		n_failed;
 	uint64		n_waited;
 	uint64		n_lost;
+	uint64		n_watches;		/* lock: watches this session has set and not yet seen fire or removed (protocol.c) */
 
 	/* free list and work queue, lock */
 	int			free_head;
