@@ -253,6 +253,31 @@ BEGIN
                                             g.privilege_type, pg_catalog.lower(g.kind),
                                             g.object, who);
   END LOOP;
+  -- a trigger someone put on a member table (with a TRIGGER privilege that
+  -- default privileges gave, before 1.3) runs as whoever writes the table:
+  -- on zk_lock_fences, as zk_lock_fence's owner.  Not zklock's to drop:
+  -- named, for the administrator.
+  FOR g IN
+    SELECT pg_catalog.format('%I on %I.%I', t.tgname, n.nspname, c.relname) AS object
+    FROM pg_catalog.pg_depend d
+    JOIN pg_catalog.pg_class c ON c.oid = d.objid
+    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+    JOIN pg_catalog.pg_trigger t ON t.tgrelid = c.oid
+    WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+      AND d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+      AND d.refobjid = ext AND d.deptype = 'e'
+      AND NOT t.tgisinternal
+      AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend fd
+                      WHERE fd.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+                        AND fd.objid = t.tgfoid
+                        AND fd.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+                        AND fd.refobjid = ext AND fd.deptype = 'e')
+    ORDER BY 1
+  LOOP
+    RAISE WARNING 'zklock: trigger % is not zklock''s', g.object
+      USING DETAIL = 'It runs with the privileges of whoever writes the table (zk_lock_fence writes zk_lock_fences as the extension''s owner).',
+            HINT = 'Drop it unless you made it.';
+  END LOOP;
   IF pg_catalog.cardinality(removed) > 0 THEN
     RAISE WARNING 'zklock: removed % privileges on its members that default privileges or grants gave',
       pg_catalog.cardinality(removed)

@@ -52,7 +52,8 @@ $node->safe_psql('postgres', q{
 	CREATE ROLE victim LOGIN;   -- holds a lock
 	CREATE ROLE writer LOGIN;   -- granted zk_lock_fence by hand
 	CREATE ROLE mon LOGIN;      -- granted the raw listings by hand
-	CREATE ROLE ops LOGIN;      -- granted the admin functions by hand});
+	CREATE ROLE ops LOGIN;      -- granted the admin functions by hand
+	CREATE ROLE "Ap%p ""x";     -- a name to quote});
 
 my $qs = '"We%ird s"';    # capitals, a space and a %
 
@@ -65,7 +66,9 @@ my $defaults = qq{
 	ALTER DEFAULT PRIVILEGES IN SCHEMA $qs GRANT EXECUTE ON FUNCTIONS TO PUBLIC, app;
 	ALTER DEFAULT PRIVILEGES IN SCHEMA $qs GRANT ALL ON TABLES TO PUBLIC, app;
 	ALTER DEFAULT PRIVILEGES IN SCHEMA $qs GRANT ALL ON SEQUENCES TO app;
-	ALTER DEFAULT PRIVILEGES IN SCHEMA $qs GRANT ALL ON TYPES TO PUBLIC, app;};
+	ALTER DEFAULT PRIVILEGES IN SCHEMA $qs GRANT ALL ON TYPES TO PUBLIC, app;
+	ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO "Ap%p ""x";
+	ALTER DEFAULT PRIVILEGES IN SCHEMA $qs GRANT ALL ON TABLES TO "Ap%p ""x";};
 
 # grants an administrator makes by hand: the documented ones, and the
 # superuser-only functions (which the update to 1.3 removes)
@@ -103,9 +106,9 @@ my @closed_functions = (
 	'zk_lock_local()', 'zk_lock_fence(text,bigint)');
 my @closed_table = qw(INSERT UPDATE DELETE TRUNCATE REFERENCES TRIGGER);
 my $closed_query = join("\nUNION ALL ",
-	(map { my $f = $_; map { qq{SELECT '$_ $f', has_function_privilege('$_', '$qs.$f', 'EXECUTE')} } qw(app plain) } @closed_functions),
-	(map { my $p = $_; map { qq{SELECT '$_ zk_lock_fences $p', has_table_privilege('$_', '$qs.zk_lock_fences', '$p')} } qw(app plain) } @closed_table),
-	(map { qq{SELECT '$_ zk_lock_local view', has_table_privilege('$_', '$qs.zk_lock_local', 'SELECT')} } qw(app plain)),
+	(map { my $f = $_; map { qq{SELECT '$_ $f', has_function_privilege('$_', '$qs.$f', 'EXECUTE')} } (qw(app plain), 'Ap%p "x') } @closed_functions),
+	(map { my $p = $_; map { qq{SELECT '$_ zk_lock_fences $p', has_table_privilege('$_', '$qs.zk_lock_fences', '$p')} } (qw(app plain), 'Ap%p "x') } @closed_table),
+	(map { qq{SELECT '$_ zk_lock_local view', has_table_privilege('$_', '$qs.zk_lock_local', 'SELECT')} } (qw(app plain), 'Ap%p "x')),
 	(map { my $v = $_; map { qq{SELECT '$_ $v UPDATE', has_table_privilege('$_', '$qs.$v', 'UPDATE,DELETE,INSERT,TRUNCATE,TRIGGER,REFERENCES')} } qw(app plain) } qw(zk_locks zk_lock_status)));
 my $open_query = qq{
 	SELECT has_function_privilege('writer', '$qs.zk_lock_fence(text,bigint)', 'EXECUTE'),
@@ -170,6 +173,13 @@ foreach my $path (@paths)
 	$node->safe_psql($db, $hand_grants);
 	$node->safe_psql($db, $admin_grants) if @$updates;
 	$node->safe_psql($db, $defaults) if $when eq 'update';
+	# before 1.3, default privileges let app put a trigger on zk_lock_fences
+	if ($name eq 'v12')
+	{
+		my ($tc) = sqlstate_as($db, 'app',
+			q{CREATE TRIGGER app_trg BEFORE UPDATE ON zk_lock_fences FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()});
+		is($tc, '00000', "$what: before the update, app could put a trigger on zk_lock_fences");
+	}
 	my $all_err = $err;
 	foreach my $to (@$updates)
 	{
@@ -184,6 +194,12 @@ foreach my $path (@paths)
 	like($all_err, qr/WARNING:  zklock: removed \d+ privileges/,
 		"$what: a WARNING says which privileges were removed")
 	  if $name eq 'fresh' || $name eq 'v12';
+	if ($name eq 'v12')
+	{
+		like($all_err, qr/WARNING:  zklock: trigger app_trg on "We%ird s".zk_lock_fences is not zklock's/,
+			"$what: the update names the trigger that is not zklock's");
+		$node->safe_psql($db, "DROP TRIGGER app_trg ON $qs.zk_lock_fences");
+	}
 
 	# the documented privileges
 	my $closed = psql1_db($db,
