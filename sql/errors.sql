@@ -84,6 +84,15 @@ SELECT err($q$INSERT INTO zk_lock_fences VALUES ('priv/other', 1)$q$);
 SELECT err($q$SELECT zk_lock_fence('priv/fence', 5)$q$);
 SELECT zk_lock_fence('priv/fence', 1001) AS fenced_by_the_writer;
 RESET ROLE;
+-- to delegate them, a superuser wraps them in a SECURITY DEFINER function
+CREATE FUNCTION regress_zkl_force(r text) RETURNS integer
+LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_temp
+AS $$ SELECT zk_lock_force_release(r) $$;
+GRANT EXECUTE ON FUNCTION regress_zkl_force(text) TO regress_zkl_plain;
+SET ROLE regress_zkl_plain;
+SELECT regress_zkl_force('priv/r') AS released_through_the_wrapper;
+RESET ROLE;
+DROP FUNCTION regress_zkl_force(text);
 SELECT err($q$UPDATE zk_lock_fences SET token = 5 WHERE resource = 'priv/fence'$q$);
 SELECT resource, token FROM zk_lock_fences WHERE resource = 'priv/fence';
 DELETE FROM zk_lock_fences WHERE resource = 'priv/fence';

@@ -5,6 +5,9 @@
  *
  * Each function checks its arguments and calls backend.c; nothing here
  * knows about ZooKeeper or shared memory beyond reading the status.
+ * Privileges are the SQL objects' grants, except for zk_lock_admin_node,
+ * which refuses every caller that is not a superuser, whatever grants
+ * exist (zklock_admin).
  *
  *-------------------------------------------------------------------------
  */
