@@ -184,6 +184,8 @@ CREATE TRIGGER zk_lock_fences_guard_truncate
 --    everyone but the owner: INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES
 --    and TRIGGER are removed from everyone else (a TRIGGER privilege on
 --    zk_lock_fences would run the holder's code as zk_lock_fence's owner).
+--  (zklock has no sequences and no types of its own: default privileges on
+--  those give nothing here; test/t/044 sets them too.)
 --
 -- Names reach the statements through %I and quote_ident alone: a schema
 -- or role name with %, quotes, spaces or capitals is just a name here.
