@@ -28,7 +28,7 @@ OBJS = \
 	src/failpoint.o
 
 EXTENSION = zklock
-DATA = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql
+DATA = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql zklock--1.2--1.3.sql
 PGFILEDESC = "zklock - ZooKeeper locks for PostgreSQL"
 
 SHLIB_LINK = -lzookeeper_mt -lpthread

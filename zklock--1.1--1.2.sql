@@ -27,17 +27,22 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- PUBLIC, as zk_lock_nodes; zk_locks shows others' details to superusers only.
 REVOKE ALL ON FUNCTION zk_lock_queue(text) FROM PUBLIC;
 -- nor for a role that default privileges (ALTER DEFAULT PRIVILEGES ... ON
--- FUNCTIONS) gave it to as it was created: only its owner runs it
+-- FUNCTIONS) gave it to as it was created: only its owner runs it.  (The
+-- schema's name reaches the statement through %I alone: in the format
+-- string, a name with % in it failed the update, as it did in 1.2.)
 DO $$
 DECLARE
   g record;
 BEGIN
-  FOR g IN SELECT DISTINCT a.grantee::regrole::text AS role
-           FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+  FOR g IN SELECT DISTINCT a.grantee::regrole::text AS role, n.nspname
+           FROM pg_catalog.pg_proc p
+           JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace,
+                pg_catalog.aclexplode(p.proacl) a
            WHERE p.oid = '@extschema@.zk_lock_queue(text)'::pg_catalog.regprocedure
              AND a.grantee <> p.proowner AND a.grantee <> 0
   LOOP
-    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION @extschema@.zk_lock_queue(text) FROM %s', g.role);
+    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I.zk_lock_queue(text) FROM %s',
+                              g.nspname, g.role);
   END LOOP;
 END $$;
 

@@ -47,3 +47,57 @@ SELECT err($q$SELECT count(*) FROM zk_locks$q$);
 ALTER SYSTEM RESET zklock.hosts;
 SELECT pg_reload_conf();
 SELECT wait_until($$(SELECT state FROM zk_lock_status) = 'connected'$$, 10) AS connected;
+
+-- zklock.auth (deprecated, a password): a superuser and a member of
+-- pg_read_all_settings see the mask ('********', or '' when unset, as
+-- here); anyone else gets 42501 from SHOW and current_setting() alike,
+-- also with missing_ok; pg_settings does not list it for anyone.
+CREATE ROLE regress_zkl_settings IN ROLE pg_read_all_settings;
+CREATE ROLE regress_zkl_plain;
+SELECT current_setting('zklock.auth') AS superuser_sees;
+SET ROLE regress_zkl_settings;
+SELECT current_setting('zklock.auth') AS read_all_settings_sees;
+SELECT count(*) AS in_pg_settings FROM pg_settings WHERE name = 'zklock.auth';
+SET ROLE regress_zkl_plain;
+SELECT err($q$SHOW zklock.auth$q$);
+SELECT err($q$SELECT current_setting('zklock.auth')$q$);
+SELECT err($q$SELECT current_setting('zklock.auth', true)$q$);
+SELECT count(*) AS in_pg_settings FROM pg_settings WHERE name = 'zklock.auth';
+RESET ROLE;
+
+-- the administrative functions are superusers' whatever grants exist
+-- (1.3): granted by hand, they still refuse (42501); so does writing to
+-- zk_lock_fences other than through zk_lock_fence, and no UPDATE lowers a
+-- recorded token
+GRANT EXECUTE ON FUNCTION zk_lock_force_release(text, text), zk_lock_revoke(text, text),
+  zk_lock_admin_node(text, text, text, text), zk_lock_fence(text, bigint) TO regress_zkl_plain;
+GRANT INSERT, UPDATE, DELETE, TRUNCATE ON zk_lock_fences TO regress_zkl_plain;
+SELECT zk_lock_fence('priv/fence', 1000) AS fenced;
+SET ROLE regress_zkl_plain;
+SELECT err($q$SELECT zk_lock_force_release('priv/r')$q$);
+SELECT err($q$SELECT zk_lock_revoke('priv/r', 'terminate')$q$);
+SELECT err($q$SELECT zk_lock_admin_node('priv/r', 'LOCK-EXCLUSIVE-0000000000', 'delete', NULL)$q$);
+SELECT err($q$UPDATE zk_lock_fences SET token = 5 WHERE resource = 'priv/fence'$q$);
+SELECT err($q$DELETE FROM zk_lock_fences WHERE resource = 'priv/fence'$q$);
+SELECT err($q$TRUNCATE zk_lock_fences$q$);
+SELECT err($q$INSERT INTO zk_lock_fences VALUES ('priv/other', 1)$q$);
+SELECT err($q$SELECT zk_lock_fence('priv/fence', 5)$q$);
+SELECT zk_lock_fence('priv/fence', 1001) AS fenced_by_the_writer;
+RESET ROLE;
+-- to delegate them, a superuser wraps them in a SECURITY DEFINER function
+CREATE FUNCTION regress_zkl_force(r text) RETURNS integer
+LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_temp
+AS $$ SELECT zk_lock_force_release(r) $$;
+GRANT EXECUTE ON FUNCTION regress_zkl_force(text) TO regress_zkl_plain;
+SET ROLE regress_zkl_plain;
+SELECT regress_zkl_force('priv/r') AS released_through_the_wrapper;
+RESET ROLE;
+DROP FUNCTION regress_zkl_force(text);
+SELECT err($q$UPDATE zk_lock_fences SET token = 5 WHERE resource = 'priv/fence'$q$);
+SELECT resource, token FROM zk_lock_fences WHERE resource = 'priv/fence';
+DELETE FROM zk_lock_fences WHERE resource = 'priv/fence';
+REVOKE ALL ON FUNCTION zk_lock_force_release(text, text), zk_lock_revoke(text, text),
+  zk_lock_admin_node(text, text, text, text), zk_lock_fence(text, bigint) FROM regress_zkl_plain;
+REVOKE ALL ON zk_lock_fences FROM regress_zkl_plain;
+DROP ROLE regress_zkl_plain;
+DROP ROLE regress_zkl_settings;

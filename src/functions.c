@@ -5,6 +5,9 @@
  *
  * Each function checks its arguments and calls backend.c; nothing here
  * knows about ZooKeeper or shared memory beyond reading the status.
+ * Privileges are the SQL objects' grants, except for zk_lock_admin_node,
+ * which refuses every caller that is not a superuser, whatever grants
+ * exist (zklock_admin).
  *
  *-------------------------------------------------------------------------
  */
@@ -46,6 +49,7 @@ PG_FUNCTION_INFO_V1(zklock_nodes);
 PG_FUNCTION_INFO_V1(zklock_nodes_1_2);
 PG_FUNCTION_INFO_V1(zklock_revocation_data);
 PG_FUNCTION_INFO_V1(zklock_status);
+PG_FUNCTION_INFO_V1(zklock_status_1_3);
 PG_FUNCTION_INFO_V1(zklock_local);
 
 /*
@@ -689,14 +693,19 @@ zklock_revocation_data(PG_FUNCTION_ARGS)
 }
 
 /*
- * zk_lock_status(): this instance's worker and session.
+ * The columns of zk_lock_status, as many as the version of the SQL objects
+ * asks for: 1.0 has 16, 1.1 and 1.2 add the lease (18), 1.3 adds watches
+ * (19).  The values are read under the lock, in one pass.
  */
-Datum
-zklock_status(PG_FUNCTION_ARGS)
+#define STATUS_COLS_1_2 18
+#define STATUS_COLS_1_3 19
+
+static Datum
+status_row(FunctionCallInfo fcinfo, int maxcols)
 {
 	TupleDesc	tupdesc;
-	Datum		values[18];
-	bool		nulls[18];
+	Datum		values[STATUS_COLS_1_3];
+	bool		nulls[STATUS_COLS_1_3];
 	ZkLockShared *s;
 	int			in_use = 0;
 	int			in_doubt = 0;
@@ -705,6 +714,9 @@ zklock_status(PG_FUNCTION_ARGS)
 	zklock_backend_init();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	if (tupdesc->natts > maxcols)
+		elog(ERROR, "zk_lock_status returns at most %d columns, not %d",
+			 maxcols, tupdesc->natts);
 
 	memset(nulls, 0, sizeof(nulls));
 	s = zklock_shared;
@@ -758,9 +770,28 @@ zklock_status(PG_FUNCTION_ARGS)
 	else
 		nulls[16] = true;
 	values[17] = Int32GetDatum(zklock_lease_margin);
+	/* 1.3: the watches the session has set and not yet seen fire */
+	values[18] = Int64GetDatum((int64) s->n_watches);
 	LWLockRelease(s->lock);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * zk_lock_status() of 1.0, 1.1 and 1.2: this instance's worker and session
+ * (a library of 1.3 serving those SQL objects, in a rolling upgrade).
+ */
+Datum
+zklock_status(PG_FUNCTION_ARGS)
+{
+	return status_row(fcinfo, STATUS_COLS_1_2);
+}
+
+/* zk_lock_status() of 1.3: and the watches column */
+Datum
+zklock_status_1_3(PG_FUNCTION_ARGS)
+{
+	return status_row(fcinfo, STATUS_COLS_1_3);
 }
 
 /*
@@ -889,7 +920,13 @@ zklock_local(PG_FUNCTION_ARGS)
 /*
  * zk_lock_admin_node(resource, node, action, data): the worker deletes
  * ('delete') or writes data into ('revoke') another holder's node.  Only
- * for zk_lock_force_release and zk_lock_revoke; not granted to PUBLIC.
+ * for zk_lock_force_release, zk_lock_revoke and zk_lock_release_explicit
+ * (SECURITY DEFINER, run as the extension's owner, a superuser).
+ *
+ * Superusers only, whatever grants exist: a grant made by ALTER DEFAULT
+ * PRIVILEGES (or by hand) must not let a role delete or rewrite the lock
+ * nodes of every instance.  The same symbol serves the SQL objects of
+ * 1.0 to 1.3, so a database not yet updated is covered too.
  */
 Datum
 zklock_admin(PG_FUNCTION_ARGS)
@@ -900,6 +937,12 @@ zklock_admin(PG_FUNCTION_ARGS)
 	char	   *data = NULL;
 	ZkEntryKind kind;
 
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for function zk_lock_admin_node"),
+				 errdetail("Only superusers may delete or rewrite other holders' zklock lock nodes, whatever grants exist."),
+				 errhint("Call zk_lock_force_release or zk_lock_revoke as a superuser.")));
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

@@ -10,6 +10,10 @@
 #    in SQL) as at 1.2 (the C grant rule, through zk_lock_queue's granted
 #    and blocked_by); zk_lock_revoke's node data from the codec
 #    (zk_lock_revocation_data) is 1.1's format() after "v=2".
+#  - the same for a database at 1.2: its zk_lock_status (18 columns) under
+#    the new library, and the watches column (1.3) after the update.
+#  (test/t/044 does every path again with default privileges in place and
+#  a schema named We%ird s.)
 use strict;
 use warnings;
 
@@ -26,7 +30,9 @@ my $node = zk_node('node1');
 $node->safe_psql('postgres', 'CREATE DATABASE old');
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('postgres', 'CREATE DATABASE v11');
+$node->safe_psql('postgres', 'CREATE DATABASE v12');
 $node->safe_psql('v11', q{CREATE EXTENSION zklock VERSION '1.1'});
+$node->safe_psql('v12', q{CREATE EXTENSION zklock VERSION '1.2'});
 $node->safe_psql('old', q{CREATE EXTENSION zklock VERSION '1.0'});
 $node->safe_psql('fresh', 'CREATE EXTENSION zklock');
 
@@ -43,6 +49,12 @@ is($node->safe_psql('old',
 is($node->safe_psql('old',
 		q{SELECT count(*) FROM (SELECT zk_lock_acquire_session('upgrade/b') AS t) s, zk_locks l WHERE l.resource = 'upgrade/b'}),
 	'1', '1.0 objects: zk_locks lists a lock');
+
+# the new library under the 1.2 objects: zk_lock_status has 1.2's columns
+is($node->safe_psql('v12',
+		q{SELECT state, lease_margin > 0, (SELECT count(*) FROM pg_attribute
+		   WHERE attrelid = 'zk_lock_status'::regclass AND attnum > 0) FROM zk_lock_status}),
+	'connected|t|18', '1.2 objects: zk_lock_status works with the new library');
 
 # the new library under the 1.1 objects, beside a 1.2 database: one queue,
 # holders SHARED, SHARED, then waiters EXCLUSIVE, SHARED, EXCLUSIVE
@@ -105,6 +117,10 @@ $node->safe_psql('v11', 'ALTER EXTENSION zklock UPDATE');
 is($node->safe_psql('v11', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	$default, "1.1: ALTER EXTENSION zklock UPDATE reaches $default");
 
+$node->safe_psql('v12', 'ALTER EXTENSION zklock UPDATE');
+is($node->safe_psql('v12', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
+	$default, "1.2: ALTER EXTENSION zklock UPDATE reaches $default");
+
 $node->safe_psql('old', 'ALTER EXTENSION zklock UPDATE');
 is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	$default, "ALTER EXTENSION zklock UPDATE reaches $default");
@@ -125,12 +141,22 @@ my $describe = q{
     FROM pg_class c JOIN pg_depend d
       ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
      AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+    UNION ALL
+    SELECT format('trigger %s on %s def=%s', t.tgname, t.tgrelid::regclass::text,
+                  pg_get_triggerdef(t.oid))
+    FROM pg_trigger t JOIN pg_depend d
+      ON d.classid = 'pg_class'::regclass AND d.objid = t.tgrelid
+     AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
   ) s};
 my $old = $node->safe_psql('old', $describe);
 my $fresh = $node->safe_psql('fresh', $describe);
 is($old, $fresh, 'the updated database has the same objects as a fresh install');
 is($node->safe_psql('v11', $describe), $fresh,
 	'the database updated from 1.1 has the same objects as a fresh install');
+is($node->safe_psql('v12', $describe), $fresh,
+	'the database updated from 1.2 has the same objects as a fresh install');
+like($fresh, qr/^trigger zk_lock_fences_guard on zk_lock_fences /m,
+	'zk_lock_fences is guarded by a trigger');
 
 # 1.1 -> 1.2 in a database where the DBA built on zk_lock_nodes, granted it
 # by hand, and set default privileges for new functions: the update goes
@@ -155,6 +181,8 @@ is($node->safe_psql('dba', q{
 
 is($node->safe_psql('old', 'SELECT lease_margin > 0 FROM zk_lock_status'), 't',
 	'the updated zk_lock_status has the lease columns');
+is($node->safe_psql('v12', 'SELECT watches >= 0 FROM zk_lock_status'), 't',
+	'the updated zk_lock_status has the watches column');
 
 $node->stop;
 zk_done_check();

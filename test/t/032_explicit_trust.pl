@@ -210,7 +210,7 @@ is(psql1($node2, q{SELECT zk_lock_release_explicit('ex/up')}), '1',
 psql1($node2, q{ALTER EXTENSION zklock UPDATE TO '1.1'});
 is(psql1($node2, q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	'1.1', 'updated to 1.1');
-psql1($node2, q{ALTER EXTENSION zklock UPDATE});
+psql1($node2, q{ALTER EXTENSION zklock UPDATE TO '1.2'});
 is(psql1($node2, q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	'1.2', 'then to 1.2');
 

@@ -1,7 +1,7 @@
 
 # A rolling upgrade: an instance running zklock's last release (git revision
 # 2e55121, extension 1.1, node data format 1) and one running this tree's
-# library (1.2, format 2, "v=2" first) share one ZooKeeper root.
+# library (1.2 or later, format 2, "v=2" first) share one ZooKeeper root.
 #  - each one's zk_locks shows the other's locks with their fields (pid,
 #    database, user, application, scope, implicit, since, query);
 #  - they exclude each other: EXCLUSIVE against EXCLUSIVE either way,
@@ -41,8 +41,11 @@ is(psql1($old, q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	'1.1', 'the old instance runs extension 1.1');
 is(psql1($old, q{SELECT default_version FROM pg_available_extensions WHERE name = 'zklock'}),
 	'1.1', 'and knows no later version');
+my $new_version = psql1($new,
+	q{SELECT default_version FROM pg_available_extensions WHERE name = 'zklock'});
+cmp_ok($new_version, 'ge', '1.2', "this tree's default version is 1.2 or later ($new_version)");
 is(psql1($new, q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
-	'1.2', 'the new instance runs extension 1.2');
+	$new_version, "the new instance runs extension $new_version");
 
 # --- each one lists the other's locks, with their fields -----------------
 my $ho = zk_session($old, 'old_holder');
