@@ -11,23 +11,20 @@
 -- library before ALTER EXTENSION UPDATE).
 
 -- zk_lock_status: and watches, the ZooKeeper watches this instance's
--- session has set and not yet seen fire or removed.
-DROP VIEW zk_lock_status;
-DROP FUNCTION zk_lock_status();
-CREATE FUNCTION zk_lock_status(
-    OUT worker_pid integer, OUT state text, OUT session_id text,
-    OUT hosts text, OUT root text, OUT session_timeout integer,
-    OUT state_since timestamptz, OUT entries_in_use integer,
-    OUT granted bigint, OUT waited bigint, OUT not_granted bigint,
-    OUT failed bigint, OUT lost bigint, OUT in_doubt integer,
-    OUT disconnected_since timestamptz, OUT last_error text,
-    OUT lease_remaining integer, OUT lease_margin integer,
-    OUT watches bigint)
-RETURNS record
-AS 'MODULE_PATHNAME', 'zklock_status_1_3'
+-- session has set and not yet seen fire or removed.  The view gains the
+-- column at its end (CREATE OR REPLACE VIEW), and the function
+-- zk_lock_status() stays as it is, so that an update keeps the views and
+-- grants that users made on either.
+CREATE FUNCTION zk_lock_status_watches()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zklock_status_watches'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_lock_status_watches() IS
+  'The ZooKeeper watches this instance''s zklock session has set and not yet seen fire or removed (zk_lock_status.watches).';
 
-CREATE VIEW zk_lock_status AS SELECT * FROM zk_lock_status();
+CREATE OR REPLACE VIEW zk_lock_status AS
+  SELECT s.*, @extschema@.zk_lock_status_watches() AS watches
+  FROM @extschema@.zk_lock_status() AS s;
 
 -- zk_lock_force_release: superusers only, whatever grants exist (the C
 -- function it calls, zk_lock_admin_node, refuses everyone else too); a
@@ -160,6 +157,53 @@ CREATE TRIGGER zk_lock_fences_guard
 CREATE TRIGGER zk_lock_fences_guard_truncate
   BEFORE TRUNCATE ON zk_lock_fences
   FOR EACH STATEMENT EXECUTE FUNCTION zk_lock_fences_guard();
+
+-- zk_lock_fence applies the resource-name rules too.
+-- (issue 20) zk_lock_fence accepted names no lock can have
+-- ('f//b', 'a/../b', 'zklock.anchor').  It now applies the resource-name
+-- rules first (22023 / 42622, as every other function), through a C
+-- function that needs no shared memory, so zk_lock_fence keeps working
+-- without shared_preload_libraries.
+--
+
+CREATE FUNCTION zk_lock_check_resource(resource text)
+RETURNS void
+LANGUAGE C
+AS 'MODULE_PATHNAME', 'zklock_check_resource_name';
+COMMENT ON FUNCTION zk_lock_check_resource(text) IS
+  'Raises the error a zklock function would for a bad resource name (22023, 42622, 22021); returns nothing otherwise.';
+
+CREATE OR REPLACE FUNCTION zk_lock_fence(resource text, token bigint)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  newest bigint;
+BEGIN
+  IF resource IS NULL OR token IS NULL THEN
+    RAISE EXCEPTION 'zk_lock_fence needs a resource and a token'
+      USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+  PERFORM @extschema@.zk_lock_check_resource(zk_lock_fence.resource);
+  INSERT INTO @extschema@.zk_lock_fences AS f (resource, token)
+  VALUES (zk_lock_fence.resource, zk_lock_fence.token)
+  ON CONFLICT ON CONSTRAINT zk_lock_fences_pkey
+  DO UPDATE SET token = EXCLUDED.token, fenced_at = now()
+     WHERE f.token <= EXCLUDED.token
+  RETURNING f.token INTO newest;
+  IF NOT FOUND THEN
+    SELECT f.token INTO newest FROM @extschema@.zk_lock_fences AS f
+    WHERE f.resource = zk_lock_fence.resource;
+    RAISE EXCEPTION 'stale fencing token % for zklock resource "%"', token, resource
+      USING ERRCODE = 'lock_not_available',
+            DETAIL = format('Token %s has been used for this resource since.', newest),
+            HINT = 'The lock was lost and granted to another holder; this transaction must not write.';
+  END IF;
+  RETURN token;
+END $$;
+-- (CREATE OR REPLACE keeps the privileges zk_lock_fence had)
 
 -- Privileges: what README promises of every member, whatever default
 -- privileges (ALTER DEFAULT PRIVILEGES, globally or in this schema, for

@@ -49,7 +49,7 @@ PG_FUNCTION_INFO_V1(zklock_nodes);
 PG_FUNCTION_INFO_V1(zklock_nodes_1_2);
 PG_FUNCTION_INFO_V1(zklock_revocation_data);
 PG_FUNCTION_INFO_V1(zklock_status);
-PG_FUNCTION_INFO_V1(zklock_status_1_3);
+PG_FUNCTION_INFO_V1(zklock_status_watches);
 PG_FUNCTION_INFO_V1(zklock_local);
 
 /*
@@ -693,19 +693,19 @@ zklock_revocation_data(PG_FUNCTION_ARGS)
 }
 
 /*
- * The columns of zk_lock_status, as many as the version of the SQL objects
- * asks for: 1.0 has 16, 1.1 and 1.2 add the lease (18), 1.3 adds watches
- * (19).  The values are read under the lock, in one pass.
+ * The columns of zk_lock_status(), as many as the version of the SQL
+ * objects asks for: 1.0 has 16, 1.1 and later add the lease (18); 1.3's
+ * view adds watches from zk_lock_status_watches().  The values are read
+ * under the lock, in one pass.
  */
-#define STATUS_COLS_1_2 18
-#define STATUS_COLS_1_3 19
+#define STATUS_COLS 18
 
 static Datum
 status_row(FunctionCallInfo fcinfo, int maxcols)
 {
 	TupleDesc	tupdesc;
-	Datum		values[STATUS_COLS_1_3];
-	bool		nulls[STATUS_COLS_1_3];
+	Datum		values[STATUS_COLS];
+	bool		nulls[STATUS_COLS];
 	ZkLockShared *s;
 	int			in_use = 0;
 	int			in_doubt = 0;
@@ -770,28 +770,28 @@ status_row(FunctionCallInfo fcinfo, int maxcols)
 	else
 		nulls[16] = true;
 	values[17] = Int32GetDatum(zklock_lease_margin);
-	/* 1.3: the watches the session has set and not yet seen fire */
-	values[18] = Int64GetDatum((int64) s->n_watches);
 	LWLockRelease(s->lock);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
-/*
- * zk_lock_status() of 1.0, 1.1 and 1.2: this instance's worker and session
- * (a library of 1.3 serving those SQL objects, in a rolling upgrade).
- */
+/* zk_lock_status(): this instance's worker and session */
 Datum
 zklock_status(PG_FUNCTION_ARGS)
 {
-	return status_row(fcinfo, STATUS_COLS_1_2);
+	return status_row(fcinfo, STATUS_COLS);
 }
 
-/* zk_lock_status() of 1.3: and the watches column */
+/* zk_lock_status.watches (1.3): the worker's count of its watches */
 Datum
-zklock_status_1_3(PG_FUNCTION_ARGS)
+zklock_status_watches(PG_FUNCTION_ARGS)
 {
-	return status_row(fcinfo, STATUS_COLS_1_3);
+	int64		n;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	n = (int64) zklock_shared->n_watches;
+	LWLockRelease(zklock_shared->lock);
+	PG_RETURN_INT64(n);
 }
 
 /*
