@@ -22,6 +22,10 @@ SELECT regexp_replace(err(format('SELECT zk_lock_fence(%L, %s)', 'fence/orders',
 SELECT token = :new_token AS newest_kept FROM zk_lock_fences WHERE resource = 'fence/orders';
 
 SELECT err($$SELECT zk_lock_fence(NULL, 1)$$);
+-- the resource-name rules apply (1.3), and nothing is recorded
+SELECT err($$SELECT zk_lock_fence('f//b', 1)$$);
+SELECT err($$SELECT zk_lock_fence('a/../b', 1)$$);
+SELECT count(*) AS recorded FROM zk_lock_fences WHERE resource IN ('f//b', 'a/../b');
 
 -- only the owner may fence by default
 SELECT has_function_privilege('public', 'zk_lock_fence(text, bigint)', 'EXECUTE') AS public_may_fence,
