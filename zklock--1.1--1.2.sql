@@ -33,7 +33,11 @@ REVOKE ALL ON FUNCTION zk_lock_queue(text) FROM PUBLIC;
 DO $$
 DECLARE
   g record;
+  saved_path text := pg_catalog.current_setting('search_path');
 BEGIN
+  -- pg_catalog alone: no operator of the extension's schema (where others
+  -- may create) is picked by a comparison below (test/t/058)
+  PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
   FOR g IN SELECT DISTINCT a.grantee::regrole::text AS role, n.nspname
            FROM pg_catalog.pg_proc p
            JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace,
@@ -44,6 +48,7 @@ BEGIN
     EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I.zk_lock_queue(text) FROM %s',
                               g.nspname, g.role);
   END LOOP;
+  PERFORM pg_catalog.set_config('search_path', saved_path, true);
 END $$;
 
 -- SHOW LOCKS, as before; granted and blocked_by come from zk_lock_queue.

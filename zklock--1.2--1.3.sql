@@ -233,9 +233,15 @@ END $$;
 --
 -- Names reach the statements through %I and quote_ident alone: a schema
 -- or role name with %, quotes, spaces or capitals is just a name here.
+-- The block looks names up in pg_catalog alone (set_config below): the
+-- script's search_path begins with the extension's schema, where a role
+-- with CREATE there could have put an operator that an unqualified
+-- comparison would pick and run as the superuser (test/t/058).  The path
+-- is restored at the end.
 DO $$
 DECLARE
-  ext oid := (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'zklock');
+  saved_path text := pg_catalog.current_setting('search_path');
+  ext oid;
   su_only text[] := ARRAY['zk_lock_admin_node', 'zk_lock_force_release',
                           'zk_lock_revoke', 'zk_lock_fences_guard'];
   not_public text[] := ARRAY['zk_lock_nodes', 'zk_lock_queue', 'zk_lock_local',
@@ -244,6 +250,8 @@ DECLARE
   who text;
   removed text[] := '{}';
 BEGIN
+  PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+  ext := (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'zklock');
   FOR g IN
     SELECT DISTINCT 'FUNCTION' AS kind,
            pg_catalog.format('%I.%I(%s)', n.nspname, p.proname,
@@ -302,9 +310,10 @@ BEGIN
   -- a trigger someone put on a member table (with a TRIGGER privilege that
   -- default privileges gave, before 1.3) runs as whoever writes the table:
   -- on zk_lock_fences, as zk_lock_fence's owner.  Not zklock's to drop:
-  -- named, for the administrator.
+  -- disabled and named, for the administrator.
   FOR g IN
-    SELECT pg_catalog.format('%I on %I.%I', t.tgname, n.nspname, c.relname) AS object
+    SELECT pg_catalog.format('%I on %I.%I', t.tgname, n.nspname, c.relname) AS object,
+           pg_catalog.format('%I.%I', n.nspname, c.relname) AS tbl, t.tgname
     FROM pg_catalog.pg_depend d
     JOIN pg_catalog.pg_class c ON c.oid = d.objid
     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -320,9 +329,10 @@ BEGIN
                         AND fd.refobjid = ext AND fd.deptype = 'e')
     ORDER BY 1
   LOOP
-    RAISE WARNING 'zklock: trigger % is not zklock''s', g.object
-      USING DETAIL = 'It runs with the privileges of whoever writes the table (zk_lock_fence writes zk_lock_fences as the extension''s owner).',
-            HINT = 'Drop it unless you made it.';
+    EXECUTE pg_catalog.format('ALTER TABLE %s DISABLE TRIGGER %I', g.tbl, g.tgname);
+    RAISE WARNING 'zklock: trigger % is not zklock''s: disabled', g.object
+      USING DETAIL = 'It would run with the privileges of whoever writes the table (zk_lock_fence writes zk_lock_fences as the extension''s owner).',
+            HINT = 'Drop it, or enable it again (ALTER TABLE ... ENABLE TRIGGER) if you made it and trust its function.';
   END LOOP;
   IF pg_catalog.cardinality(removed) > 0 THEN
     RAISE WARNING 'zklock: removed % privileges on its members that default privileges or grants gave',
@@ -330,4 +340,5 @@ BEGIN
       USING DETAIL = pg_catalog.array_to_string(removed, E'\n'),
             HINT = 'zklock''s superuser-only members keep no grants; those not granted to PUBLIC keep none that their owner''s default privileges give; its tables and views keep no privilege but SELECT.  A grant made by hand afterwards is kept by later updates unless those default privileges would also give it.';
   END IF;
+  PERFORM pg_catalog.set_config('search_path', saved_path, true);
 END $$;

@@ -788,6 +788,7 @@ zklock_status_watches(PG_FUNCTION_ARGS)
 {
 	int64		n;
 
+	zklock_check_loaded();
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	n = (int64) zklock_shared->n_watches;
 	LWLockRelease(zklock_shared->lock);

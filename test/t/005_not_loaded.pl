@@ -27,6 +27,7 @@ for my $sql (
 	q{SELECT zk_lock_acquire_explicit('a/b', ttl => '1 hour')},
 	q{SELECT * FROM zk_locks},
 	q{SELECT * FROM zk_lock_status},
+	q{SELECT zk_lock_status_watches()},
 	q{SELECT * FROM zk_lock_local},
 	q{SELECT zk_lock_outer_role()},
 	q{SELECT zk_lock_release_explicit('a/b')},

@@ -198,6 +198,8 @@ foreach my $path (@paths)
 	{
 		like($all_err, qr/WARNING:  zklock: trigger app_trg on "We%ird s".zk_lock_fences is not zklock's/,
 			"$what: the update names the trigger that is not zklock's");
+		is(psql1_db($db, q{SELECT tgenabled FROM pg_trigger WHERE tgname = 'app_trg'}), 'D',
+			"$what: and disables it (it would run as zk_lock_fence's owner)");
 		$node->safe_psql($db, "DROP TRIGGER app_trg ON $qs.zk_lock_fences");
 	}
 
