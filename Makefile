@@ -18,6 +18,7 @@ OBJS = \
 	src/session_file.o \
 	src/backend.o \
 	src/wait.o \
+	src/wait_events.o \
 	src/acquire.o \
 	src/guard.o \
 	src/fence.o \
@@ -33,6 +34,9 @@ PGFILEDESC = "zklock - ZooKeeper locks for PostgreSQL"
 
 SHLIB_LINK = -lzookeeper_mt -lpthread
 PG_CPPFLAGS = -I$(srcdir)/src
+# the version in the module's magic block (PostgreSQL 18): zklock.control's
+ZKLOCK_VERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" zklock.control)
+PG_CPPFLAGS += -DZKLOCK_VERSION='"$(ZKLOCK_VERSION)"'
 # (no -Werror here: a newer compiler's new warning must not break a user's
 # build; test/run_tests.sh builds with PG_CFLAGS=-Werror)
 
@@ -69,7 +73,8 @@ zklock-installcheck-precheck:
 $(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
 	src/resource.h src/worker.h src/backend.h src/backend_int.h \
 	src/zk_client.h src/protocol.h src/protocol_int.h src/lease.h \
-	src/failpoint.h src/grant_rule.h src/nodedata.h src/session_file.h
+	src/failpoint.h src/grant_rule.h src/nodedata.h src/session_file.h \
+	src/wait_events.h
 
 # make zklock-unit: the unit tests of the grant rule and of the node data
 # codec (test/unit/), standalone programs with src/grant_rule.c and

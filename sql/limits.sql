@@ -105,7 +105,13 @@ SELECT a.size / n.entries AS bytes_per_entry,
        a.size / n.entries * current_setting('zklock.max_locks_per_backend')::int + 4
          AS bytes_per_connection_slot
 FROM pg_shmem_allocations a,
-     (SELECT (current_setting('max_connections')::int + current_setting('autovacuum_max_workers')::int + 1
+     (SELECT (current_setting('max_connections')::int
+              -- autovacuum's workers, their launcher; from 17 the slot sync
+              -- worker; from 18 the slots of autovacuum's workers
+              + CASE WHEN v >= 180000 THEN current_setting('autovacuum_worker_slots')::int
+                     ELSE current_setting('autovacuum_max_workers')::int END
+              + CASE WHEN v >= 170000 THEN 2 ELSE 1 END
               + current_setting('max_worker_processes')::int + current_setting('max_wal_senders')::int)
-             * current_setting('zklock.max_locks_per_backend')::int + 16 AS entries) n
+             * current_setting('zklock.max_locks_per_backend')::int + 16 AS entries
+      FROM (SELECT current_setting('server_version_num')::int AS v) s) n
 WHERE a.name = 'zklock';

@@ -16,8 +16,11 @@ SELECT resource, mode, granted, scope, instance = current_setting('zklock.node_n
 FROM zk_locks WHERE resource LIKE 'list/%'
 ORDER BY resource, granted DESC;
 
--- the waiter shows the wait event while it waits
-SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE application_name = 'waiter';
+-- the waiter shows the wait event while it waits: named from PostgreSQL 17
+SELECT wait_event_type,
+       wait_event = CASE WHEN current_setting('server_version_num')::int >= 170000
+                         THEN 'ZklockAcquire' ELSE 'Extension' END AS wait_event_ok
+FROM pg_stat_activity WHERE application_name = 'waiter';
 
 -- a user who is not a superuser sees the details of its own locks only
 CREATE ROLE regress_zkl_alice LOGIN;

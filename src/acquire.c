@@ -363,7 +363,7 @@ ask_at_once(LockStep *steps, int nsteps, int *step_of, int n, bool session,
 			if (waiting < 0)
 				break;
 			zklock_wait_a_while(batch_idx[waiting], since, deadline, what,
-								timeout_total);
+								timeout_total, true);
 		}
 		if (wait && LockTimeout > 0)
 			disable_timeout(LOCK_TIMEOUT, false);

@@ -66,7 +66,7 @@ extern int	zklock_submit_batched(const ZkChannelRequest *req, uint32 *gen);
 extern void zklock_note_wait_start(void);
 extern void zklock_wait_a_while(int idx, TimestampTz since,
 								TimestampTz deadline, const char *what,
-								int shown_ms);
+								int shown_ms, bool for_lock);
 extern ZkEntryState zklock_wait_for_answer(int idx, uint32 gen,
 										   const char *what, int timeout_ms,
 										   int shown_ms, bool lock_timeout);

@@ -58,6 +58,7 @@
 
 #include "failpoint.h"
 #include "compat.h"
+#include "wait_events.h"
 
 #ifdef ZKLOCK_FAILPOINTS
 
@@ -130,7 +131,7 @@ zklock_failpoint(const char *name)
 				break;
 			(void) WaitLatch(MyLatch,
 							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 100, ZKLOCK_WAIT_EVENT);
+							 100, ZKLOCK_WORKER_WAIT_EVENT);
 			ResetLatch(MyLatch);
 		}
 		ereport(LOG,

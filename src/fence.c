@@ -36,6 +36,7 @@
 #include "backend_int.h"
 #include "channel.h"
 #include "compat.h"
+#include "wait_events.h"
 #include "zklock.h"
 #include "settings.h"
 #include "shmem.h"
@@ -131,7 +132,7 @@ zklock_prove_held(LocalLock *lock, TimestampTz start, int bound_ms, const char *
 							   bound_ms, zklock_lease_margin),
 					 errhint("Another holder may have been granted the lock. zk_lock_status shows the worker's session and lease.")));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 50, ZKLOCK_WAIT_EVENT);
+						 50, zklock_wait_event(ZKLOCK_WAIT_LEASE));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}

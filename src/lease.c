@@ -75,6 +75,7 @@
 #include "storage/proc.h"
 
 #include "compat.h"
+#include "wait_events.h"
 #include "lease.h"
 #include "zklock.h"
 #include "settings.h"
@@ -452,7 +453,7 @@ zklock_lease_wait_for_commits(int64 session_id, void (*serve) (void))
 		{
 			int			rc = WaitLatch(MyLatch,
 									   WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
-									   10, ZKLOCK_WAIT_EVENT);
+									   10, ZKLOCK_WORKER_WAIT_EVENT);
 
 			ResetLatch(MyLatch);
 			if (rc & WL_POSTMASTER_DEATH)

@@ -137,7 +137,7 @@ zklock_holder_data(char *buf, size_t buflen, const char *scope,
 	since = GetCurrentTimestamp() +
 		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
 	snprintf(pid, sizeof(pid), "%d", MyProcPid);
-	snprintf(vxid, sizeof(vxid), "%d/%u", MyProc->backendId, MyProc->lxid);
+	snprintf(vxid, sizeof(vxid), "%d/%u", ZKLOCK_MY_VXID_PROC, ZKLOCK_MY_VXID_LXID);
 	zklock_nodedata_epoch(since_text, sizeof(since_text), since);
 	f.instance = holder_utf8(zklock_instance_name());
 	f.pid = pid;

@@ -37,6 +37,7 @@
 #include "backend_int.h"
 #include "channel.h"
 #include "compat.h"
+#include "wait_events.h"
 #include "zklock.h"
 #include "settings.h"
 #include "shmem.h"
@@ -76,7 +77,7 @@ submit_request(const ZkChannelRequest *req, uint32 *gen, bool wake)
 					 errmsg("zklock worker is not running"),
 					 errhint("The server log says why; the worker is restarted after a second.")));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 50, ZKLOCK_WAIT_EVENT);
+						 50, zklock_wait_event(ZKLOCK_WAIT_WORKER));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -271,13 +272,15 @@ raise_wait_unreachable(const char *what, int ms)
  * or 08006 if ZooKeeper could not be reached at any moment of the wait --
  * else sleep until the latch is set, at most a second, and serve
  * interrupts (cancel, statement_timeout, lock_timeout, terminate, and a
- * lost client: check_client).
+ * lost client: check_client).  for_lock: the answer is a lock's grant (the
+ * wait shows as ZklockAcquire, else ZklockWorker: wait_events.c).
  */
 void
 zklock_wait_a_while(int idx, TimestampTz since, TimestampTz deadline,
-			 const char *what, int shown_ms)
+					const char *what, int shown_ms, bool for_lock)
 {
 	long		sleep_ms = 1000;
+	ZkWaitEvent event = for_lock ? ZKLOCK_WAIT_ACQUIRE : ZKLOCK_WAIT_WORKER;
 
 	check_worker_responds(idx, since);
 	if (deadline != 0)
@@ -297,7 +300,7 @@ zklock_wait_a_while(int idx, TimestampTz since, TimestampTz deadline,
 					   TimestampDifferenceMilliseconds(now, deadline) + 1);
 	}
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 sleep_ms, ZKLOCK_WAIT_EVENT);
+					 sleep_ms, zklock_wait_event(event));
 	ResetLatch(MyLatch);
 	check_client();
 
@@ -344,7 +347,8 @@ zklock_wait_for_answer(int idx, uint32 gen, const char *what, int timeout_ms,
 			state = zklock_channel_state(idx, gen);
 			if (state != ZKE_REQUESTED)
 				break;
-			zklock_wait_a_while(idx, since, deadline, what, shown_ms);
+			zklock_wait_a_while(idx, since, deadline, what, shown_ms,
+									lock_timeout);
 		}
 		if (lock_timeout && LockTimeout > 0)
 			disable_timeout(LOCK_TIMEOUT, false);

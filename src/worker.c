@@ -65,6 +65,7 @@
 #include "session_file.h"
 #include "channel.h"
 #include "compat.h"
+#include "wait_events.h"
 #include "zklock.h"
 #include "settings.h"
 #include "shmem.h"
@@ -362,7 +363,7 @@ worker_wait_set(void)
 {
 	WaitEventSet *wes;
 
-	wes = CreateWaitEventSet(TopMemoryContext, 3);
+	wes = ZKLOCK_CREATE_WAIT_EVENT_SET(3);
 	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	AddWaitEventToSet(wes, WL_SOCKET_READABLE, zkc_wake_fd(), NULL, NULL);
@@ -400,7 +401,7 @@ worker_wait(WaitEventSet *wes, long timeout)
 	int			nevents;
 
 	nevents = WaitEventSetWait(wes, timeout, events, lengthof(events),
-							   ZKLOCK_WAIT_EVENT);
+							   ZKLOCK_WORKER_WAIT_EVENT);
 	pg_atomic_write_u64(&zklock_shared->worker_alive_at,
 						(uint64) zklock_boottime_us());
 	for (int i = 0; i < nevents; i++)
@@ -502,6 +503,7 @@ zklock_worker_main(Datum main_arg)
 	long		timeout = 1000;
 
 	worker_start();
+	zklock_wait_events_init();
 	worker_batch = MemoryContextAlloc(TopMemoryContext,
 									  sizeof(int) * zklock_shared->nentries);
 	wes = worker_wait_set();

@@ -42,7 +42,7 @@
 #include "backend.h"
 #include "failpoint.h"
 
-PG_MODULE_MAGIC;
+ZKLOCK_MODULE_MAGIC;
 
 char	   *zklock_hosts = NULL;
 char	   *zklock_root = NULL;

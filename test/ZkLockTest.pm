@@ -35,6 +35,7 @@
 #   runuser -u postgres -- env \
 #       PATH=/usr/lib/postgresql/15/bin:/usr/bin:/bin \
 #       PERL5LIB=/usr/lib/postgresql/15/lib/pgxs/src/test/perl \
+#       (or another major's bin and lib/pgxs, e.g. /var/cache/zklock/pg18)
 #       prove t/*.pl
 #
 # (`prove t/` finds nothing: the files end in .pl.)  Output and logs go to
@@ -80,9 +81,12 @@ if (!$ENV{PG_REGRESS})
 	my $pg_config = $ENV{PG_CONFIG} || 'pg_config';
 	my $pgxs = `$pg_config --pgxs 2>/dev/null`;
 	chomp $pgxs;
-	if ($pgxs eq '' && -x '/usr/lib/postgresql/15/bin/pg_config')
+	# Debian's layout, when no pg_config is in PATH: the newest major
+	my ($debian) = reverse sort { ($a =~ m{/(\d+)/bin})[0] <=> ($b =~ m{/(\d+)/bin})[0] }
+	  glob('/usr/lib/postgresql/*/bin/pg_config');
+	if ($pgxs eq '' && defined $debian)
 	{
-		$pgxs = `/usr/lib/postgresql/15/bin/pg_config --pgxs`;
+		$pgxs = `$debian --pgxs`;
 		chomp $pgxs;
 	}
 	# .../lib/pgxs/src/makefiles/pgxs.mk -> .../lib/pgxs/src/test/regress/pg_regress

@@ -4,31 +4,78 @@
 #
 #   bash test/run_tests.sh
 #
-# As root: installs the packages that are missing, builds and installs the
-# extension, then runs the suite as the unprivileged user "postgres" from a
-# copy of the tree in a temporary folder (PostgreSQL refuses to run as root).
-# As another user: expects the packages and `make install` to be done, and
-# runs the suite as that user.
+# As root: installs the packages that are missing, then runs the suite on
+# each PostgreSQL major in turn, as the unprivileged user "postgres", from a
+# copy of the tree in a temporary folder (PostgreSQL refuses to run as root):
 #
-# The suite: the unit test of the grant rule (test/unit/, `make zklock-unit`,
-# no servers); pg_regress (sql/, expected/) by `make installcheck` against a
-# server and a ZooKeeper started here on loopback; then the TAP tests (test/t/*.pl), which
-# start their own ZooKeeper servers and PostgreSQL instances; then, as root,
-# the seconds-long benchmark smoke test (bench/smoke.sh), which fails when a
-# lock cycle is several times slower than ZooKeeper's own create+delete.
+#   15   Debian 12's package: the whole suite.  zklock is built and installed
+#        into it (make install), as a user would.
+#   17, 18  built from the upstream source that Debian's archive serves
+#        (scripts/build-postgres.sh, cached in /var/cache/zklock; minutes
+#        the first time, under a second after): zklock is built and
+#        installed into a copy of the cached tree, and runs the unit tests,
+#        all of pg_regress and the TAP tests of MAJOR_TAP_TESTS below
+#        (locking, the fence, the worker's session, the update scripts).
 #
-# Set PROVE_TESTS="test/t/001_x.pl ..." to run only some TAP tests.
+# Then, as root, the seconds-long benchmark smoke test (bench/smoke.sh), which
+# fails when a lock cycle is several times slower than ZooKeeper's own
+# create+delete, and the Debian package's test (test/package_test.sh): the
+# package is built, installed into clusters made by pg_createcluster, used
+# across two of them, and removed.
+#
+# Knobs (environment):
+#   ZKLOCK_TEST_VERSIONS="15 17 18"   the majors (15: Debian's package)
+#   ZKLOCK_TEST_ALL_VERSIONS=1        the whole suite on every major
+#   PG_CONFIG=/var/cache/zklock/pg18/bin/pg_config
+#                                     the whole suite on that PostgreSQL alone
+#                                     (a copy of its tree gets zklock)
+#   PROVE_TESTS="test/t/001_x.pl ..." only these TAP tests (on every major);
+#                                     the benchmark and package tests then
+#                                     do not run
+#
+# The suite on one major: the unit tests (test/unit/, `make zklock-unit`, no
+# servers); pg_regress (sql/, expected/) by `make installcheck` against a
+# server and a ZooKeeper started here on loopback; then the TAP tests
+# (test/t/*.pl), which start their own ZooKeeper servers and PostgreSQL
+# instances.
 #
 # test/t/034_rolling_upgrade.pl needs zklock's last release (git revision
-# ZKLOCK_OLD_REV, default 2e55121) built into its own copy of PostgreSQL:
-# as root, from a clone, this script builds it (test/build_old.sh, some
-# seconds) and passes its path in ZKLOCK_OLD_INSTALL.  As another user, set
-# ZKLOCK_OLD_INSTALL to such an installation; the test fails without one.
+# ZKLOCK_OLD_REV, default 2e55121) built into its own copy of PostgreSQL
+# 15: as root, from a clone, this script builds it (test/build_old.sh, some
+# seconds) and passes its path in ZKLOCK_OLD_INSTALL; that release builds
+# on 15 only, so 034 runs on 15 only.  test/t/059_cross_major.pl needs a
+# second major with this tree's zklock, in ZKLOCK_OTHER_INSTALL: 18 for the
+# suite on 15, and 15 for the others.  As another user, set both to such
+# installations; each test fails without its own.
 #
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
-pgbin=$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
+pgbin=$(${PG_CONFIG:-pg_config} --bindir 2>/dev/null || true)
+
+# The TAP tests that run on 17 and 18 (with all of pg_regress and the unit
+# tests): locking across instances, waits, the commit fence and its lease,
+# the worker's session and its watches, the update scripts, and what each
+# major adds.
+MAJOR_TAP_TESTS="
+	test/t/001_cross_instance.pl
+	test/t/002_fairness.pl
+	test/t/003_trylock_waiters.pl
+	test/t/004_dead_holder.pl
+	test/t/006_upgrade.pl
+	test/t/007_lost_client.pl
+	test/t/009_bounded_waits.pl
+	test/t/020_commit_fence.pl
+	test/t/024_lease.pl
+	test/t/027_lost_replies.pl
+	test/t/035_fence_window.pl
+	test/t/036_handshake_flap.pl
+	test/t/043_watches.pl
+	test/t/044_privileges.pl
+	test/t/058_script_search_path.pl
+	test/t/059_cross_major.pl
+	test/t/060_version_features.pl
+"
 
 # After a failed run: the logs of the failed TAP tests only (their own log
 # and their servers' logs, tails), then prove's summary of what failed, last,
@@ -52,46 +99,169 @@ report_failures() {
 	return 0
 }
 
+# major_of PG_CONFIG: 15, 17, 18
+major_of() { "$1" --version | sed -nE 's/^PostgreSQL ([0-9]+).*/\1/p'; }
+
+# prepare_leg NAME PG_CONFIG: zklock's test build installed into that
+# PostgreSQL ("system": Debian's, by make install from the checkout; else
+# a copy of the tree that PG_CONFIG names, under $work) and a copy of the
+# source for the suite to run from, $work/src-NAME; prints the PostgreSQL
+# installation's directory (for install_path).
+prepare_leg() {
+	local name=$1 pgc=$2 tree
+	if [ "$name" = system ]; then
+		make -C "$src" -s clean
+		# the test build: with failpoints (src/failpoint.c), warnings are errors
+		make -C "$src" -s FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" >&2
+		make -C "$src" -s install FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" >&2
+		cp -a "$src/." "$work/src-$name"
+		tree=$(dirname "$("$pgc" --bindir)")
+	else
+		tree="$work/pg-$name"
+		cp -a "$(dirname "$("$pgc" --bindir)")" "$tree"
+		pgc="$tree/bin/pg_config"
+		cp -a "$src/." "$work/src-$name"
+		make -C "$work/src-$name" -s clean PG_CONFIG="$pgc" >&2
+		make -C "$work/src-$name" -s FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" >&2
+		make -C "$work/src-$name" -s install FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" >&2
+		chmod -R a+rX "$tree"
+	fi
+	echo "$tree"
+}
+
+# run_leg NAME INSTALL TAP_TESTS OTHER_INSTALL: the suite as "postgres"
+# against the installation INSTALL (its bin first in PATH), from
+# $work/src-NAME; adds its counts to passed/failed.
+run_leg() {
+	local name=$1 inst=$2 tests=$3 other=$4 rc=0 p f
+	local major
+	major=$(major_of "$inst/bin/pg_config")
+	echo
+	echo "======== PostgreSQL $major ($inst)"
+	chown -R postgres:postgres "$work/src-$name"
+	runuser -u postgres -- env ZKLOCK_TEST_INNER=1 PROVE_TESTS="$tests" \
+		PATH="$inst/bin:$PATH" PG_CONFIG="$inst/bin/pg_config" \
+		ZKLOCK_OLD_INSTALL="$old_install" ZKLOCK_OTHER_INSTALL="$other" \
+		bash "$work/src-$name/test/run_tests.sh" || rc=$?
+	read -r p f < "$work/src-$name/counts" || { p=0; f=1; }
+	[ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
+	passed=$((passed + p))
+	failed=$((failed + f))
+	summary+="PostgreSQL $major: $p passed, $f failed"$'\n'
+	if [ $rc -ne 0 ]; then
+		report_failures "$work/src-$name"
+	fi
+	return 0
+}
+
+# every TAP test but those named
+tap_except() {
+	local t skip out=
+	for t in "$src"/test/t/*.pl; do
+		t=test/t/$(basename "$t")
+		for skip in "$@"; do [ "$t" = "$skip" ] && continue 2; done
+		out+="$t "
+	done
+	echo "$out"
+}
+
 if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 	if [ "$(id -u)" -eq 0 ]; then
 		bash "$src/scripts/install-deps.sh"
-		pgbin=$(pg_config --bindir)
-		make -C "$src" -s clean
-		# the test build: with failpoints (src/failpoint.c), warnings are errors
-		make -C "$src" -s FAILPOINTS=1 PG_CFLAGS=-Werror
-		make -C "$src" -s install FAILPOINTS=1 PG_CFLAGS=-Werror
 		work=$(mktemp -d /tmp/zklock-test.XXXXXX)
-		cp -a "$src/." "$work/src"
+		chmod 755 "$work"
+		trap 'rm -rf "$work"' EXIT
+		passed=0
+		failed=0
+		summary=
+		notrun=
+
+		# the majors, and the PostgreSQL of each: "system" is Debian's
+		declare -A pgc_of=() inst_of=()
+		legs=()
+		if [ -n "${PG_CONFIG:-}" ] && [ "$("$PG_CONFIG" --bindir)" = "$(pg_config --bindir)" ]; then
+			legs=(system)
+			pgc_of[system]=$(command -v pg_config)
+		elif [ -n "${PG_CONFIG:-}" ]; then
+			legs=(chosen)
+			pgc_of[chosen]=$PG_CONFIG
+		else
+			for v in ${ZKLOCK_TEST_VERSIONS:-15 17 18}; do
+				if [ "$v" = "$(major_of "$(command -v pg_config)")" ]; then
+					legs+=(system)
+					pgc_of[system]=$(command -v pg_config)
+				else
+					legs+=("$v")
+					pgc_of[$v]=$(bash "$src/scripts/build-postgres.sh" "$v")/bin/pg_config
+				fi
+			done
+		fi
+		for leg in "${legs[@]}"; do
+			inst_of[$leg]=$(prepare_leg "$leg" "${pgc_of[$leg]}")
+		done
+
 		# the rolling upgrade test runs the library of the last release
 		# (ZKLOCK_OLD_REV) beside this one: built here, from git history
-		# (the suite runs from a copy without it); the test fails without it
+		# (the suite runs from a copy without it), on 15 only
 		old_install=
-		if [ -z "${PROVE_TESTS:-}" ] || [[ "${PROVE_TESTS}" == *034_rolling_upgrade* ]]; then
+		if [ -n "${pgc_of[system]:-}" ] && { [ -z "${PROVE_TESTS:-}" ] || [[ "${PROVE_TESTS}" == *034_rolling_upgrade* ]]; }; then
 			if [ -d "$src/.git" ] || [ -f "$src/.git" ]; then
 				old_install=$(bash "$src/test/build_old.sh" "$src" \
 					"${ZKLOCK_OLD_REV:-2e55121b7913c2873fb71a21802178ec3a7aaa04}" "$work/old") || old_install=
 			fi
 		fi
-		chown -R postgres:postgres "$work"
-		rc=0
-		runuser -u postgres -- env ZKLOCK_TEST_INNER=1 PROVE_TESTS="${PROVE_TESTS:-}" \
-			ZKLOCK_OLD_INSTALL="$old_install" \
-			bash "$work/src/test/run_tests.sh" || rc=$?
-		read -r passed failed < "$work/src/counts" || { passed=0; failed=1; }
 
-		# the performance smoke test: a cycle several times slower fails
-		brc=0
-		if [ -z "${PROVE_TESTS:-}" ]; then
+		for leg in "${legs[@]}"; do
+			inst=${inst_of[$leg]}
+			# the second major for 059: 18 (or the last other) for 15, 15
+			# (or the first other) for the others
+			other=
+			for o in "${legs[@]}"; do
+				[ "$o" != "$leg" ] && { other=${inst_of[$o]}; [ "$leg" = system ] || break; }
+			done
+			full=0
+			{ [ "$leg" = system ] || [ "$leg" = chosen ] || [ "${ZKLOCK_TEST_ALL_VERSIONS:-}" = 1 ]; } && full=1
+			if [ -n "${PROVE_TESTS:-}" ]; then
+				tests=$PROVE_TESTS
+			elif [ $full = 1 ]; then
+				skip=()
+				[ "$leg" = system ] || skip+=(test/t/034_rolling_upgrade.pl)
+				[ -n "$other" ] || skip+=(test/t/059_cross_major.pl)
+				tests=$(tap_except "${skip[@]}")
+				[ ${#skip[@]} -gt 0 ] &&
+					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): ${skip[*]} (034: zklock 1.1 builds on 15 only; 059: needs a second major)"$'\n'
+			else
+				tests=$MAJOR_TAP_TESTS
+				[ -n "$other" ] || { tests=${tests//test\/t\/059_cross_major.pl/};
+					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): test/t/059_cross_major.pl (needs a second major)"$'\n'; }
+			fi
+			run_leg "$leg" "$inst" "$tests" "$other"
+		done
+
+		if [ -z "${PROVE_TESTS:-}" ] && [ -z "${PG_CONFIG:-}" ]; then
+			# the performance smoke test: a cycle several times slower fails
+			brc=0
 			bash "$src/bench/smoke.sh" || brc=$?
 			if [ $brc -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+			summary+="benchmark smoke test: $([ $brc -eq 0 ] && echo passed || echo FAILED)"$'\n'
+			# the Debian package, last: it replaces the zklock of Debian's
+			# PostgreSQL, and removes it
+			if [ -f "$src/test/package_test.sh" ]; then
+				prc=0
+				bash "$src/test/package_test.sh" | tee "$work/package.out" || prc=$?
+				p=$(grep -cE '^ok ' "$work/package.out" || true)
+				f=$(grep -cE '^not ok ' "$work/package.out" || true)
+				[ $prc -ne 0 ] && [ "$f" -eq 0 ] && f=1
+				passed=$((passed + p))
+				failed=$((failed + f))
+				summary+="Debian package: $p passed, $f failed"$'\n'
+			fi
 		fi
-		if [ $rc -ne 0 ]; then
-			report_failures "$work/src"
-		fi
-		rm -rf "$work"
 		echo
+		printf '%s' "$summary"
+		printf '%s' "$notrun"
 		echo "zklock: $passed passed, $failed failed"
-		[ $rc -eq 0 ] && [ $brc -eq 0 ]
+		[ "$failed" -eq 0 ]
 		exit $?
 	fi
 fi

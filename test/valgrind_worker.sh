@@ -16,7 +16,7 @@
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
-pgbin=$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
+pgbin=$(${PG_CONFIG:-pg_config} --bindir)
 command -v valgrind >/dev/null || { echo "valgrind_worker: valgrind is not installed" >&2; exit 1; }
 
 as_owner() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
