@@ -1,4 +1,5 @@
-# Running zklock as doc/zookeeper.md ("Running ZooKeeper for zklock") says (issue 11):
+# Running zklock as doc/zookeeper.md ("Running ZooKeeper for zklock") says
+# (issue 11):
 #  - a three-server ensemble started from the operators' example,
 #    scripts/zookeeper/zoo.cfg (its ports and data directories replaced,
 #    every other setting as shipped: tickTime 2 s, session bounds 6-30 s);

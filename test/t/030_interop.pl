@@ -285,10 +285,10 @@ readers_overlap(client => $kazoo, fname => "Kazoo's ReadLock",
 exclusion_both_ways(client => $kazoo, fname => "Kazoo's WriteLock",
 	res => 'kz/r', fmode => 'write', zkmode => 'shared', style => 'kazoo');
 
-# What doc/other-clients.md says of Kazoo's plain Lock: it counts only "__lock__"
-# nodes, so it does not see zklock's SHARED nodes ("__rlock__"), neither a
-# SHARED lock taken by name nor the SHARED locks on the parents of a
-# resource zklock holds.  WriteLock counts both and waits.  Use WriteLock
+# What doc/other-clients.md says of Kazoo's plain Lock: it counts only
+# "__lock__" nodes, so it does not see zklock's SHARED nodes ("__rlock__"),
+# neither a SHARED lock taken by name nor the SHARED locks on the parents of
+# a resource zklock holds.  WriteLock counts both and waits.  Use WriteLock
 # and ReadLock with zklock; Lock only where zklock takes nothing SHARED.
 {
 	my $res = 'kz/ls';
