@@ -113,33 +113,31 @@ for my $file ($readme, @pages)
 	my $dir = dirname($file);
 	my @broken;
 	my $links = 0;
-	my $lineno = 0;
-	for my $line (prose_lines(slurp($file)))
+	# the whole text at once: a link's text may run over a line end
+	my $prose = join("\n", prose_lines(slurp($file)));
+	while ($prose =~ /!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)
 	{
-		$lineno++;
-		while ($line =~ /!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)
+		my $target = $1;
+		my $lineno = 1 + (() = substr($prose, 0, $-[0]) =~ /\n/g);
+		next if $target =~ /^[a-z][a-z0-9+.-]*:/i;    # http:, https:, mailto:
+		$links++;
+		my ($path, $anchor) = $target =~ /^([^#]*)(?:#(.*))?$/;
+		my $dest = $path eq '' ? $file : abs_path("$dir/$path");
+		if (!defined $dest || !-e $dest)
 		{
-			my $target = $1;
-			next if $target =~ /^[a-z][a-z0-9+.-]*:/i;    # http:, https:, mailto:
-			$links++;
-			my ($path, $anchor) = $target =~ /^([^#]*)(?:#(.*))?$/;
-			my $dest = $path eq '' ? $file : abs_path("$dir/$path");
-			if (!defined $dest || !-e $dest)
-			{
-				push @broken, "$rel:$lineno: $target (no such file)";
-				next;
-			}
-			$linked_from_readme{$dest} = 1 if $file eq $readme;
-			next unless defined $anchor && $anchor ne '';
-			if ($dest =~ /\.md$/)
-			{
-				push @broken, "$rel:$lineno: $target (no such heading or anchor)"
-				  unless anchors_of($dest)->{$anchor};
-			}
-			elsif ($anchor !~ /^L\d+(?:-L\d+)?$/)
-			{
-				push @broken, "$rel:$lineno: $target (an anchor into a file that has none)";
-			}
+			push @broken, "$rel:$lineno: $target (no such file)";
+			next;
+		}
+		$linked_from_readme{$dest} = 1 if $file eq $readme;
+		next unless defined $anchor && $anchor ne '';
+		if ($dest =~ /\.md$/)
+		{
+			push @broken, "$rel:$lineno: $target (no such heading or anchor)"
+			  unless anchors_of($dest)->{$anchor};
+		}
+		elsif ($anchor !~ /^L\d+(?:-L\d+)?$/)
+		{
+			push @broken, "$rel:$lineno: $target (an anchor into a file that has none)";
 		}
 	}
 	ok(!@broken, "$rel: all $links relative links resolve")
