@@ -60,7 +60,7 @@ my $node2 = zk_node('node2');
 # Mixed scopes, seen from the other instance (which reads the node data):
 # a lock taken for the transaction and then for the session shows
 # "session" after COMMIT; a parent taken implicitly and then by name is no
-# longer implicit (README, zk_locks).
+# longer implicit (doc/sql.md, zk_locks).
 {
 	my $h = zk_session($node1, 'mixed_scopes');
 	my $seen = sub {

@@ -4,7 +4,7 @@
 # hint -- the views too, and nothing crashes the server.  The one exception
 # is zk_lock_fence, a check against a table of this database that needs no
 # ZooKeeper: a database that only receives fenced writes may fence them
-# without loading zklock (README, Safety).
+# without loading zklock (doc/sql.md, zk_lock_fence).
 use strict;
 use warnings;
 

@@ -3,8 +3,8 @@
 # (FATAL "connection to client lost", as core's client_connection_check_interval
 # would have it) and its waiting node is removed within seconds, whatever
 # client_connection_check_interval says -- not only when the holder
-# releases.  README: a lost client releases everything the backend held or
-# waited for.
+# releases.  doc/sql.md, Semantics, "Backend exit": a lost client
+# releases everything the backend held or waited for.
 use strict;
 use warnings;
 

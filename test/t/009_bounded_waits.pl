@@ -1,6 +1,6 @@
 
 # Bounded waits when the connection to ZooKeeper goes silent with requests
-# in flight (README, Safety, "Bounded waits"; REVIEW.md classes 2 and 5).
+# in flight (doc/safety.md, "Bounded waits"; REVIEW.md classes 2 and 5).
 # node1 reaches ZooKeeper through a proxy the test owns (test/zk_proxy.py),
 # which swallows every byte both ways while both sockets stay open: a
 # partition, not a reset.

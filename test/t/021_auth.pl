@@ -204,7 +204,8 @@ like(slurp_file($node3->logfile), qr/supports neither SASL nor TLS/, 'and why');
 	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 isnt($rc, 0, 'no lock is taken without the credentials asked for');
 # the worker ends at once each time it starts: the request finds none
-# running (or one that stops under it): 55000, as README's errors table says
+# running (or one that stops under it): 55000, as the errors table of
+# doc/sql.md says
 like($err, qr/ERROR:  55000: (zklock worker is not running|could not .*: the zklock worker (stopped|restarted))/,
 	'55000: the worker is not running');
 like($err, qr/HINT:  .*(server log|worker)/, 'with a hint about the worker');

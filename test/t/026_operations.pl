@@ -1,16 +1,17 @@
-# Running zklock as README's "Running ZooKeeper for zklock" says (issue 11):
+# Running zklock as doc/zookeeper.md ("Running ZooKeeper for zklock") says
+# (issue 11):
 #  - a three-server ensemble started from the operators' example,
 #    scripts/zookeeper/zoo.cfg (its ports and data directories replaced,
 #    every other setting as shipped: tickTime 2 s, session bounds 6-30 s);
 #    locks exclude each other across two instances through it;
-#  - the session timeout ZooKeeper grants is the one README promises:
+#  - the session timeout ZooKeeper grants is the one doc/zookeeper.md promises:
 #    zklock's default 10 s as asked, 60 s cut to the maximum, 30 s;
 #  - a chroot in zklock.hosts that does not exist: every acquire fails at
 #    once with 55000 naming the chroot (not 38000 after 8 attempts), the log
 #    says so once and zk_lock_status.last_error too; once someone creates
 #    the chroot, locks work without a restart and their nodes land under it;
 #  - a misspelt zklock.* setting in postgresql.conf is a startup WARNING
-#    and is dropped; in SET it is an error (README, Settings).
+#    and is dropped; in SET it is an error (doc/settings.md).
 use strict;
 use warnings;
 
@@ -29,7 +30,7 @@ my $cfg = slurp_file(zk_dir() . '/server1.cfg');
 like($cfg, qr/^tickTime=2000$/m, 'the ensemble runs with the example\'s tickTime');
 like($cfg, qr/^maxSessionTimeout=30000$/m, 'and its session bounds');
 
-# README's settings: zklock's defaults for the timeout and the margin
+# doc/settings.md: zklock's defaults for the timeout and the margin
 my $node1 = zk_node('node1', session_timeout => '10s', lease_margin => '2s');
 my $node2 = zk_node('node2', session_timeout => '60s', lease_margin => '2s');
 

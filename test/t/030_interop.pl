@@ -21,7 +21,7 @@
 #  - under Hive naming a Kazoo Lock holder blocks zklock;
 #  - Kazoo's plain Lock does not see zklock's SHARED nodes (on the resource,
 #    or on the parents of a resource zklock holds EXCLUSIVE) while its
-#    WriteLock does: the README's caveat, held to;
+#    WriteLock does: the caveat of doc/other-clients.md, held to;
 #  - at the end no node is left under any resource used.
 #
 # Nothing is skipped: a missing JDK compiler, jar or kazoo is a failure.
@@ -285,10 +285,10 @@ readers_overlap(client => $kazoo, fname => "Kazoo's ReadLock",
 exclusion_both_ways(client => $kazoo, fname => "Kazoo's WriteLock",
 	res => 'kz/r', fmode => 'write', zkmode => 'shared', style => 'kazoo');
 
-# What the README says of Kazoo's plain Lock: it counts only "__lock__"
-# nodes, so it does not see zklock's SHARED nodes ("__rlock__"), neither a
-# SHARED lock taken by name nor the SHARED locks on the parents of a
-# resource zklock holds.  WriteLock counts both and waits.  Use WriteLock
+# What doc/other-clients.md says of Kazoo's plain Lock: it counts only
+# "__lock__" nodes, so it does not see zklock's SHARED nodes ("__rlock__"),
+# neither a SHARED lock taken by name nor the SHARED locks on the parents of
+# a resource zklock holds.  WriteLock counts both and waits.  Use WriteLock
 # and ReadLock with zklock; Lock only where zklock takes nothing SHARED.
 {
 	my $res = 'kz/ls';

@@ -257,14 +257,15 @@ sub held_since
 # An explicit grant is seen when its reply comes, which may be long after
 # the grant (its backend stalled, or the model's loop was busy elsewhere):
 # meanwhile its node, a granted lock, may have been removed by an UNLOCK of
-# its resource and mode (README: UNLOCK removes the granted explicit locks),
-# and conflicting locks granted after that, with higher tokens, seen before
-# this reply.  $removers are the UNLOCKs that may have removed it (sent
-# while it was pending and not held off by an EXCLUSIVE explicit lock, or
-# running when it was sent).  A conflict with a grant seen at time T is
-# explained so only by one of them sent before T (the removal came before
-# that grant); it is kept in @suspects and judged when they are done: if
-# none of them removed a node, it is a violation after all.
+# its resource and mode (doc/sql.md, zk_lock_release_explicit: UNLOCK
+# removes the granted explicit locks), and conflicting locks granted after
+# that, with higher tokens, seen before this reply.  $removers are the
+# UNLOCKs that may have removed it (sent while it was pending and not held
+# off by an EXCLUSIVE explicit lock, or running when it was sent).  A
+# conflict with a grant seen at time T is explained so only by one of them
+# sent before T (the removal came before that grant); it is kept in
+# @suspects and judged when they are done: if none of them removed a node,
+# it is a violation after all.
 sub check_grant
 {
 	my ($who, $b, $res, $mode, $token, $sent, $pending_kind, $removers) = @_;

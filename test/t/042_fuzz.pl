@@ -87,7 +87,7 @@ sub sqlstate_of
 	return (@e ? $e[0][1] : $r->{sqlstate}, $r);
 }
 
-# NULL resource or mode: 22004, as README promises
+# NULL resource or mode: 22004, as the errors table of doc/sql.md promises
 foreach my $call (
 	q{zk_lock_acquire(NULL)}, q{zk_lock_acquire('fzn/a', NULL)},
 	q{zk_lock_try_acquire(NULL)}, q{zk_lock_try_acquire('fzn/a', NULL)},
@@ -127,7 +127,7 @@ foreach my $cp (65535, 65534, 57344, 1114111)
 }
 
 # bytes that are not UTF-8 (a SQL_ASCII database passes them as they are):
-# 22021, PostgreSQL's conversion error, as README's errors table says
+# 22021, PostgreSQL's conversion error, as the errors table of doc/sql.md says
 {
 	my $a = fuzz_session('sqlascii_names', 'sqlascii', undef);
 	foreach my $hex (qw(ff c0af eda080))

@@ -66,7 +66,7 @@ note "leader $leader; node1 on follower $follower; node2 on $leader and $other";
 
 # With a 2 s tick, zklock.lease_margin must cover half a tick (1 s: how late
 # the follower tells the leader about node1's session) plus a pause; and the
-# session timeout three times the margin (README, Settings).
+# session timeout three times the margin (doc/settings.md, zklock.lease_margin).
 $ZkChaos::SESSION_TIMEOUT = 8;
 my %lease = (session_timeout => "${ZkChaos::SESSION_TIMEOUT}s", lease_margin => '1500ms');
 my @nodes = (
