@@ -1,46 +1,62 @@
 #!/usr/bin/env bash
 #
-# install-deps.sh -- install what zklock needs, from Debian 12's archive.
+# install-deps.sh -- install what zklock needs, from Debian's archive.
 # Runs apt-get update only when something is missing.
 #
+# PostgreSQL is named by Debian's metapackages (postgresql,
+# postgresql-contrib, postgresql-server-dev-all), which stand for the
+# distribution's own major (15 on Debian 12, 17 on Debian 13): no major
+# is written here.
+#
 #   install-deps.sh --server   a database server: what building zklock needs
-#                              (a compiler, PostgreSQL 15's server headers, the
+#                              (a compiler, PostgreSQL's server headers, the
 #                              ZooKeeper C client's headers), which brings the
 #                              C client's runtime, libzookeeper-mt2.  No
 #                              ZooKeeper server, JRE, Curator, Kazoo or IPC::Run.
+#   install-deps.sh --package  the above, plus what building zklock's Debian
+#                              package needs (dpkg-buildpackage -us -uc -b,
+#                              debian/): debhelper and dpkg-dev (pg_buildext
+#                              comes with postgresql-common; no fakeroot: the
+#                              packaging says Rules-Requires-Root: no).
 #   install-deps.sh [--dev]    a developer's machine (the default): the above,
 #                              plus everything the tests and the demo use: a
 #                              ZooKeeper server and a JRE, IPC::Run, Kazoo,
 #                              Curator, dblink (postgresql-contrib).
 #   install-deps.sh --runtime  a server that gets zklock's files built
 #                              elsewhere (README): libzookeeper-mt2 only,
-#                              next to PostgreSQL 15.
+#                              next to PostgreSQL.
 #
 set -euo pipefail
 
 mode=dev
 case "${1:-}" in
 --server) mode=server ;;
+--package) mode=package ;;
 --runtime) mode=runtime ;;
 --dev | "") mode=dev ;;
 *)
-	echo "usage: install-deps.sh [--server | --runtime | --dev]" >&2
+	echo "usage: install-deps.sh [--server | --package | --runtime | --dev]" >&2
 	exit 2
 	;;
 esac
 
 RUNTIME=(
-	postgresql-15
+	postgresql
 	libzookeeper-mt2
 )
 SERVER=(
 	"${RUNTIME[@]}"
 	build-essential
-	postgresql-server-dev-15
+	postgresql-server-dev-all
 	libzookeeper-mt-dev
 )
-DEV=(
+PACKAGE=(
 	"${SERVER[@]}"
+	dpkg-dev
+	debhelper
+)
+DEV=(
+	"${PACKAGE[@]}"
 	postgresql-contrib
 	zookeeper
 	default-jre-headless
@@ -51,6 +67,7 @@ DEV=(
 case $mode in
 runtime) PACKAGES=("${RUNTIME[@]}") ;;
 server) PACKAGES=("${SERVER[@]}") ;;
+package) PACKAGES=("${PACKAGE[@]}") ;;
 dev) PACKAGES=("${DEV[@]}") ;;
 esac
 
