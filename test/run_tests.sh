@@ -19,9 +19,10 @@
 #
 # Then, as root, the seconds-long benchmark smoke test (bench/smoke.sh), which
 # fails when a lock cycle is several times slower than ZooKeeper's own
-# create+delete, and the Debian package's test (test/package_test.sh): the
+# create+delete; the Debian package's test (test/package_test.sh): the
 # package is built, installed into clusters made by pg_createcluster, used
-# across two of them, and removed.
+# across two of them, and removed; and README's tour as written
+# (test/tour_test.sh: PostgreSQL 18, two instances, a lock across them).
 #
 # Knobs (environment):
 #   ZKLOCK_TEST_VERSIONS="15 17 18"   the majors (15: Debian's package)
@@ -154,6 +155,21 @@ run_leg() {
 	return 0
 }
 
+# root_tap_test NAME SCRIPT: a root-run test that prints TAP; adds its
+# counts (a failure without a "not ok" line counts as one)
+root_tap_test() {
+	local name=$1 script=$2 rc=0 p f
+	echo
+	echo "======== $name ($(basename "$script"))"
+	bash "$script" 2>&1 | tee "$work/root_tap.out" || rc=$?
+	p=$(grep -cE '^ok ' "$work/root_tap.out" || true)
+	f=$(grep -cE '^not ok ' "$work/root_tap.out" || true)
+	[ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
+	passed=$((passed + p))
+	failed=$((failed + f))
+	summary+="$name: $p passed, $f failed"$'\n'
+}
+
 # every TAP test but those named
 tap_except() {
 	local t skip out=
@@ -246,16 +262,9 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 			summary+="benchmark smoke test: $([ $brc -eq 0 ] && echo passed || echo FAILED)"$'\n'
 			# the Debian package, last: it replaces the zklock of Debian's
 			# PostgreSQL, and removes it
-			if [ -f "$src/test/package_test.sh" ]; then
-				prc=0
-				bash "$src/test/package_test.sh" | tee "$work/package.out" || prc=$?
-				p=$(grep -cE '^ok ' "$work/package.out" || true)
-				f=$(grep -cE '^not ok ' "$work/package.out" || true)
-				[ $prc -ne 0 ] && [ "$f" -eq 0 ] && f=1
-				passed=$((passed + p))
-				failed=$((failed + f))
-				summary+="Debian package: $p passed, $f failed"$'\n'
-			fi
+			root_tap_test "Debian package" "$src/test/package_test.sh"
+			# README's tour, as written (PostgreSQL 18, two instances)
+			root_tap_test "README's tour" "$src/test/tour_test.sh"
 		fi
 		echo
 		printf '%s' "$summary"
