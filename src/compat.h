@@ -3,9 +3,10 @@
  * compat.h
  *		What depends on the PostgreSQL version zklock builds against.
  *
- * zklock is built and tested on PostgreSQL 15, 17 and 18, and built (not
- * tested) on 16.  Every difference between them is here, as a macro; the
- * rest of the code is the same on every version.
+ * zklock is built and tested on PostgreSQL 15, 17 and 18.  Every
+ * difference between them is here, as a macro; the rest of the code is the
+ * same on every version.  16 takes the code of 15 (each difference below
+ * came with 17 or 18), but is neither built nor tested.
  *
  *-------------------------------------------------------------------------
  */
