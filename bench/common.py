@@ -6,7 +6,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-PGBIN = os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin")
+# the PostgreSQL zklock is installed into (bench/lib.sh exports PGBIN);
+# else the one PATH's pg_config names
+PGBIN = os.environ.get("PGBIN") or os.popen("pg_config --bindir").read().strip()
 PYTHON = "/usr/bin/python3"          # Debian's, with python3-kazoo
 
 

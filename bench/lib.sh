@@ -5,12 +5,13 @@
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BENCH_ROOT=$(dirname "$BENCH_DIR")
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-# the PostgreSQL that bench.py runs is the one zklock is installed into
-if [ -z "${PGBIN:-}" ] && [ -x "$PG_CONFIG" ]; then
+# the PostgreSQL that PATH's pg_config names (Debian's: its own major) unless
+# PG_CONFIG says otherwise; bench.py runs the one zklock is installed into
+PG_CONFIG=${PG_CONFIG:-$(command -v pg_config || echo pg_config)}
+if [ -z "${PGBIN:-}" ] && command -v "$PG_CONFIG" >/dev/null 2>&1; then
 	PGBIN=$("$PG_CONFIG" --bindir)
 fi
-export PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+export PGBIN
 
 bench_installed() { # package
 	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
@@ -44,7 +45,7 @@ bench_need() {
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 }
 
-# zklock must be installed in PostgreSQL 15 (shared_preload_libraries).
+# zklock must be installed in that PostgreSQL (shared_preload_libraries).
 bench_zklock() {
 	local lib ext
 	lib="$("$PG_CONFIG" --pkglibdir)/zklock.so"
@@ -56,27 +57,28 @@ bench_zklock() {
 		echo "bench: zklock is not installed; run 'make && make install' as root first" >&2
 		return 1
 	fi
-	bench_need postgresql-server-dev-15 || return 1
+	bench_need postgresql-server-dev-all || return 1
 	echo "bench: building and installing zklock" >&2
 	make -C "$BENCH_ROOT" -s PG_CONFIG="$PG_CONFIG" >&2 &&
 		make -C "$BENCH_ROOT" -s PG_CONFIG="$PG_CONFIG" install >&2
 }
 
-# bench_pg_copy DIR: a private copy of PostgreSQL 15 (the one PG_CONFIG
-# names) under DIR, in the system's layout: DIR/usr/lib/postgresql/15,
-# DIR/usr/share/postgresql/15 and DIR/usr/include -> /usr/include.  Its
+# bench_pg_copy DIR: a private copy of the PostgreSQL PG_CONFIG names (Debian's
+# layout) under DIR: DIR/usr/lib/postgresql/<major>,
+# DIR/usr/share/postgresql/<major> and DIR/usr/include -> /usr/include.  Its
 # binaries are relocatable (pg_config, postgres find share/ and lib/ from
 # their own place), so zklock can be installed there alone.  Prints its
 # bin directory.
 bench_pg_copy() {
-	local dest=$1 lib share
+	local dest=$1 lib share major
 	lib=$(dirname "$("$PG_CONFIG" --bindir)")
 	share=$("$PG_CONFIG" --sharedir)
+	major=$(basename "$lib")
 	mkdir -p "$dest/usr/lib/postgresql" "$dest/usr/share/postgresql" || return 1
-	cp -a "$lib" "$dest/usr/lib/postgresql/15" &&
-		cp -a "$share" "$dest/usr/share/postgresql/15" &&
+	cp -a "$lib" "$dest/usr/lib/postgresql/$major" &&
+		cp -a "$share" "$dest/usr/share/postgresql/$major" &&
 		ln -sfn /usr/include "$dest/usr/include" || return 1
-	echo "$dest/usr/lib/postgresql/15/bin"
+	echo "$dest/usr/lib/postgresql/$major/bin"
 }
 
 # bench_build_into SRC BINDIR: make && make install of the zklock tree SRC
@@ -88,10 +90,10 @@ bench_build_into() {
 
 # bench_ab REV ARGS...: bench.py --ab with zklock built at REV (old) and
 # from the current tree as it is, uncommitted changes included (new), each
-# installed into its own copy of PostgreSQL 15 in a temporary folder that
+# installed into its own copy of PostgreSQL in a temporary folder that
 # is removed at the end.
 bench_ab() {
-	local rev=$1 sha work side bin old_label new_label rc=0
+	local rev=$1 sha work side bin old_bin new_bin old_label new_label rc=0
 	shift
 	if ! sha=$(git -C "$BENCH_ROOT" rev-parse --verify -q "$rev^{commit}"); then
 		echo "bench: --baseline $rev is not a revision of $BENCH_ROOT" >&2
@@ -109,6 +111,7 @@ bench_ab() {
 		echo "bench: building zklock ($side) in $work/$side" >&2
 		bin=$(bench_pg_copy "$work/$side/pg") || return 1
 		bench_build_into "$work/$side/src" "$bin" || return 1
+		if [ $side = old ]; then old_bin=$bin; else new_bin=$bin; fi
 	done
 	chmod -R a+rX "$work"
 	old_label="$rev = $(git -C "$BENCH_ROOT" rev-parse --short "$sha")"
@@ -118,15 +121,15 @@ bench_ab() {
 	fi
 	new_label+=")"
 	/usr/bin/python3 -B "$BENCH_DIR/bench.py" \
-		--ab-old "$work/old/pg/usr/lib/postgresql/15/bin" --ab-old-label "$old_label" \
-		--ab-new "$work/new/pg/usr/lib/postgresql/15/bin" --ab-new-label "$new_label" \
+		--ab-old "$old_bin" --ab-old-label "$old_label" \
+		--ab-new "$new_bin" --ab-new-label "$new_label" \
 		"$@" || rc=$?
 	return $rc
 }
 
 # what both scripts need: servers, the C client, a compiler
 BENCH_BASE_PKGS=(
-	"postgresql-15"
+	"postgresql"
 	"zookeeper"
 	"default-jre-headless|java"
 	"libzookeeper-mt-dev"

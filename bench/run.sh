@@ -17,7 +17,7 @@
 #   bash bench/run.sh --baseline REV [--rounds N] [--quick] [--secs S] [--only LIST]
 #
 #   A/B: zklock built at git revision REV (old) and from the current tree
-#   (new), each installed into its own copy of PostgreSQL 15 in a temporary
+#   (new), each installed into its own copy of PostgreSQL in a temporary
 #   folder; every zklock measurement of the scenarios runs on both, in N
 #   alternating rounds (default 3).  Prints old, new and new/old per row.
 #
@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
 done
 
 if [ -n "$baseline" ]; then
-	bench_need "${BENCH_BASE_PKGS[@]}" postgresql-server-dev-15 "git|git"
+	bench_need "${BENCH_BASE_PKGS[@]}" postgresql-server-dev-all "git|git"
 	bench_ab "$baseline" "${args[@]}"
 	exit $?
 fi
