@@ -186,7 +186,8 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 		bash "$src/scripts/install-deps.sh"
 		work=$(mktemp -d /tmp/zklock-test.XXXXXX)
 		chmod 755 "$work"
-		trap 'rm -rf "$work"' EXIT
+		# removed after a run that passed; kept (and named) after one that failed
+		trap '[ "${failed:-1}" -eq 0 ] && rm -rf "$work"' EXIT
 		passed=0
 		failed=0
 		summary=
@@ -269,6 +270,7 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 		echo
 		printf '%s' "$summary"
 		printf '%s' "$notrun"
+		[ "$failed" -eq 0 ] || echo "the failed run's trees and logs are kept in $work"
 		echo "zklock: $passed passed, $failed failed"
 		[ "$failed" -eq 0 ]
 		exit $?
@@ -362,7 +364,7 @@ bash test/zk_server.sh stop "$zkdir/zk" >/dev/null 2>&1 || true
 set +e
 mkdir -p test/tmp_check
 TESTDIR="$src/test" PG_REGRESS="$(dirname "$(pg_config --pgxs)")/../test/regress/pg_regress" \
-	prove -I "$(dirname "$(pg_config --pgxs)")/../test/perl" -I test \
+	prove --timer -I "$(dirname "$(pg_config --pgxs)")/../test/perl" -I test \
 	${PROVE_TESTS:-test/t/*.pl} 2>&1 | tee prove.out.log
 tap_rc=${PIPESTATUS[0]}
 set -e
