@@ -23,7 +23,7 @@
 #                              ZooKeeper server and a JRE, IPC::Run, Kazoo,
 #                              Curator, dblink (postgresql-contrib).
 #   install-deps.sh --runtime  a server that gets zklock's files built
-#                              elsewhere (README): libzookeeper-mt2 only,
+#                              elsewhere (doc/install.md): libzookeeper-mt2 only,
 #                              next to PostgreSQL.
 #
 set -euo pipefail

@@ -38,7 +38,7 @@ SELECT count(*) AS lock_nodes FROM zk_locks WHERE pid = pg_backend_pid();
 SELECT err($q$SELECT zk_lock_acquire_all(ARRAY(SELECT 'set/' || i FROM generate_series(1, 40) i))$q$);
 
 -- ZooKeeper unreachable: 08006 says where and for how long, whatever asked
--- (the errors table in the README), for a parent's lock and for zk_locks
+-- (the errors table in doc/sql.md), for a parent's lock and for zk_locks
 ALTER SYSTEM SET zklock.hosts = '127.0.0.1:9';
 SELECT pg_reload_conf();
 SELECT wait_until($$(SELECT state FROM zk_lock_status) <> 'connected'$$, 10) AS disconnected;

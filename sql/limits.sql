@@ -40,7 +40,7 @@ SELECT err($q$SELECT zk_lock_release('lim1/' || chr(65535))$q$);
 SELECT zk_lock_try_acquire('lim1/' || chr(160) || chr(55295) || chr(63744) || chr(65519)) > 0
   AS edges_granted;
 
--- NULL arguments give 22004, as the README says
+-- NULL arguments give 22004, as doc/sql.md says
 SELECT err($q$SELECT zk_lock_release(NULL)$q$);
 SELECT err($q$SELECT zk_lock_release('lim2/a', NULL)$q$);
 SELECT err($q$SELECT zk_lock_release_explicit(NULL)$q$);
@@ -96,7 +96,7 @@ COMMIT;
 -- nothing was left behind
 SELECT count(*) AS lock_nodes FROM zk_locks WHERE pid = pg_backend_pid();
 
--- The README's shared memory figures (max_locks): bytes per entry (the entry
+-- doc/settings.md's shared memory figures (max_locks): bytes per entry (the entry
 -- and its place in the worker's queue; the allocation's header and the
 -- per-slot counters together are less than one byte per entry, so the
 -- division drops them), and per connection slot by default (its share of

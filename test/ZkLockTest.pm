@@ -225,7 +225,7 @@ END
 #   node_name   => zklock.node_name (default $name)
 #   session_timeout => (default '4s')
 #   lease_margin => zklock.lease_margin (default '500ms': the test
-#                   ZooKeeper's tickTime is 200 ms; see README, Safety)
+#                   ZooKeeper's tickTime is 200 ms; see doc/safety.md)
 #   hosts       => zklock.hosts (default zk_hosts())
 #   extra_conf  => more postgresql.conf lines
 #   start       => 0 to only init and configure

@@ -42,7 +42,7 @@ my $r = $m->query(q{DO $$ BEGIN
 	END LOOP; END $$}, 120);
 is($r->{sqlstate}, '53400', 'a flood of session locks stops at the per-backend cap');
 like($r->{err}, qr/this backend has used all of its zklock lock entries/,
-	"53400's message is the README's errors table's");
+	"53400's message is doc/sql.md's errors table's");
 like($r->{err}, qr/zklock\.max_locks_per_backend/, 'the hint names the setting');
 is(psql1($node, 'SELECT count(*) FROM zk_lock_local WHERE pid = ' . $m->pid),
 	'4', 'the flooding backend holds its cap, no more');
@@ -152,7 +152,7 @@ $f1->query_ok(sprintf($fill, 'a'));
 $r = $f2->query(sprintf($fill, 'b'));
 is($r->{sqlstate}, '53200', 'the table of zklock.max_locks entries fills: 53200');
 like($r->{err}, qr/out of zklock lock entries/,
-	"53200's message is the README's errors table's");
+	"53200's message is doc/sql.md's errors table's");
 like($r->{err}, qr/zklock\.max_locks/, 'the hint names the setting');
 is(psql1($small, q{SELECT count(*) FROM zk_locks WHERE resource LIKE 'full/%'}), '6',
 	'zk_locks still lists, from the reserve');

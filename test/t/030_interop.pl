@@ -301,7 +301,7 @@ exclusion_both_ways(client => $kazoo, fname => "Kazoo's WriteLock",
 	my $id = 'L' . ++$next_id;
 	$kazoo->send("acquire $id $path lock $FOREIGN_WAIT_MS");
 	ok(defined $kazoo->event('ACQUIRED', $id, 10),
-		"$L: Kazoo's Lock is granted all the same (it counts only __lock__ nodes; README)");
+		"$L: Kazoo's Lock is granted all the same (it counts only __lock__ nodes; doc/other-clients.md)");
 	$kazoo->send("release $id");
 	ok(defined $kazoo->event('GONE', $id, 10), "$L: Kazoo's Lock released");
 	$zs->query_ok('COMMIT');
@@ -315,7 +315,7 @@ exclusion_both_ways(client => $kazoo, fname => "Kazoo's WriteLock",
 	$id = 'L' . ++$next_id;
 	$kazoo->send("acquire $id $parent lock $FOREIGN_WAIT_MS");
 	ok(defined $kazoo->event('ACQUIRED', $id, 10),
-		"$L: Kazoo's Lock on the parent is granted all the same (README)");
+		"$L: Kazoo's Lock on the parent is granted all the same (doc/other-clients.md)");
 	$kazoo->send("release $id");
 	ok(defined $kazoo->event('GONE', $id, 10), "$L: Kazoo's Lock released");
 	# (a waiting WriteLock's node is a __lock__ node, which Lock counts:
