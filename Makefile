@@ -35,7 +35,7 @@ PGFILEDESC = "zklock - ZooKeeper locks for PostgreSQL"
 SHLIB_LINK = -lzookeeper_mt -lpthread
 PG_CPPFLAGS = -I$(srcdir)/src
 # the version in the module's magic block (PostgreSQL 18): zklock.control's
-ZKLOCK_VERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" zklock.control)
+ZKLOCK_VERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))zklock.control)
 PG_CPPFLAGS += -DZKLOCK_VERSION='"$(ZKLOCK_VERSION)"'
 # (no -Werror here: a newer compiler's new warning must not break a user's
 # build; test/run_tests.sh builds with PG_CFLAGS=-Werror)

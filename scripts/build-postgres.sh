@@ -36,6 +36,10 @@ case "$major" in
 esac
 
 cache=${ZKLOCK_PG_CACHE:-/var/cache/zklock}
+case "$cache" in
+/*) ;;
+*) cache="$PWD/$cache" ;;
+esac
 dest="$cache/pg$major"
 
 if [ -x "$dest/bin/pg_config" ] && [ -f "$dest/.zklock-complete" ]; then
@@ -44,6 +48,19 @@ if [ -x "$dest/bin/pg_config" ] && [ -f "$dest/.zklock-complete" ]; then
 fi
 
 log() { echo "build-postgres: $*" >&2; }
+
+# One build of a major at a time: a second run waits for the first, then
+# finds its tree.  A complete tree is never replaced.
+mkdir -p "$cache"
+exec 9> "$cache/.lock-pg$major"
+if ! flock -n 9; then
+	log "another build of PostgreSQL $major is running; waiting for it"
+	flock 9
+fi
+if [ -x "$dest/bin/pg_config" ] && [ -f "$dest/.zklock-complete" ]; then
+	echo "$dest"
+	exit 0
+fi
 
 # --- the archive's address, from the machine's own apt configuration ----
 # deb822 files (*.sources) first, then one-line sources.list entries; the
@@ -85,9 +102,26 @@ uri=$(archive_uri) || {
 	exit 1
 }
 
-mkdir -p "$cache"
 work=$(mktemp -d "$cache/.build-pg$major.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+build_pid=
+# cut off (a signal, an error): the build goes, and its folder with it
+# (set -e applies in here too: nothing may fail before the rm)
+cleanup() {
+	local i
+	if [ -n "$build_pid" ]; then
+		kill -TERM -- -"$build_pid" 2>/dev/null || true
+		# until every process of the build is gone (bounded: then KILL)
+		for i in $(seq 1 100); do
+			kill -0 -- -"$build_pid" 2>/dev/null || break
+			[ "$i" -eq 50 ] && kill -KILL -- -"$build_pid" 2>/dev/null
+			sleep 0.1
+		done
+		wait "$build_pid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
 
 # --- fetch the source -------------------------------------------------------
 aptdir="$work/apt"
@@ -96,6 +130,10 @@ keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 aptopts=(-q -o "Dir::Etc::sourcelist=$aptdir/sources.list" -o Dir::Etc::sourceparts=-
 	-o "Dir::State::lists=$aptdir/lists" -o "Dir::Cache=$aptdir/cache"
 	-o APT::Get::List-Cleanup=0 -o APT::Sandbox::User=root)
+# a snapshot archive's Release files are old by design
+case "$uri" in
+*snapshot.debian.org*) aptopts+=(-o Acquire::Check-Valid-Until=false) ;;
+esac
 tarball=
 for suite in stable testing unstable oldstable; do
 	echo "deb-src [signed-by=$keyring] $uri $suite main" > "$aptdir/sources.list"
@@ -120,23 +158,29 @@ fi
 tar -xf "$tarball" -C "$work"
 srcdir=$(find "$work" -maxdepth 1 -type d -name "postgresql-$major*" | head -n 1)
 log "building $(basename "$srcdir") (configure, make -j$(nproc); minutes)"
-(
-	cd "$srcdir"
-	./configure --prefix="$dest" --enable-tap-tests --enable-debug \
-		--without-icu --without-readline --without-zlib > "$work/configure.log" 2>&1
-	make -s -j"$(nproc)" > "$work/make.log" 2>&1
-	make -s -C contrib/dblink > "$work/contrib.log" 2>&1
-	make -s install DESTDIR="$work/root" > "$work/install.log" 2>&1
-	make -s -C contrib/dblink install DESTDIR="$work/root" >> "$work/install.log" 2>&1
-) || {
+# in its own process group, in the background, so that the trap can end it
+# (every step chained: set -e does not reach into it)
+setsid bash -c '
+	cd "$1" &&
+	./configure --prefix="$2" --enable-tap-tests --enable-debug \
+		--without-icu --without-readline --without-zlib > "$3/configure.log" 2>&1 &&
+	make -s -j"$(nproc)" > "$3/make.log" 2>&1 &&
+	make -s -C contrib/dblink > "$3/contrib.log" 2>&1 &&
+	make -s install DESTDIR="$3/root" > "$3/install.log" 2>&1 &&
+	make -s -C contrib/dblink install DESTDIR="$3/root" >> "$3/install.log" 2>&1
+' build "$srcdir" "$dest" "$work" &
+build_pid=$!
+brc=0
+wait "$build_pid" || brc=$?
+build_pid=
+if [ $brc -ne 0 ] || [ ! -x "$work/root$dest/bin/pg_config" ]; then
 	log "build failed; last lines of the logs:"
 	tail -n 20 "$work"/*.log >&2
 	exit 1
-}
+fi
+# an incomplete tree in the way (none is complete: checked under the lock)
 touch "$work/root$dest/.zklock-complete"
-rm -rf "$dest.old"
-[ -e "$dest" ] && mv "$dest" "$dest.old"
+rm -rf "$dest"
 mv "$work/root$dest" "$dest"
-rm -rf "$dest.old"
 log "installed in $dest"
 echo "$dest"

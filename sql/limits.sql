@@ -82,6 +82,8 @@ SELECT err($q$SET zklock.allowed_subtrees = '/abs'$q$);
 -- A lock set is counted with its parents not held yet, each once
 -- (zklock.max_locks_per_backend is 32 here): 20 members under 20 parents
 -- need 41 entries and fail before anything is taken ...
+-- (the releases above are the worker's to finish: wait for them, bounded)
+SELECT wait_until($$(SELECT count(*) FROM zk_lock_local WHERE pid = pg_backend_pid()) = 0$$, 10) AS released;
 SELECT granted AS granted_before FROM zk_lock_status \gset
 SELECT err($q$SELECT zk_lock_acquire_all(ARRAY(SELECT 'lim4/p' || i || '/c' FROM generate_series(1, 20) i))$q$);
 SELECT count(*) AS taken FROM zk_lock_local WHERE pid = pg_backend_pid();

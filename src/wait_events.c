@@ -12,16 +12,19 @@
  * and 16 each of them is the plain "Extension".  The worker's own waits
  * are not named (wait_events.h says why).
  *
- * Each process asks for the numbers once, on first use, and keeps them in
- * a static array: WaitEventExtensionNew finds a name already registered by
- * another process in shared memory, under its own lock.  The worker
- * registers all of them at its start, so that pg_wait_events lists them
- * from then on.  Nothing here is shared state of zklock's.
+ * The names are registered once, in the postmaster, when shared memory is
+ * made (and made again after a crash): every process forked after inherits
+ * the numbers in a static array, so no backend registers anything, and a
+ * wait never takes the lock of the registry.  The registry holds 128 names
+ * shared by every extension; when it is full, zklock's waits show as plain
+ * "Extension" and the postmaster's log says why (a WARNING at start).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "storage/lwlock.h"
+#include "utils/memutils.h"
 #include "utils/wait_event.h"
 
 #include "compat.h"
@@ -35,24 +38,50 @@ static const char *const wait_event_names[ZKLOCK_WAIT_EVENT_COUNT] = {
 	[ZKLOCK_WAIT_LEASE] = "ZklockLease",
 };
 
-/* this process's numbers, 0 until asked for */
+/* the numbers, set in the postmaster; 0: not registered */
 static uint32 wait_event_info[ZKLOCK_WAIT_EVENT_COUNT];
 
 uint32
 zklock_wait_event(ZkWaitEvent which)
 {
 	Assert(which >= 0 && which < ZKLOCK_WAIT_EVENT_COUNT);
-	if (wait_event_info[which] == 0)
-		wait_event_info[which] = WaitEventExtensionNew(wait_event_names[which]);
-	return wait_event_info[which];
+	return wait_event_info[which] != 0 ? wait_event_info[which] :
+		PG_WAIT_EXTENSION;
 }
 
-/* Register every name now (the worker, at its start) */
+/*
+ * Register every name (the postmaster, at shared memory startup).  A full
+ * registry is not an error of zklock's: the WARNING says so, and the waits
+ * keep the plain event.  The registry's lock may be held when its ERROR is
+ * raised; no transaction will release it here, so this does.
+ */
 void
 zklock_wait_events_init(void)
 {
-	for (int i = 0; i < ZKLOCK_WAIT_EVENT_COUNT; i++)
-		(void) zklock_wait_event((ZkWaitEvent) i);
+	MemoryContext ctx = CurrentMemoryContext;
+
+	memset(wait_event_info, 0, sizeof(wait_event_info));
+	PG_TRY();
+	{
+		for (int i = 0; i < ZKLOCK_WAIT_EVENT_COUNT; i++)
+			wait_event_info[i] = WaitEventExtensionNew(wait_event_names[i]);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(ctx);
+		edata = CopyErrorData();
+		FlushErrorState();
+		LWLockReleaseAll();
+		memset(wait_event_info, 0, sizeof(wait_event_info));
+		ereport(WARNING,
+				(errmsg("zklock could not name its wait events: %s",
+						edata->message),
+				 errdetail("zklock's waits show as wait event \"Extension\" in pg_stat_activity.")));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
 }
 
 #else							/* !ZKLOCK_HAVE_NAMED_WAIT_EVENTS */

@@ -503,7 +503,6 @@ zklock_worker_main(Datum main_arg)
 	long		timeout = 1000;
 
 	worker_start();
-	zklock_wait_events_init();
 	worker_batch = MemoryContextAlloc(TopMemoryContext,
 									  sizeof(int) * zklock_shared->nentries);
 	wes = worker_wait_set();

@@ -41,6 +41,7 @@
 #include "worker.h"
 #include "backend.h"
 #include "failpoint.h"
+#include "wait_events.h"
 
 ZKLOCK_MODULE_MAGIC;
 
@@ -517,6 +518,7 @@ zklock_shmem_startup_hook(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	zklock_shmem_startup();
+	zklock_wait_events_init();
 }
 
 /*

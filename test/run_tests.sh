@@ -363,7 +363,9 @@ bash test/zk_server.sh stop "$zkdir/zk" >/dev/null 2>&1 || true
 # --- TAP ---------------------------------------------------------------
 set +e
 mkdir -p test/tmp_check
-TESTDIR="$src/test" PG_REGRESS="$(dirname "$(pg_config --pgxs)")/../test/regress/pg_regress" \
+# (TESTDIR for 15's PostgreSQL::Test::Utils; TESTDATADIR and TESTLOGDIR for
+# 17's and later, which would otherwise hand relative paths to the servers)
+TESTDIR="$src/test" TESTDATADIR="$src/test/tmp_check" TESTLOGDIR="$src/test/tmp_check/log" PG_REGRESS="$(dirname "$(pg_config --pgxs)")/../test/regress/pg_regress" \
 	prove --timer -I "$(dirname "$(pg_config --pgxs)")/../test/perl" -I test \
 	${PROVE_TESTS:-test/t/*.pl} 2>&1 | tee prove.out.log
 tap_rc=${PIPESTATUS[0]}

@@ -118,4 +118,39 @@ note("second run, stderr: $err");
 ok(!$ok && $out !~ m{\Q$cache/pg18\E},
 	'run again, it does not report a cached tree');
 
+# --- a build cut off by a signal: nothing of it is left ----------------------
+# (the main tree's make now runs a long time; the script gets SIGTERM)
+spew("$s/Makefile",
+	"include Makefile.global\n"
+	  . "all:\n"
+	  . "\techo \$\$\$\$ > $tmp/make.pid; sleep 120\n"
+	  . "install:\n"
+	  . "\t\@true\n");
+run([ 'tar', '-czf', $tarball, '-C', "$tmp/tarsrc", $srcname ])
+  or die "tar failed";
+{
+	local %ENV = (%ENV, @env);
+	my ($kout, $kerr) = ('', '');
+	my $h = IPC::Run::start([ 'bash', $script, '18' ], '<', \undef, '>', \$kout, '2>', \$kerr);
+	my $deadline = time() + 30;
+	while (time() < $deadline && !-s "$tmp/make.pid")
+	{
+		$h->pump_nb;
+		select(undef, undef, undef, 0.1);
+	}
+	ok(-s "$tmp/make.pid", 'the long build runs');
+	$h->signal('TERM');
+	my $t0 = time();
+	eval { $h->finish; 1 };
+	note("killed run, stderr: $kerr");
+	cmp_ok(time() - $t0, '<=', 15, 'cut off with SIGTERM, build-postgres.sh ends within seconds');
+	open(my $fh, '<', "$tmp/make.pid");
+	my $mpid = <$fh> // '';
+	chomp $mpid;
+	ok($mpid ne '' && !kill(0, $mpid), "the build's processes are gone (make's shell $mpid)");
+	my @left = glob("$cache/.build-pg18.*");
+	is(scalar(@left), 0, 'its build folder is removed') or diag("left: @left");
+	ok(!-e "$cache/pg18", 'and nothing is in the cache');
+}
+
 done_testing();
