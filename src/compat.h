@@ -63,7 +63,7 @@
 /*
  * Named wait events (WaitEventExtensionNew) exist from 17; before, every
  * wait of zklock shows as PG_WAIT_EXTENSION ("Extension").  See
- * wait_event.c.
+ * wait_events.c.
  */
 #if PG_VERSION_NUM >= 170000
 #define ZKLOCK_HAVE_NAMED_WAIT_EVENTS 1

@@ -380,7 +380,7 @@ zklock_raise_failure(int idx, uint32 gen, const char *what)
 	/*
 	 * A connection failure is the same whatever was asked: its message is
 	 * the worker's ("could not connect to ZooKeeper at ... within N ms", as
-	 * the doc/sql.md's errors table has it), and what was asked goes in DETAIL.
+	 * doc/sql.md's errors table has it), and what was asked goes in DETAIL.
 	 */
 	if (sqlstate == ERRCODE_CONNECTION_FAILURE)
 		raise_unreachable(msg, what);

@@ -66,6 +66,7 @@ our @EXPORT = qw(
   zk_node zk_session
   zkutil zk_count_locks zk_lock_nodes zk_lock_info zk_list_znodes
   zk_wait_count zk_wait_no_locks zk_done_check zk_wait_connected
+  zk_revoke_across
   wait_until wait_for_waiting is_waiting psql1
 );
 
@@ -420,6 +421,34 @@ sub zk_done_check
 		$s->quit if $s->alive;
 	}
 	ok(zk_wait_no_locks($zk_root, 15), "no lock node left under $zk_root");
+	return;
+}
+
+# zk_revoke_across($revoker, $label, $rnode, $hnode, $resource): a holder on
+# $hnode sleeps in a transaction with the lock on $resource; zk_lock_revoke
+# on $rnode (another instance) finds it, the holder is canceled (57014) and
+# its lock goes.  Five checks, named after $revoker ("the $revoker
+# instance") and $label (what the other instance is).
+sub zk_revoke_across
+{
+	my ($revoker, $label, $rnode, $hnode, $resource) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $h = zk_session($hnode, "revoked_by_$revoker");
+	$h->send("BEGIN; SELECT zk_lock_acquire('$resource'); SELECT pg_sleep(60);");
+	ok( wait_until(
+			sub {
+				psql1($hnode, 'SELECT wait_event FROM pg_stat_activity WHERE pid = ' . $h->pid) eq 'PgSleep';
+			},
+			timeout => 20),
+		"revocation by the $revoker instance: the holder sleeps with the lock");
+	is(psql1($rnode, "SELECT zk_lock_revoke('$resource', 'cancel')"), '1',
+		"zk_lock_revoke on the $revoker instance finds the other's holder");
+	my $r = $h->wait(20);
+	is($r && $r->{sqlstate}, '57014',
+		"the holder on the $label is canceled ($revoker revoking)");
+	$h->query('ROLLBACK');
+	ok(zk_wait_no_locks(zk_path($resource), 20), 'and its lock is released');
+	$h->quit;
 	return;
 }
 

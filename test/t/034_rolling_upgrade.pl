@@ -134,22 +134,7 @@ $ho->query_ok(q{SELECT zk_lock_release_all()});
 for my $dir ([ 'new', $new, $old ], [ 'old', $old, $new ])
 {
 	my ($revoker, $rnode, $hnode) = @$dir;
-	my $h = zk_session($hnode, "revoked_by_$revoker");
-	$h->send(q{BEGIN; SELECT zk_lock_acquire('roll/r'); SELECT pg_sleep(60);});
-	ok( wait_until(
-			sub {
-				psql1($hnode, 'SELECT wait_event FROM pg_stat_activity WHERE pid = ' . $h->pid) eq 'PgSleep';
-			},
-			timeout => 20),
-		"revocation by the $revoker instance: the holder sleeps with the lock");
-	is(psql1($rnode, q{SELECT zk_lock_revoke('roll/r', 'cancel')}), '1',
-		"zk_lock_revoke on the $revoker instance finds the other's holder");
-	$r = $h->wait(20);
-	is($r && $r->{sqlstate}, '57014',
-		"the holder on the other instance is canceled ($revoker revoking)");
-	$h->query('ROLLBACK');
-	ok(zk_wait_no_locks(zk_path('roll/r'), 20), 'and its lock is released');
-	$h->quit;
+	zk_revoke_across($revoker, 'other instance', $rnode, $hnode, 'roll/r');
 }
 
 # --- an explicit lock of the new one, from the old one -------------------------
