@@ -61,6 +61,9 @@ if [ -x "$dest/bin/pg_config" ] && [ -f "$dest/.zklock-complete" ]; then
 	echo "$dest"
 	exit 0
 fi
+# a run killed outright (SIGKILL) left its folder; its build is gone (it
+# held this lock until it ended)
+rm -rf "$cache"/.build-pg"$major".*
 
 # --- the archive's address, from the machine's own apt configuration ----
 # deb822 files (*.sources) first, then one-line sources.list entries; the
@@ -161,6 +164,9 @@ log "building $(basename "$srcdir") (configure, make -j$(nproc); minutes)"
 # in its own process group, in the background, so that the trap can end it
 # (every step chained: set -e does not reach into it)
 setsid bash -c '
+	# the script killed outright (SIGKILL: no trap runs): the build goes too
+	( while kill -0 "$4" 2>/dev/null; do sleep 1; done; kill -KILL 0 ) \
+		</dev/null >/dev/null 2>&1 &
 	cd "$1" &&
 	./configure --prefix="$2" --enable-tap-tests --enable-debug \
 		--without-icu --without-readline --without-zlib > "$3/configure.log" 2>&1 &&
@@ -168,7 +174,7 @@ setsid bash -c '
 	make -s -C contrib/dblink > "$3/contrib.log" 2>&1 &&
 	make -s install DESTDIR="$3/root" > "$3/install.log" 2>&1 &&
 	make -s -C contrib/dblink install DESTDIR="$3/root" >> "$3/install.log" 2>&1
-' build "$srcdir" "$dest" "$work" &
+' build "$srcdir" "$dest" "$work" "$$" </dev/null >/dev/null 2>&1 &
 build_pid=$!
 brc=0
 wait "$build_pid" || brc=$?
