@@ -29,7 +29,14 @@ OBJS = \
 	src/failpoint.o
 
 EXTENSION = zklock
-DATA = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql zklock--1.2--1.3.sql
+DATA = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql zklock--1.2--1.3.sql \
+	zklock--1.3--1.4.sql
+# the fresh install script of the default version: 1.0's script and every
+# update script in turn, as CREATE EXTENSION ran them before 1.4 (one
+# source for each object; test/t/006 compares it with every update path)
+ZKLOCK_SCRIPTS = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql \
+	zklock--1.2--1.3.sql zklock--1.3--1.4.sql
+DATA_built = zklock--1.4.sql
 PGFILEDESC = "zklock - ZooKeeper locks for PostgreSQL"
 
 SHLIB_LINK = -lzookeeper_mt -lpthread
@@ -68,6 +75,11 @@ include $(PGXS)
 zklock-installcheck-precheck:
 	@bash $(srcdir)/test/installcheck_precheck.sh '$(bindir)'
 .PHONY: zklock-installcheck-precheck
+
+# (each script's "\echo ... \quit" line is dropped by CREATE EXTENSION)
+zklock--1.4.sql: $(ZKLOCK_SCRIPTS)
+	{ echo '/* zklock--1.4.sql: made by make from $(ZKLOCK_SCRIPTS); do not edit */'; \
+	  for f in $^; do echo; echo "/* ---- $$f */"; cat $$f; done; } > $@
 
 # every object depends on the shared headers (PGXS tracks no dependencies)
 $(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
