@@ -47,7 +47,9 @@
 # on 15 only, so 034 runs on 15 only.  test/t/059_cross_major.pl needs a
 # second major with this tree's zklock, in ZKLOCK_OTHER_INSTALL: 18 for the
 # suite on 15, and 15 for the others.  As another user, set both to such
-# installations; each test fails without its own.
+# installations; each test fails without its own.  test/t/067_rolling_recipes.pl
+# needs the previous release (ZKLOCK_PREV_REV, default 78d507c: 1.3), built
+# the same way, in ZKLOCK_PREV_INSTALL; on 15 only.
 #
 set -euo pipefail
 
@@ -142,7 +144,8 @@ run_leg() {
 	chown -R postgres:postgres "$work/src-$name"
 	runuser -u postgres -- env ZKLOCK_TEST_INNER=1 PROVE_TESTS="$tests" \
 		PATH="$inst/bin:$PATH" PG_CONFIG="$inst/bin/pg_config" \
-		ZKLOCK_OLD_INSTALL="$old_install" ZKLOCK_OTHER_INSTALL="$other" \
+		ZKLOCK_OLD_INSTALL="$old_install" ZKLOCK_PREV_INSTALL="$prev_install" \
+		ZKLOCK_OTHER_INSTALL="$other" \
 		bash "$work/src-$name/test/run_tests.sh" || rc=$?
 	read -r p f < "$work/src-$name/counts" || { p=0; f=1; }
 	[ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
@@ -227,6 +230,15 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 					"${ZKLOCK_OLD_REV:-2e55121b7913c2873fb71a21802178ec3a7aaa04}" "$work/old") || old_install=
 			fi
 		fi
+		# and test/t/067 the previous release's (ZKLOCK_PREV_REV: 1.3) beside
+		# this one's recipes
+		prev_install=
+		if [ -n "${pgc_of[system]:-}" ] && { [ -z "${PROVE_TESTS:-}" ] || [[ "${PROVE_TESTS}" == *067_rolling_recipes* ]]; }; then
+			if [ -d "$src/.git" ] || [ -f "$src/.git" ]; then
+				prev_install=$(bash "$src/test/build_old.sh" "$src" \
+					"${ZKLOCK_PREV_REV:-78d507c08aa0511f530a6ee2d595d57e50fa6ae8}" "$work/prev") || prev_install=
+			fi
+		fi
 
 		for leg in "${legs[@]}"; do
 			inst=${inst_of[$leg]}
@@ -244,13 +256,17 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 					tests=${tests//test\/t\/034_rolling_upgrade.pl/}
 					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): test/t/034_rolling_upgrade.pl (zklock 1.1 builds on 15 only)"$'\n'
 				fi
+				if [ "$leg" != system ] && [[ "$tests" == *067_rolling_recipes* ]]; then
+					tests=${tests//test\/t\/067_rolling_recipes.pl/}
+					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): test/t/067_rolling_recipes.pl (the previous release is built on 15 only)"$'\n'
+				fi
 			elif [ $full = 1 ]; then
 				skip=()
-				[ "$leg" = system ] || skip+=(test/t/034_rolling_upgrade.pl)
+				[ "$leg" = system ] || skip+=(test/t/034_rolling_upgrade.pl test/t/067_rolling_recipes.pl)
 				[ -n "$other" ] || skip+=(test/t/059_cross_major.pl)
 				tests=$(tap_except "${skip[@]}")
 				[ ${#skip[@]} -gt 0 ] &&
-					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): ${skip[*]} (034: zklock 1.1 builds on 15 only; 059: needs a second major)"$'\n'
+					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): ${skip[*]} (034, 067: the earlier releases are built on 15 only; 059: needs a second major)"$'\n'
 			else
 				tests=$MAJOR_TAP_TESTS
 				[ -n "$other" ] || { tests=${tests//test\/t\/059_cross_major.pl/};
