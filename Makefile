@@ -8,7 +8,10 @@ OBJS = \
 	src/grant_rule.o \
 	src/nodedata.o \
 	src/zk_client.o \
+	src/recipe.o \
 	src/protocol.o \
+	src/lock_explicit.o \
+	src/lock_held.o \
 	src/listing.o \
 	src/admin.o \
 	src/sweep.o \
@@ -84,7 +87,7 @@ zklock--1.4.sql: $(ZKLOCK_SCRIPTS)
 # every object depends on the shared headers (PGXS tracks no dependencies)
 $(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
 	src/resource.h src/worker.h src/backend.h src/backend_int.h \
-	src/zk_client.h src/protocol.h src/protocol_int.h src/lease.h \
+	src/zk_client.h src/recipe.h src/lock_int.h src/lease.h \
 	src/failpoint.h src/grant_rule.h src/nodedata.h src/session_file.h \
 	src/wait_events.h
 

@@ -70,7 +70,7 @@
 #include "settings.h"
 #include "shmem.h"
 #include "zk_client.h"
-#include "protocol.h"
+#include "recipe.h"
 #include "lease.h"
 #include "failpoint.h"
 
@@ -353,7 +353,7 @@ worker_start(void)
 
 	before_shmem_exit(worker_exit, (Datum) 0);
 
-	zklock_protocol_init(incarnation);
+	zklock_recipe_init(incarnation);
 	zkc_set_log_level(0);
 }
 
@@ -438,15 +438,8 @@ worker_pump_events(void)
 			handle_session_event(ev);
 		else if (worker_phase == WP_SESSION && ev->kind == ZKEV_SYNCED)
 			zklock_lease_event(ev);
-		else if (worker_phase == WP_SESSION &&
-				 TAG_IDX(ev->tag) == ROOT_IDX)
-		{
-			/* requests go once the root is known to be safe */
-			if (zklock_root_event(ev))
-				zklock_protocol_connected(zkc_session_id());
-		}
 		else if (worker_phase == WP_SESSION)
-			zklock_protocol_event(ev);
+			zklock_recipe_event(ev);
 		zkc_free_event(ev);
 	}
 }
@@ -466,7 +459,7 @@ worker_take_requests(int *batch)
 		n++;
 	LWLockRelease(zklock_shared->lock);
 	for (int i = 0; i < n; i++)
-		zklock_protocol_request(batch[i]);
+		zklock_recipe_request(batch[i]);
 }
 
 /*
@@ -481,7 +474,7 @@ worker_tick(void)
 
 	worker_timers();
 	/* fail requests that waited too long for a connection */
-	ms = zklock_protocol_tick();
+	ms = zklock_recipe_tick();
 	timeout = (ms >= 0 && ms < 1000) ? ms + 1 : 1000;
 	/* keep the session's lease fresh */
 	ms = zklock_lease_tick(worker_phase == WP_SESSION &&
@@ -724,7 +717,7 @@ mark_session_lost(int64 id, const char *why)
 	int			nlost;
 
 	zklock_lease_end_session();
-	nlost = zklock_protocol_session_lost(why, pids, MAX_LOST_PIDS, &npids);
+	nlost = zklock_recipe_session_lost(why, pids, MAX_LOST_PIDS, &npids);
 	if (nlost > 0)
 	{
 		StringInfoData list;
@@ -806,7 +799,7 @@ serve_while_waiting(void)
 	pg_atomic_write_u64(&zklock_shared->worker_alive_at,
 						(uint64) zklock_boottime_us());
 	worker_take_requests(worker_batch);
-	(void) zklock_protocol_tick();
+	(void) zklock_recipe_tick();
 }
 
 /*
@@ -882,10 +875,8 @@ session_connected(void)
 						(unsigned long long) zkc_session_id())));
 	outage_ended();
 	was_connected = true;
-	if (zklock_root_needs_check(zkc_session_id()))
-		zklock_root_check_start(zkc_session_id());
-	else
-		zklock_protocol_connected(zkc_session_id());
+	/* the recipes go (after the check of the root, when due: root.c) */
+	zklock_recipe_connected(zkc_session_id());
 }
 
 /*
@@ -921,7 +912,7 @@ handle_session_event(ZkEvent *ev)
 								zklock_hosts,
 								(unsigned long long) zkc_session_id())));
 			set_session_state(ZKS_CONNECTING, zkc_session_id(), NULL);
-			zklock_protocol_disconnected();
+			zklock_recipe_disconnected();
 			break;
 
 		case ZKC_STATE_EXPIRED:
