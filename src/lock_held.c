@@ -55,7 +55,8 @@ zklock_lock_grant(int idx)
 
 	drop_watches(idx);			/* of its wait, if any is left */
 	withdrawn = !zklock_channel_grant(idx, w->generation, w->czxid,
-									  w->persistent ? 0 : zklock_recipe_session_id(),
+									  w->persistent ? 0 :
+									  zklock_recipe_session_id(),
 									  w->node);
 
 	if (withdrawn)
@@ -136,7 +137,6 @@ zklock_lock_drop_watches(int idx)
 		w->self_watched = false;
 	}
 }
-
 
 /*
  * Watch our own granted node, so that its deletion by someone else (an
@@ -359,7 +359,6 @@ zklock_held_rewrite_read_event(int idx, ZkEvent *ev)
 		zklock_held_rewrite(idx);
 	}
 }
-
 
 /*
  * Revocation (Curator's, done for the holder): another instance wrote

@@ -59,7 +59,7 @@
  *
  * Every operation is tagged with (generation, operation, entry); a reply
  * whose generation no longer matches the entry is from an earlier request
- * and is ignored.
+ * and is ignored (recipe.c drops it).
  *
  * Watches.  Each watch has an owner that drops it when it is no longer
  * wanted, so that a session holds at most one per waiting request (its
@@ -70,19 +70,24 @@
  * OP_SELF watches (drop_watches).  A held lock's guard fires when its own
  * node is deleted.  zklock_shared->n_watches shows how many are set.
  *
+ * The lock is one recipe of the worker (recipe.h): this file, and two of
+ * its own below it, which it calls and which never call it.
+ * lock_explicit.c holds what an explicit request's persistent node needs
+ * beyond an ephemeral one (its waiter child and watch in step 3, its
+ * grant by a rewrite in step 4); lock_held.c the grant (step 4), the
+ * guard, revocation and the holder's description of a lock we hold, the
+ * delete (step 5) and failing a request.  The steps call those by their
+ * short names (grant, send_delete, fail, grant_persistent, ...: lock_int.h).
+ *
  * The file follows the steps: each step's requests, then the handlers of
  * their replies (on_create, on_children, on_adopt, on_wait, ...).  After
- * the steps, zklock_protocol_event() only hands each reply to the handler
- * of its operation (protocol_handlers[]); then come the faults: recovery
- * after a lost reply, the connection's changes, the session's loss, and the
- * timers.
- *
- * The rest of what the worker does with ZooKeeper is in files of its own,
- * which this file's dispatcher (zklock_protocol_event) hands their replies
- * and which share its table of entries through protocol_int.h: the
- * cluster-wide listing of zk_locks (listing.c), administrators' requests and
- * revocation (admin.c), the sweep of expired explicit locks (sweep.c), and
- * the clean-up of explicit requests' nodes lost with a session (orphan.c).
+ * the steps, lock_event() only hands each reply to the handler of its
+ * operation (protocol_handlers[]); then come the faults: recovery after a
+ * lost reply, the connection's changes, the session's loss, and the
+ * timers, each a hook of the recipe's (zklock_lock_recipe, at the end)
+ * that recipe.c calls.  recipe.c, below every recipe, keeps the table of
+ * entries, starts a request by its kind, hands a reply to the recipe of
+ * its entry, and starts the requests that waited for a connection.
  *
  *-------------------------------------------------------------------------
  */
@@ -107,7 +112,6 @@
 
 #define MAX_CREATE_TRIES	8
 
-
 static void send_create(int idx, bool with_parents);
 static void send_children(int idx);
 static void recover(int idx);
@@ -115,44 +119,7 @@ static void decide(int idx, ZkEvent *ev);
 static bool find_own_node(int idx, ZkEvent *ev, int64 *my_seq);
 static void wait_behind(int idx, const char *pred_node, int nblockers);
 static void create_again(int idx, bool with_parents);
-
-/*
- * The backend released or withdrew its request: delete what was sent, or
- * leave it to the reply in flight.
- */
-static void
-lock_release(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-
-	switch (w->phase)
-	{
-		case PH_IDLE:
-			if (w->persistent && w->created)
-			{
-				/*
-				 * An explicit lock granted while its backend gave up (a
-				 * cancel, a timeout): the caller holds nothing, so its node
-				 * goes rather than live on to its time to live unknown.
-				 */
-				send_delete(idx);
-				break;
-			}
-			zklock_recipe_released(idx);	/* nothing was sent: nothing to
-											 * delete */
-			break;
-		case PH_WATCHING:
-			drop_watches(idx);
-			send_delete(idx);
-			break;
-		case PH_HELD:
-			send_delete(idx);	/* the delete fires the guard */
-			break;
-		default:
-			/* the reply in flight (or the reconnection) sees w->release */
-			break;
-	}
-}
+static void lock_release(int idx);
 
 /*
  * Start a lock request, unless the root's check refuses every request
@@ -165,7 +132,7 @@ lock_start(int idx)
 	char		msg[ZKLOCK_MAX_ERROR_LEN + 1];
 
 	if (zklock_recipe_refused(&sqlstate, msg, sizeof(msg)))
-		zklock_recipe_fail(idx, sqlstate, msg);
+		fail(idx, sqlstate, "%s", msg);
 	else
 		send_create(idx, false);
 }
@@ -321,7 +288,7 @@ on_children(int idx, ZkEvent *ev)
 		return;
 	}
 	if (ev->rc == ZKC_EXPIRED)
-		return;					/* zklock_protocol_session_lost() follows */
+		return;					/* lock_session_lost() follows */
 	if (w->create_rc != ZKC_OK && w->create_rc != ZKC_NONODE &&
 		w->create_rc != ZKC_CONNLOSS && !w->created)
 	{
@@ -546,6 +513,45 @@ on_wait(int idx, ZkEvent *ev)
 }
 
 /*
+ * Step 5: the backend released or withdrew its request (recipe.c set
+ * w->release, and released it itself if nothing was sent yet): delete what
+ * was sent, or leave it to the reply in flight.
+ */
+static void
+lock_release(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	switch (w->phase)
+	{
+		case PH_IDLE:
+			if (w->persistent && w->created)
+			{
+				/*
+				 * An explicit lock granted while its backend gave up (a
+				 * cancel, a timeout): the caller holds nothing, so its node
+				 * goes rather than live on to its time to live unknown.
+				 */
+				send_delete(idx);
+				break;
+			}
+			zklock_recipe_released(idx);	/* nothing was sent: nothing to
+											 * delete */
+			break;
+		case PH_WATCHING:
+			drop_watches(idx);
+			send_delete(idx);
+			break;
+		case PH_HELD:
+			send_delete(idx);	/* the delete fires the guard */
+			break;
+		default:
+			/* the reply in flight (or the reconnection) sees w->release */
+			break;
+	}
+}
+
+/*
  * The delete's reply: a try-lock that was not granted reports it; a
  * release is done.
  */
@@ -756,7 +762,7 @@ const ZkRecipe zklock_lock_recipe = {
 	.start = lock_start,
 	.release = lock_release,
 	.changed = zklock_held_rewrite,
-	.fail = zklock_lock_fail_msg,
+	.fail_request = zklock_lock_fail_msg,
 	.event = lock_event,
 	.connected = lock_connected,
 	.session_lost = lock_session_lost,

@@ -225,12 +225,12 @@ zklock_recipe_fail(int idx, int sqlstate, const char *msg)
 
 /* A request of the recipe's ends in failure, its recipe's way */
 static void
-fail_request(int idx, int sqlstate, const char *msg)
+end_in_failure(int idx, int sqlstate, const char *msg)
 {
 	const ZkRecipe *r = recipe_of_kind(zklock_work[idx].kind);
 
-	if (r && r->fail)
-		r->fail(idx, sqlstate, msg);
+	if (r && r->fail_request)
+		r->fail_request(idx, sqlstate, msg);
 	else
 		zklock_recipe_fail(idx, sqlstate, msg);
 }
@@ -456,7 +456,7 @@ deferred_deadlines(int64 now_us)
 			snprintf(msg, sizeof(msg),
 					 "could not connect to ZooKeeper at \"%s\" within %d ms",
 					 zklock_hosts, zklock_connect_timeout);
-			fail_request(i, ERRCODE_CONNECTION_FAILURE, msg);
+			end_in_failure(i, ERRCODE_CONNECTION_FAILURE, msg);
 		}
 		else
 		{

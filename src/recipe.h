@@ -154,7 +154,7 @@ typedef struct ZkRecipe
 	/* the backend changed its granted entry */
 	void		(*changed) (int idx);
 	/* end a request in failure (deadlines); NULL: zklock_recipe_fail */
-	void		(*fail) (int idx, int sqlstate, const char *msg);
+	void		(*fail_request) (int idx, int sqlstate, const char *msg);
 	/* a reply or a watch */
 	void		(*event) (ZkEvent *ev);
 

@@ -19,9 +19,9 @@
  * by the clock of the ZooKeeper leader; a node written by zklock 1.1 carries
  * its time to live as a duration, "ttl=<ms>", counted from its mtime, which
  * the write that granted it set (the grant's rewrite of its data, see
- * zklock_explicit_grant in lock_explicit.c).  A lock can so end early only by the
- * difference between the clocks of two successive ZooKeeper leaders, and
- * late by up to one sweep interval (and the walk).
+ * zklock_explicit_grant in lock_explicit.c).  A lock can so end early only
+ * by the difference between the clocks of two successive ZooKeeper leaders,
+ * and late by up to one sweep interval (and the walk).
  *
  *	- A node whose data has "waiter=" is a request not granted yet (or
  *	  granted, with its rewrite not yet done): it never expires.  Its
