@@ -577,10 +577,10 @@ on_delete(int idx, ZkEvent *ev)
 }
 
 /*
- * Who handles the reply (or the watch) of each operation of a request
- * entry.  No handler: OP_PARENT (the create behind it tells whether the
- * parents are there), OP_WAITER_DELETE (the node's delete behind it tells),
- * and the sweep's own operations, which carry no entry's index.
+ * Who handles the reply (or the watch) of each operation of a lock
+ * request.  No handler: OP_PARENT (the create behind it tells whether the
+ * parents are there) and OP_WAITER_DELETE (the node's delete behind it
+ * tells).
  */
 typedef void (*ProtocolHandler) (int idx, ZkEvent *ev);
 
@@ -650,7 +650,7 @@ resume(int i)
 			recover(i);
 	}
 	if (w->phase == PH_HELD)
-		zklock_held_rewrite(i);		/* a change that waited for a connection */
+		zklock_held_rewrite(i); /* a change that waited for a connection */
 }
 
 /*
@@ -659,7 +659,7 @@ resume(int i)
 static void
 lock_connected(int64 session_id)
 {
-		for (int i = 0; i < zklock_recipe_nentries(); i++)
+	for (int i = 0; i < zklock_recipe_nentries(); i++)
 		resume(i);
 }
 
