@@ -8,13 +8,19 @@ OBJS = \
 	src/grant_rule.o \
 	src/nodedata.o \
 	src/zk_client.o \
+	src/zk_events.o \
+	src/recipe.o \
 	src/protocol.o \
+	src/lock_explicit.o \
+	src/lock_held.o \
 	src/listing.o \
 	src/admin.o \
 	src/sweep.o \
 	src/orphan.o \
 	src/channel.o \
 	src/worker.o \
+	src/worker_status.o \
+	src/worker_signals.o \
 	src/session_file.o \
 	src/backend.o \
 	src/wait.o \
@@ -83,8 +89,9 @@ zklock--1.4.sql: $(ZKLOCK_SCRIPTS)
 
 # every object depends on the shared headers (PGXS tracks no dependencies)
 $(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
-	src/resource.h src/worker.h src/backend.h src/backend_int.h \
-	src/zk_client.h src/protocol.h src/protocol_int.h src/lease.h \
+	src/resource.h src/worker.h src/worker_status.h src/backend.h \
+	src/backend_int.h src/zk_client.h src/zk_events.h src/recipe.h \
+	src/lock_int.h src/lease.h \
 	src/failpoint.h src/grant_rule.h src/nodedata.h src/session_file.h \
 	src/wait_events.h
 

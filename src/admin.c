@@ -1,71 +1,38 @@
 /*-------------------------------------------------------------------------
  *
  * admin.c
- *		Administration of other holders' locks, and revocation of our own.
+ *		Administration of other holders' locks: a recipe (recipe.h).
  *
  * An administrator's request (zk_lock_force_release, zk_lock_revoke: an
  * entry of kind ZKR_FORCE_DELETE or ZKR_REVOKE, see backend.c) deletes
  * another holder's lock node, or writes a revocation ("revoke=cancel" or
  * "revoke=terminate") into it: one request, whose reply ends the entry.
- * protocol.c starts it and hands it its reply.
+ * recipe.c starts it and hands it its reply.  No state of its own beyond
+ * the entry's phase.
  *
- * The holder's side: the guard of a granted lock (protocol.c, step 4)
- * reads its node's data at each change, and hands it to
- * zklock_admin_revoked(), which signals the holding backend once per
- * revocation.  No state of its own beyond the entry's revoke_seen.
+ * The holder's side of a revocation is the lock recipe's: the guard of a
+ * granted lock reads its node's data at each change, and signals the
+ * holding backend once per revocation (lock_held.c).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include <signal.h>
-
 #include "channel.h"
-#include "protocol_int.h"
+#include "recipe.h"
 #include "zklock.h"
 #include "shmem.h"
 #include "zk_client.h"
-#include "protocol.h"
 
-/*
- * Revocation (Curator's, done for the holder): another instance wrote
- * "revoke=cancel" or "revoke=terminate" into our granted node.  Cancel the
- * holder's statement or end its session, as the revoker chose; its
- * transaction then ends and releases the lock.
- */
-void
-zklock_admin_revoked(int idx, const char *data, int version)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	const char *r = zklock_node_field(data, "revoke=");
-	bool		terminate;
-	int			pid = 0;
-
-	if (r == NULL || version == w->revoke_seen)
-		return;					/* none, or this one was acted on */
-	terminate = strncmp(r, "terminate", 9) == 0;
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	if (entry(idx)->state == ZKE_GRANTED)
-		pid = entry(idx)->owner_pid;
-	LWLockRelease(zklock_shared->lock);
-	if (pid == 0)
-		return;
-	w->revoke_seen = version;	/* the guard and a rewrite may both read it */
-	ereport(LOG,
-			(errmsg("zklock: lock node \"%s/%s\" was revoked; %s backend %d",
-					w->parent, w->node,
-					terminate ? "terminating" : "canceling the statement of", pid)));
-	if (kill(pid, terminate ? SIGTERM : SIGINT) != 0)
-		ereport(LOG,
-				(errmsg("zklock: could not signal backend %d: %m", pid)));
-}
+/* The administrator's one operation, as carried in a tag */
+#define OP_ADMIN	1
 
 /*
  * An administrator's request: delete another holder's node, or write a
  * revocation into it.
  */
-void
-zklock_admin_start(int idx)
+static void
+admin_start(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
 	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
@@ -86,8 +53,8 @@ zklock_admin_start(int idx)
 		ok = zkc_set_data(path, data, strlen(data),
 						  TAG(w->generation, OP_ADMIN, idx));
 	if (!ok)
-		zklock_protocol_fail(idx, ERRCODE_CONNECTION_FAILURE,
-							 "not connected to ZooKeeper");
+		zklock_recipe_fail(idx, ERRCODE_CONNECTION_FAILURE,
+						   "not connected to ZooKeeper");
 }
 
 /*
@@ -100,9 +67,10 @@ zklock_admin_start(int idx)
  * just went) before that.  It is not a lock yet and is left alone, as a
  * waiting request is: not removed, not an error.
  */
-void
-zklock_admin_event(int idx, ZkEvent *ev)
+static void
+admin_event(ZkEvent *ev)
 {
+	int			idx = TAG_IDX(ev->tag);
 	WorkEntry  *w = &zklock_work[idx];
 
 	if (w->phase != PH_ADMIN)
@@ -120,6 +88,40 @@ zklock_admin_event(int idx, ZkEvent *ev)
 
 		snprintf(msg, sizeof(msg), "could not change lock node \"%s\": %s",
 				 ev->path, zkc_result_text(ev->zoo_rc));
-		zklock_protocol_fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, msg);
+		zklock_recipe_fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, msg);
 	}
 }
+
+/*
+ * The session is gone: a request in flight fails (or, withdrawn, is
+ * released), as a lock request does.
+ */
+static void
+admin_session_lost(void)
+{
+	for (int i = 0; i < zklock_recipe_nentries(); i++)
+	{
+		WorkEntry  *w = &zklock_work[i];
+		char		msg[ZKLOCK_MAX_ERROR_LEN + 1];
+
+		if (w->phase != PH_ADMIN)
+			continue;
+		if (w->release)
+		{
+			zklock_recipe_released(i);
+			continue;
+		}
+		snprintf(msg, sizeof(msg),
+				 "ZooKeeper session lost while acquiring the lock: %s",
+				 zklock_recipe_loss_why());
+		zklock_recipe_fail(i, ERRCODE_CONNECTION_FAILURE, msg);
+	}
+}
+
+const ZkRecipe zklock_admin_recipe = {
+	.name = "admin",
+	.kinds = RECIPE_KIND(ZKR_FORCE_DELETE) | RECIPE_KIND(ZKR_REVOKE),
+	.start = admin_start,
+	.event = admin_event,
+	.session_lost = admin_session_lost,
+};

@@ -6,10 +6,11 @@
  * zk_locks: walk the tree under the root, read every lock node, and hand
  * the rows to the backend through its DSM segment.  A row is
  * "path \t czxid \t ephemeralOwner \t data", with data escaped.  A backend
- * asks with an entry of kind ZKR_LIST (backend.c); protocol.c starts the
- * listing, hands it the replies tagged with its entry, and ends it when
- * the backend withdraws, the session is lost, or no connection comes in
- * time.
+ * asks with an entry of kind ZKR_LIST (backend.c).  A recipe (recipe.h):
+ * recipe.c starts the listing, hands it the replies tagged with its entry,
+ * and tells it when the backend withdraws, the connection comes or goes,
+ * or the session is lost; it ends a listing that found no connection in
+ * time (its tick).
  *
  * Any role may list, as often and as many at once as it likes, so a listing
  * must not be able to hurt the worker or ZooKeeper:
@@ -42,14 +43,21 @@
 #include "utils/memutils.h"
 
 #include "channel.h"
-#include "protocol_int.h"
+#include "recipe.h"
 #include "zklock.h"
+#include "settings.h"
 #include "shmem.h"
 #include "grant_rule.h"
 #include "resource.h"
 #include "zk_client.h"
-#include "protocol.h"
 #include "lease.h"
+
+/* The listing's operations, as carried in a tag */
+typedef enum ListOp
+{
+	OP_LIST_CHILDREN = 1,		/* list a subtree */
+	OP_LIST_DATA				/* read a lock node */
+} ListOp;
 
 #define LIST_IN_FLIGHT		32
 #define LIST_MAX_ACTIVE		4
@@ -80,11 +88,13 @@ typedef struct Listing
 static MemoryContext listings_context = NULL;	/* parent of each listing's */
 static int	list_active = 0;	/* listings walking */
 static List *list_waiting = NIL;	/* entries waiting for a slot, in order */
-static bool list_starting = false;	/* inside zklock_listing_next() */
+static bool list_starting = false;	/* inside list_next() */
 
 static void list_activate(int idx);
 static void list_drop(int idx);
 static bool list_issue(int idx);
+static void list_finish(int idx, bool ok, int sqlstate, const char *why);
+static void list_next(void);
 
 static void
 list_push(Listing *l, const char *dir, const char *name, bool data)
@@ -103,8 +113,9 @@ list_push(Listing *l, const char *dir, const char *name, bool data)
 	MemoryContextSwitchTo(old);
 }
 
-void
-zklock_listing_start(int idx)
+/* A backend asks for a listing: start it, or queue it for a slot */
+static void
+listing_start(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
 	Listing    *l;
@@ -180,7 +191,7 @@ list_issue(int idx)
 		pfree(item);
 		if (!sent)
 		{
-			zklock_listing_finish(idx, false, ERRCODE_CONNECTION_FAILURE,
+			list_finish(idx, false, ERRCODE_CONNECTION_FAILURE,
 								  "not connected to ZooKeeper");
 			return false;
 		}
@@ -188,7 +199,7 @@ list_issue(int idx)
 	}
 	if (l->pending == 0 && l->queue == NIL)
 	{
-		zklock_listing_finish(idx, true, 0, NULL);
+		list_finish(idx, true, 0, NULL);
 		return false;
 	}
 	return true;
@@ -225,9 +236,11 @@ list_row(Listing *l, ZkEvent *ev)
 	MemoryContextSwitchTo(old);
 }
 
-void
-zklock_listing_event(int idx, ZkEvent *ev)
+/* A reply of the walk */
+static void
+listing_event(ZkEvent *ev)
 {
+	int			idx = TAG_IDX(ev->tag);
 	WorkEntry  *w = &zklock_work[idx];
 	Listing    *l = w->listing;
 
@@ -258,7 +271,7 @@ zklock_listing_event(int idx, ZkEvent *ev)
 	}
 	if (ev->rc == ZKC_CONNLOSS || ev->rc == ZKC_EXPIRED)
 	{
-		zklock_listing_finish(idx, false, ERRCODE_CONNECTION_FAILURE,
+		list_finish(idx, false, ERRCODE_CONNECTION_FAILURE,
 							  zkc_result_text(ev->zoo_rc));
 		return;
 	}
@@ -269,7 +282,7 @@ zklock_listing_event(int idx, ZkEvent *ev)
 
 		snprintf(why, sizeof(why), "ZooKeeper refused to read \"%s\": %s",
 				 ev->path, zkc_result_text(ev->zoo_rc));
-		zklock_listing_finish(idx, false, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, why);
+		list_finish(idx, false, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, why);
 		return;
 	}
 
@@ -298,8 +311,8 @@ zklock_listing_event(int idx, ZkEvent *ev)
  * the entry if the backend withdrew it; then drop everything the listing
  * had, and give its slot to the next one waiting.
  */
-void
-zklock_listing_finish(int idx, bool ok, int sqlstate, const char *why)
+static void
+list_finish(int idx, bool ok, int sqlstate, const char *why)
 {
 	WorkEntry  *w = &zklock_work[idx];
 	Listing    *l = w->listing;
@@ -352,7 +365,7 @@ zklock_listing_finish(int idx, bool ok, int sqlstate, const char *why)
 
 	list_drop(idx);
 	w->phase = PH_IDLE;
-	zklock_listing_next();
+	list_next();
 }
 
 /* Free what a listing had, and its slot or its place in the line */
@@ -372,8 +385,8 @@ list_drop(int idx)
 }
 
 /* A listing waiting for a slot (or for the connection)? */
-bool
-zklock_listing_is_waiting(int idx)
+static bool
+list_is_waiting(int idx)
 {
 	return zklock_work[idx].phase == PH_LISTING && zklock_work[idx].listing != NULL &&
 		!zklock_work[idx].listing->active;
@@ -381,10 +394,10 @@ zklock_listing_is_waiting(int idx)
 
 /*
  * Disconnected: listings waiting for a slot now wait for the connection,
- * up to zklock.connect_timeout from now (zklock_protocol_tick).
+ * up to zklock.connect_timeout from now (listing_tick).
  */
-void
-zklock_listing_disconnected(void)
+static void
+listing_disconnected(void)
 {
 	ListCell   *lc;
 	int64		now_us = zklock_boottime_us();
@@ -394,8 +407,8 @@ zklock_listing_disconnected(void)
 }
 
 /* Give free slots to the listings waiting for one, in arrival order */
-void
-zklock_listing_next(void)
+static void
+list_next(void)
 {
 	if (list_starting)
 		return;					/* the caller's loop goes on */
@@ -409,3 +422,94 @@ zklock_listing_next(void)
 	}
 	list_starting = false;
 }
+
+/* Connected: listings that waited for a slot (or the connection) go */
+static void
+listing_connected(int64 session_id)
+{
+	list_next();
+}
+
+/* The backend withdrew its listing: drop the walk now */
+static void
+listing_release(int idx)
+{
+	if (zklock_work[idx].phase == PH_LISTING)
+	{
+		/* its late replies find the entry idle */
+		list_finish(idx, false, 0, NULL);
+	}
+	else if (zklock_work[idx].phase == PH_IDLE)
+		zklock_recipe_released(idx);
+}
+
+/* A listing fails (recipe.c's deadline of a listing that waited to start) */
+static void
+listing_fail(int idx, int sqlstate, const char *msg)
+{
+	list_finish(idx, false, sqlstate, msg);
+}
+
+/* The session is gone: every listing under way fails */
+static void
+listing_session_lost(void)
+{
+	for (int i = 0; i < zklock_recipe_nentries(); i++)
+		if (zklock_work[i].phase == PH_LISTING)
+			list_finish(i, false, ERRCODE_CONNECTION_FAILURE,
+						zklock_recipe_loss_why());
+}
+
+/*
+ * Not connected: fail the listings that have waited for a slot (or the
+ * connection) longer than zklock.connect_timeout.  Returns the
+ * milliseconds until the next such deadline, or -1 when none is pending.
+ */
+static long
+listing_tick(void)
+{
+	int64		now_us = zklock_boottime_us();
+	long		next = -1;
+
+	if (zklock_connected)
+		return -1;
+	for (int i = 0; i < zklock_recipe_nentries(); i++)
+	{
+		WorkEntry  *w = &zklock_work[i];
+		int64		deadline_us;
+
+		if (!list_is_waiting(i))
+			continue;
+		deadline_us = w->since_us + zklock_connect_timeout * INT64CONST(1000);
+		if (now_us >= deadline_us)
+		{
+			char		why[ZKLOCK_MAX_ERROR_LEN + 1];
+
+			snprintf(why, sizeof(why),
+					 "could not connect to ZooKeeper at \"%s\" within %d ms",
+					 zklock_hosts, zklock_connect_timeout);
+			list_finish(i, false, ERRCODE_CONNECTION_FAILURE, why);
+		}
+		else
+		{
+			long		ms = (long) ((deadline_us - now_us + 999) / 1000);
+
+			if (next < 0 || ms < next)
+				next = ms;
+		}
+	}
+	return next;
+}
+
+const ZkRecipe zklock_listing_recipe = {
+	.name = "listing",
+	.kinds = RECIPE_KIND(ZKR_LIST),
+	.start = listing_start,
+	.release = listing_release,
+	.fail_request = listing_fail,
+	.event = listing_event,
+	.connected = listing_connected,
+	.disconnected = listing_disconnected,
+	.session_lost = listing_session_lost,
+	.tick = listing_tick,
+};

@@ -9,9 +9,10 @@
  * their request's prefix, unique to one request of one worker incarnation)
  * once it is connected again.
  *
- * protocol.c adds one when it fails such a request at the session's loss
- * (zklock_protocol_session_lost), starts the deletions once connected, and
- * hands them the replies tagged ORPHAN_IDX.  One listing of a parent is in
+ * A recipe (recipe.h).  At the session's loss it notes every waiting
+ * explicit request whose node exists or may (its session_lost hook runs
+ * before the lock recipe's, which fails them); once connected it starts the
+ * deletions, and recipe.c hands it the replies tagged ORPHAN_IDX.  One listing of a parent is in
  * flight at a time; the list of orphans is in TopMemoryContext, each freed
  * when its parent has been listed.  A listing lost with the connection is
  * tried again at the next one; one that fails otherwise (NOAUTH under
@@ -55,11 +56,17 @@
 #include "utils/memutils.h"
 
 #include "failpoint.h"
-#include "protocol_int.h"
+#include "recipe.h"
 #include "zklock.h"
 #include "resource.h"
 #include "zk_client.h"
-#include "protocol.h"
+
+/* Orphan clean-up's operations, as carried in a tag */
+typedef enum OrphanOp
+{
+	OP_CHILDREN = 1,			/* list an orphan's parent */
+	OP_DELETE					/* delete its node (reply not awaited) */
+} OrphanOp;
 
 typedef struct Orphan
 {
@@ -84,13 +91,15 @@ static int	orphan_file_left = 0;	/* entries from_file still listed */
 static uint32 orphan_epoch = 1; /* connections: one more at each loss */
 
 static void orphan_at_exit(int code, Datum arg);
+static void orphan_add(const char *parent, const char *prefix);
+static void orphan_next(void);
 
 /*
  * The session was lost while an explicit request waited: its node, if it
  * was made, outlives the session; delete it once connected again.
  */
-void
-zklock_orphan_add(const char *parent, const char *prefix)
+static void
+orphan_add(const char *parent, const char *prefix)
 {
 	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 	Orphan	   *o = palloc(sizeof(Orphan));
@@ -146,7 +155,7 @@ orphan_load(void)
 			strlen(tab + 1) >= sizeof(((Orphan *) NULL)->prefix))
 			continue;
 		*tab = '\0';
-		zklock_orphan_add(line, tab + 1);
+		orphan_add(line, tab + 1);
 		((Orphan *) llast(orphans))->from_file = true;
 		n++;
 	}
@@ -165,8 +174,8 @@ orphan_load(void)
  * first call of a worker (its first connection) also reads what the
  * previous worker left, and sets the exit callback that leaves this one's.
  */
-void
-zklock_orphan_next(void)
+static void
+orphan_next(void)
 {
 	Orphan	   *o;
 
@@ -192,7 +201,7 @@ zklock_orphan_next(void)
  * The listing of the head orphan's parent failed, not for the connection
  * (NOAUTH under another client's ACL, say): the others must not wait
  * behind it.  It goes to the tail, to be listed again at the next
- * connection (zklock_orphan_next stops at an orphan that failed on this
+ * connection (orphan_next stops at an orphan that failed on this
  * one); after ORPHAN_MAX_TRIES failures it is given up, and its nodes left
  * to the sweep (a granted one lasts its time to live).
  */
@@ -219,8 +228,8 @@ orphan_failed(Orphan *o, int rc)
 	MemoryContextSwitchTo(old);
 }
 
-void
-zklock_orphan_event(ZkEvent *ev)
+static void
+orphan_event(ZkEvent *ev)
 {
 	Orphan	   *o;
 
@@ -234,7 +243,7 @@ zklock_orphan_event(ZkEvent *ev)
 	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
 	{
 		orphan_failed(o, ev->zoo_rc);
-		zklock_orphan_next();
+		orphan_next();
 		return;
 	}
 	for (int i = 0; i < ev->nchildren; i++)
@@ -256,12 +265,12 @@ zklock_orphan_event(ZkEvent *ev)
 		}
 	}
 	orphan_drop_head();
-	zklock_orphan_next();
+	orphan_next();
 }
 
 /* The connection is gone: a listing in flight will not be answered */
-void
-zklock_orphan_disconnected(void)
+static void
+orphan_disconnected(void)
 {
 	orphan_busy = false;
 	orphan_epoch++;
@@ -283,14 +292,14 @@ orphan_at_exit(int code, Datum arg)
 	ListCell   *lc;
 	int			n = 0;
 
-	for (int i = 0; zklock_work != NULL && i < zklock_shared->nentries; i++)
+	for (int i = 0; zklock_work != NULL && i < zklock_recipe_nentries(); i++)
 	{
 		WorkEntry  *w = &zklock_work[i];
 
 		if (w->persistent && w->phase != PH_IDLE &&
 			w->phase != PH_DEFERRED &&
 			(w->created || w->create_unknown || w->node[0] != '\0'))
-			zklock_orphan_add(w->parent, w->prefix);
+			orphan_add(w->parent, w->prefix);
 	}
 	if (orphans == NIL)
 	{
@@ -313,3 +322,48 @@ orphan_at_exit(int code, Datum arg)
 			(errmsg("zklock: %d explicit lock request(s) left unanswered; the next worker removes their nodes",
 					n)));
 }
+
+/*
+ * The session is lost: the nodes of explicit requests that were still
+ * waiting (made, or maybe made) outlive it; delete them once connected
+ * again.  Runs before the lock recipe fails those requests.
+ */
+static void
+orphan_session_lost(void)
+{
+	orphan_disconnected();
+	for (int i = 0; i < zklock_recipe_nentries(); i++)
+	{
+		WorkEntry  *w = &zklock_work[i];
+
+		switch (w->phase)
+		{
+			case PH_IDLE:
+			case PH_DEFERRED:
+			case PH_HELD:
+			case PH_LISTING:
+				break;
+			default:
+				if (w->persistent && (w->created || w->create_unknown))
+					orphan_add(w->parent, w->prefix);
+				break;
+		}
+	}
+}
+
+/* Connected: delete the next orphan's nodes */
+static void
+orphan_connected(int64 session_id)
+{
+	orphan_next();
+}
+
+const ZkRecipe zklock_orphan_recipe = {
+	.name = "orphan",
+	.idx_first = ORPHAN_IDX,
+	.idx_count = 1,
+	.event = orphan_event,
+	.connected = orphan_connected,
+	.disconnected = orphan_disconnected,
+	.session_lost = orphan_session_lost,
+};

@@ -59,7 +59,7 @@
  *
  * Every operation is tagged with (generation, operation, entry); a reply
  * whose generation no longer matches the entry is from an earlier request
- * and is ignored.
+ * and is ignored (recipe.c drops it).
  *
  * Watches.  Each watch has an owner that drops it when it is no longer
  * wanted, so that a session holds at most one per waiting request (its
@@ -70,19 +70,24 @@
  * OP_SELF watches (drop_watches).  A held lock's guard fires when its own
  * node is deleted.  zklock_shared->n_watches shows how many are set.
  *
+ * The lock is one recipe of the worker (recipe.h): this file, and two of
+ * its own below it, which it calls and which never call it.
+ * lock_explicit.c holds what an explicit request's persistent node needs
+ * beyond an ephemeral one (its waiter child and watch in step 3, its
+ * grant by a rewrite in step 4); lock_held.c the grant (step 4), the
+ * guard, revocation and the holder's description of a lock we hold, the
+ * delete (step 5) and failing a request.  The steps call those by their
+ * short names (grant, send_delete, fail, grant_persistent, ...: lock_int.h).
+ *
  * The file follows the steps: each step's requests, then the handlers of
  * their replies (on_create, on_children, on_adopt, on_wait, ...).  After
- * the steps, zklock_protocol_event() only hands each reply to the handler
- * of its operation (protocol_handlers[]); then come the faults: recovery
- * after a lost reply, the connection's changes, the session's loss, and the
- * timers.
- *
- * The rest of what the worker does with ZooKeeper is in files of its own,
- * which this file's dispatcher (zklock_protocol_event) hands their replies
- * and which share its table of entries through protocol_int.h: the
- * cluster-wide listing of zk_locks (listing.c), administrators' requests and
- * revocation (admin.c), the sweep of expired explicit locks (sweep.c), and
- * the clean-up of explicit requests' nodes lost with a session (orphan.c).
+ * the steps, lock_event() only hands each reply to the handler of its
+ * operation (protocol_handlers[]); then come the faults: recovery after a
+ * lost reply, the connection's changes, the session's loss, and the
+ * timers, each a hook of the recipe's (zklock_lock_recipe, at the end)
+ * that recipe.c calls.  recipe.c, below every recipe, keeps the table of
+ * entries, starts a request by its kind, hands a reply to the recipe of
+ * its entry, and starts the requests that waited for a connection.
  *
  *-------------------------------------------------------------------------
  */
@@ -93,9 +98,9 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "protocol.h"
+#include "recipe.h"
+#include "lock_int.h"
 #include "channel.h"
-#include "protocol_int.h"
 #include "zklock.h"
 #include "settings.h"
 #include "shmem.h"
@@ -107,188 +112,29 @@
 
 #define MAX_CREATE_TRIES	8
 
-static int64 last_sweep_us = PG_INT64_MIN / 2; /* CLOCK_BOOTTIME, as every
-												 * timer here; the first
-												 * sweep at once */
-
-WorkEntry  *zklock_work = NULL;
-static int	nwork = 0;
-bool		zklock_connected = false;
-static bool recovery_needed = false;	/* some entry is PH_RECOVERING */
-static int64 last_recovery_us = 0;
-
-static int64 protocol_session_id = 0;
-static uint32 incarnation = 0;
-
 static void send_create(int idx, bool with_parents);
 static void send_children(int idx);
-static void send_delete(int idx);
 static void recover(int idx);
 static void decide(int idx, ZkEvent *ev);
 static bool find_own_node(int idx, ZkEvent *ev, int64 *my_seq);
 static void wait_behind(int idx, const char *pred_node, int nblockers);
-static void start_release(int idx);
-static void guard_unreadable(int idx);
-static void guard_node_gone(int idx);
 static void create_again(int idx, bool with_parents);
-static void grant(int idx);
-static void grant_persistent(int idx);
-static void rewrite_data(int idx);
-static void watch_own_waiting_node(int idx);
-static void fail(int idx, int sqlstate, const char *fmt,...) pg_attribute_printf(3, 4);
-static void finish_release(int idx);
-static void start_request(int idx);
-static void send_guard(int idx);
-static void drop_watches(int idx);
-
-/* a reply was lost or a send failed: retry once connected */
-static inline void
-set_recovering(WorkEntry *w)
-{
-	w->phase = PH_RECOVERING;
-	recovery_needed = true;
-}
+static void lock_release(int idx);
 
 /*
- * Set up the worker's table, one WorkEntry per shared entry.
- */
-void
-zklock_protocol_init(uint32 worker_incarnation)
-{
-	nwork = zklock_shared->nentries;
-	if (nwork > 0xffffff)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("zklock.max_locks_per_backend is too large for this many backends")));
-	zklock_work = MemoryContextAllocZero(TopMemoryContext,
-										 mul_size(nwork, sizeof(WorkEntry)));
-	incarnation = worker_incarnation;
-}
-
-/*
- * A backend queued an entry: a new request, or the release of one.
- */
-void
-zklock_protocol_request(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	ZkChannelRequest req;
-	ZkEntryState state;
-	uint32		gen;
-
-	state = zklock_channel_take(idx, &req, &gen);
-	if (state == ZKE_REQUESTED && w->generation != gen)
-	{
-		/* a new request: take what the worker needs from the entry */
-		memset(w, 0, offsetof(WorkEntry, parent));
-		w->generation = gen;
-		w->kind = req.kind;
-		w->mode = req.mode;
-		snprintf(w->parent, sizeof(w->parent), "%s/%s", zklock_root,
-				 req.resource);
-		w->naming = zklock_naming_style(req.resource);
-		w->persistent = req.persistent;
-		zklock_format_node_prefix(w->prefix, sizeof(w->prefix), incarnation,
-								  idx, gen, w->persistent);
-		w->node[0] = '\0';
-		w->since_us = zklock_boottime_us();
-		if (!zklock_connected)
-			w->phase = PH_DEFERRED;
-	}
-
-	if (w->generation != gen)
-	{
-		/* requested and withdrawn before the worker saw it */
-		if (state == ZKE_RELEASING)
-			zklock_channel_released(idx, gen);
-		return;
-	}
-
-	if (state == ZKE_REQUESTED && w->phase == PH_IDLE)
-		start_request(idx);
-	else if (state == ZKE_GRANTED)
-		rewrite_data(idx);		/* the holder's scope changed */
-	else if (state == ZKE_RELEASING && !w->release)
-		start_release(idx);
-}
-
-/*
- * The backend released or withdrew its request: delete what was sent, or
- * leave it to the reply in flight.
+ * Start a lock request, unless the root's check refuses every request
+ * (root.c, through recipe.c).
  */
 static void
-start_release(int idx)
+lock_start(int idx)
 {
-	WorkEntry  *w = &zklock_work[idx];
+	int			sqlstate;
+	char		msg[ZKLOCK_MAX_ERROR_LEN + 1];
 
-	w->release = true;
-	switch (w->phase)
-	{
-		case PH_IDLE:
-			if (w->persistent && w->created)
-			{
-				/*
-				 * An explicit lock granted while its backend gave up (a
-				 * cancel, a timeout): the caller holds nothing, so its node
-				 * goes rather than live on to its time to live unknown.
-				 */
-				send_delete(idx);
-				break;
-			}
-			finish_release(idx);	/* nothing was sent: nothing to delete */
-			break;
-		case PH_DEFERRED:
-			/* nothing was sent: nothing to delete */
-			finish_release(idx);
-			break;
-		case PH_LISTING:
-			/* drop the walk now; its late replies find the entry idle */
-			zklock_listing_finish(idx, false, 0, NULL);
-			break;
-		case PH_WATCHING:
-			drop_watches(idx);
-			send_delete(idx);
-			break;
-		case PH_HELD:
-			send_delete(idx);	/* the delete fires the guard */
-			break;
-		case PH_CHECKING:
-		case PH_GRANTING:
-		case PH_RECOVERING:
-		case PH_DELETING:
-		case PH_ADMIN:
-			/* the reply in flight (or the reconnection) sees w->release */
-			break;
-	}
-}
-
-/* Start what a backend asked for */
-static void
-start_request(int idx)
-{
-	switch (zklock_work[idx].kind)
-	{
-		case ZKR_LIST:
-			zklock_listing_start(idx);
-			break;
-		case ZKR_FORCE_DELETE:
-		case ZKR_REVOKE:
-			zklock_admin_start(idx);
-			break;
-		case ZKR_ACQUIRE:
-		case ZKR_TRY_ACQUIRE:
-			if (zklock_root_missing_chroot() != NULL)
-				fail(idx, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-					 "the ZooKeeper chroot \"%s\" of zklock.hosts does not exist (see the server log)",
-					 zklock_root_missing_chroot());
-			else if (zklock_root_refused())
-				fail(idx, ERRCODE_INSUFFICIENT_PRIVILEGE,
-					 "zklock.root \"%s\" is open to clients without zklock's ZooKeeper credentials (see the server log)",
-					 zklock_root);
-			else
-				send_create(idx, false);
-			break;
-	}
+	if (zklock_recipe_refused(&sqlstate, msg, sizeof(msg)))
+		fail(idx, sqlstate, "%s", msg);
+	else
+		send_create(idx, false);
 }
 
 /*
@@ -333,7 +179,7 @@ send_create(int idx, bool with_parents)
 		char		hex[17];
 
 		snprintf(hex, sizeof(hex), "%016llx",
-				 (unsigned long long) protocol_session_id);
+				 (unsigned long long) zklock_recipe_session_id());
 		if (v && strlen(v) >= 16)
 			memcpy(v, hex, 16);
 	}
@@ -378,7 +224,7 @@ create_again(int idx, bool with_parents)
 	WorkEntry  *w = &zklock_work[idx];
 
 	if (w->release)
-		finish_release(idx);
+		zklock_recipe_released(idx);
 	else if (w->tries >= MAX_CREATE_TRIES)
 		fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
 			 "could not create lock node under \"%s\" after %d attempts",
@@ -442,7 +288,7 @@ on_children(int idx, ZkEvent *ev)
 		return;
 	}
 	if (ev->rc == ZKC_EXPIRED)
-		return;					/* zklock_protocol_session_lost() follows */
+		return;					/* lock_session_lost() follows */
 	if (w->create_rc != ZKC_OK && w->create_rc != ZKC_NONODE &&
 		w->create_rc != ZKC_CONNLOSS && !w->created)
 	{
@@ -570,7 +416,7 @@ on_adopt(int idx, ZkEvent *ev)
 	/* a node found by our prefix: ours only if this session's */
 	if (ev->rc == ZKC_OK &&
 		ev->ephemeral_owner ==
-		(w->persistent ? 0 : protocol_session_id))
+		(w->persistent ? 0 : zklock_recipe_session_id()))
 	{
 		ereport(LOG,
 				(errmsg("zklock: adopted lock node \"%s/%s\" after its create's reply was lost",
@@ -584,7 +430,7 @@ on_adopt(int idx, ZkEvent *ev)
 		/* not ours, or gone: as if the create never happened */
 		w->node[0] = '\0';
 		if (w->release)
-			finish_release(idx);
+			zklock_recipe_released(idx);
 		else
 			send_create(idx, false);
 	}
@@ -667,455 +513,42 @@ on_wait(int idx, ZkEvent *ev)
 }
 
 /*
- * A waiting explicit request: its persistent node gets an ephemeral child
- * of this session (while it exists, the sweep knows someone waits for the
- * node), and a watch, so that the node deleted by someone else ends the
- * wait with an error instead of a wait for ever.
+ * Step 5: the backend released or withdrew its request (recipe.c set
+ * w->release, and released it itself if nothing was sent yet): delete what
+ * was sent, or leave it to the reply in flight.
  */
 static void
-watch_own_waiting_node(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
-
-	node_path(path, w, w->node);
-	if (w->waiter_child == 0)
-	{
-		char	   *child = psprintf("%s/%s", path, ZKLOCK_WAITER_CHILD);
-
-		if (zkc_create(child, NULL, -1, ZKC_EPHEMERAL,
-					   TAG(w->generation, OP_WAITER, idx)))
-			w->waiter_child = 1;
-		pfree(child);
-	}
-	if (!w->self_watched)
-		w->self_watched = zkc_watch_node(path,
-										 TAG(w->generation, OP_SELF, idx));
-}
-
-/* The create of an explicit request's waiter child came back */
-static void
-on_waiter(int idx, ZkEvent *ev)
+lock_release(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
 
-	if (ev->rc == ZKC_OK || ev->rc == ZKC_NODEEXISTS)
-		w->waiter_child = 2;
-	else
+	switch (w->phase)
 	{
-		/* NONODE: our node is gone, which OP_SELF reports */
-		w->waiter_child = 0;
-		if (ev->rc == ZKC_CONNLOSS && w->phase == PH_WATCHING)
-			set_recovering(w);	/* make it again */
+		case PH_IDLE:
+			if (w->persistent && w->created)
+			{
+				/*
+				 * An explicit lock granted while its backend gave up (a
+				 * cancel, a timeout): the caller holds nothing, so its node
+				 * goes rather than live on to its time to live unknown.
+				 */
+				send_delete(idx);
+				break;
+			}
+			zklock_recipe_released(idx);	/* nothing was sent: nothing to
+											 * delete */
+			break;
+		case PH_WATCHING:
+			drop_watches(idx);
+			send_delete(idx);
+			break;
+		case PH_HELD:
+			send_delete(idx);	/* the delete fires the guard */
+			break;
+		default:
+			/* the reply in flight (or the reconnection) sees w->release */
+			break;
 	}
-}
-
-/*
- * The watch on a waiting explicit request's own node: deleted by someone
- * else, the request fails; otherwise the watch is set again.
- */
-static void
-on_self(int idx, ZkEvent *ev)
-{
-	WorkEntry  *w = &zklock_work[idx];
-
-	if ((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
-		(ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE))
-	{
-		w->self_watched = false;
-		if (w->phase == PH_WATCHING)
-		{
-			/* someone deleted the node we wait with */
-			w->created = false;
-			ereport(LOG,
-					(errmsg("zklock: explicit lock node \"%s/%s\" was deleted while its request waited",
-							w->parent, w->node)));
-			fail(idx, ERRCODE_LOCK_NOT_AVAILABLE,
-				 "explicit lock node \"%s/%s\" was deleted while the request waited",
-				 w->parent, w->node);
-		}
-		/* listing or rewrite in flight: its reply finds it gone */
-	}
-	else if (ev->kind == ZKEV_WATCH)
-	{
-		/* one-shot: set it again while we wait */
-		w->self_watched = false;
-		if (w->phase == PH_WATCHING)
-			watch_own_waiting_node(idx);
-	}
-}
-
-/*
- * Step 4: granted.  Tell the backend, then guard the node.
- */
-static void
-grant(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	bool		withdrawn;
-
-	drop_watches(idx);			/* of its wait, if any is left */
-	withdrawn = !zklock_channel_grant(idx, w->generation, w->czxid,
-									  w->persistent ? 0 : protocol_session_id,
-									  w->node);
-
-	if (withdrawn)
-	{
-		send_delete(idx);
-		return;
-	}
-	if (w->persistent)
-	{
-		/* an explicit lock: the node is on its own now, until it expires */
-		w->phase = PH_IDLE;
-		return;
-	}
-	w->phase = PH_HELD;
-	send_guard(idx);
-}
-
-/*
- * Watch our own granted node, so that its deletion by someone else (an
- * administrator, a revocation) turns the lock LOST, and a revocation
- * written into it is acted on.  The read and the watch are one request
- * (getData with a watch): a write applied after the read fires the watch,
- * so a revocation written before the guard is set, or between a change and
- * the guard set again after it (each rewrite of our own data fires it), is
- * read, never missed.  Not waited for; a guard that could not be set (not
- * sent, or its reply lost with the connection) is set again, reading
- * again, once connected (resume).  Failpoint "fail": as if the reply was
- * lost; "pause": a write made meanwhile must still be seen.
- */
-static void
-send_guard(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
-
-	node_path(path, w, w->node);
-	w->guard_needed = ZKLOCK_FAILPOINT("before-guard") ||
-		!zkc_get_data_watch(path, TAG(w->generation, OP_GUARD, idx));
-	if (w->guard_needed)
-		recovery_needed = true;
-}
-
-/*
- * The guard's read came back, or its watch fired: read again after a
- * change, act on a revocation, and turn the lock LOST if the node is gone.
- */
-static void
-on_guard(int idx, ZkEvent *ev)
-{
-	WorkEntry  *w = &zklock_work[idx];
-
-	if (w->phase != PH_HELD)
-		return;
-	if (ev->kind == ZKEV_WATCH && ev->watch_type != ZKC_WATCH_DELETED)
-	{
-		/*
-		 * Someone changed our node's data (our own rewrite, or a
-		 * revocation): read it and watch it again, in one request.
-		 */
-		send_guard(idx);
-		return;
-	}
-	if (ev->kind == ZKEV_DATA && ev->rc == ZKC_OK)
-	{
-		/* the watch is set; a write after this read fires it */
-		zklock_admin_revoked(idx, ev->data, ev->version);
-		return;
-	}
-	if (ev->kind == ZKEV_DATA && ev->rc == ZKC_NOAUTH)
-	{
-		guard_unreadable(idx);
-		return;
-	}
-	if ((ev->kind == ZKEV_DATA || ev->kind == ZKEV_STAT) &&
-		ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
-	{
-		/*
-		 * The watch was not set (connection lost): read and set it again
-		 * once connected (resume), so that a revocation written meanwhile is
-		 * read then.
-		 */
-		w->guard_needed = true;
-		recovery_needed = true;
-		return;
-	}
-	if ((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
-		ev->rc == ZKC_NONODE)
-		guard_node_gone(idx);
-}
-
-/*
- * Our node's ACL was changed to refuse us READ: we cannot see a
- * revocation, but still notice the deletion.
- */
-static void
-guard_unreadable(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
-
-	node_path(path, w, w->node);
-	ereport(LOG,
-			(errmsg("zklock: lock node \"%s\" no longer lets zklock read it; a revocation of it cannot be seen",
-					path),
-			 errdetail("Someone changed its ACL. Its deletion is still noticed.")));
-	if (!zkc_watch_node(path, TAG(w->generation, OP_GUARD, idx)))
-	{
-		w->guard_needed = true;
-		recovery_needed = true;
-	}
-}
-
-/* The guard saw our node deleted, by someone else: the lock is LOST */
-static void
-guard_node_gone(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-
-	/* our granted node is gone and we did not delete it */
-	(void) zklock_channel_lost(idx, w->generation, NULL);
-	ereport(LOG,
-			(errmsg("zklock: lock node \"%s/%s\" was deleted while held",
-					w->parent, w->node)));
-	/* keep the entry until the backend lets it go */
-	w->created = false;
-}
-
-/*
- * The backend changed the description of a lock it holds (its scope, or
- * whether it is held only for a child's sake, see backend.c's
- * show_holds): write it into the node, where zk_locks on every instance
- * reads it.  One setData, checked against the version of the node's data
- * we know (our own earlier write, or 0 from the create), so that it never
- * overwrites what another wrote meanwhile (a revocation): when the version
- * is unknown or was not ours, read the node first, and leave a revoked
- * node alone.  Nothing waits for it; a change made while a write is in
- * flight goes when that write is answered.
- */
-static void
-rewrite_data(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
-	char		data[ZKLOCK_MAX_DATA_LEN + 1];
-	uint32		version;
-	bool		granted;
-	bool		ok;
-
-	if (w->phase != PH_HELD || w->persistent || w->rewriting ||
-		w->rewrite_off || !zklock_connected)
-		return;
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	granted = entry(idx)->state == ZKE_GRANTED &&
-		entry(idx)->generation == w->generation;
-	version = entry(idx)->data_version;
-	if (granted && version != w->shown)
-		strlcpy(data, entry(idx)->data, sizeof(data));
-	LWLockRelease(zklock_shared->lock);
-	if (!granted || version == w->shown)
-		return;
-
-	node_path(path, w, w->node);
-	w->rewriting = true;
-	if (w->data_version < 0)
-		ok = zkc_get_data(path, TAG(w->generation, OP_REWRITE_READ, idx));
-	else
-	{
-		w->writing = version;
-		ok = zkc_set_data_version(path, data, strlen(data), w->data_version,
-								  TAG(w->generation, OP_REWRITE, idx));
-	}
-	if (!ok)
-	{
-		/* not sent: read and write again (resume) */
-		w->rewriting = false;
-		w->data_version = -1;
-		recovery_needed = true;
-	}
-}
-
-/* The reply of rewrite_data()'s setData */
-static void
-on_rewrite(int idx, ZkEvent *ev)
-{
-	WorkEntry  *w = &zklock_work[idx];
-
-	w->rewriting = false;
-	if (w->phase != PH_HELD)
-		return;
-	if (ev->rc == ZKC_OK)
-	{
-		w->data_version = ev->version;
-		w->shown = w->writing;
-		rewrite_data(idx);		/* a change made meanwhile */
-	}
-	else if (ev->rc == ZKC_BADVERSION)
-	{
-		/* written by someone else: read it, then decide */
-		w->data_version = -1;
-		rewrite_data(idx);
-	}
-	else if (ev->rc == ZKC_CONNLOSS)
-		w->data_version = -1;	/* written or not: read it again once
-								 * connected (resume) */
-	else if (ev->rc != ZKC_NONODE && ev->rc != ZKC_EXPIRED)
-	{
-		/* the guard handles a node gone, the session its loss */
-		w->rewrite_off = true;
-		ereport(LOG,
-				(errmsg("zklock: could not update lock node \"%s/%s\": %s",
-						w->parent, w->node, zkc_result_text(ev->zoo_rc))));
-	}
-}
-
-/* The read rewrite_data() makes first when the node's version is unknown */
-static void
-on_rewrite_read(int idx, ZkEvent *ev)
-{
-	WorkEntry  *w = &zklock_work[idx];
-
-	w->rewriting = false;
-	if (w->phase != PH_HELD || ev->rc != ZKC_OK)
-		return;					/* connection loss: resume reads again */
-	if (zklock_node_field(ev->data, "revoke=") != NULL)
-	{
-		/*
-		 * A revocation: never overwrite it, and act on it if the guard has
-		 * not (zklock_admin_revoked() signals once per revocation).
-		 */
-		w->rewrite_off = true;
-		zklock_admin_revoked(idx, ev->data, ev->version);
-	}
-	else
-	{
-		w->data_version = ev->version;
-		rewrite_data(idx);
-	}
-}
-
-/*
- * The data of a granted explicit node: the request's, without the waiter=
- * line, and with expires_at= (for people only) counted from now.
- */
-static void
-granted_data(char *data, size_t size)
-{
-	const char *ttl = zklock_node_field(data, "ttl=");
-	int64		ttl_ms = ttl ? strtoll(ttl, NULL, 10) : 0;
-	char		waiting[ZKLOCK_MAX_DATA_LEN + 1];
-	char		at[32];
-
-	/* Unix epoch microseconds, as backend.c writes it */
-	zklock_nodedata_epoch(at, sizeof(at),
-						  GetCurrentTimestamp() + ttl_ms * 1000 +
-						  (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) *
-						  SECS_PER_DAY * USECS_PER_SEC);
-	zklock_nodedata_set(waiting, sizeof(waiting), data, ZKLOCK_WAITER_FIELD,
-						NULL);
-	zklock_nodedata_set(data, size, waiting, "expires_at=", at);
-}
-
-/*
- * Step 4 of an explicit request: Hive's rule grants our node.  Rewrite its
- * data (setData): the write proves that the node still exists, and sets its
- * mtime to the time of the grant by ZooKeeper's clock, from which its time
- * to live counts.  Then delete its waiter child, and tell the backend once
- * both are done (ZooKeeper answers them in order).
- */
-static void
-grant_persistent(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
-	char		data[ZKLOCK_MAX_DATA_LEN + 1];
-	char	   *child;
-	bool		ok;
-
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	strlcpy(data, entry(idx)->data, sizeof(data));
-	LWLockRelease(zklock_shared->lock);
-	granted_data(data, sizeof(data));
-
-	node_path(path, w, w->node);
-	child = psprintf("%s/%s", path, ZKLOCK_WAITER_CHILD);
-	w->phase = PH_GRANTING;
-	w->grant_written = false;
-	ok = zkc_set_data(path, data, strlen(data),
-					  TAG(w->generation, OP_GRANT_WRITE, idx)) &&
-		zkc_delete(child, TAG(w->generation, OP_GRANT_CHILD, idx));
-	pfree(child);
-	if (!ok)
-		set_recovering(w);
-	/* "exit": the worker goes while the grant's write is in flight */
-	(void) ZKLOCK_FAILPOINT("explicit-grant-sent");
-}
-
-/* The reply of the setData that grants an explicit request its node */
-static void
-on_grant_write(int idx, ZkEvent *ev)
-{
-	WorkEntry  *w = &zklock_work[idx];
-
-	if (w->phase != PH_GRANTING)
-		return;
-	if (ev->rc == ZKC_OK)
-		w->grant_written = true;
-	else if (ev->rc == ZKC_NONODE)
-	{
-		w->created = false;
-		fail(idx, ERRCODE_LOCK_NOT_AVAILABLE,
-			 "explicit lock node \"%s/%s\" was deleted while the request waited",
-			 w->parent, w->node);
-	}
-	else if (ev->rc == ZKC_CONNLOSS)
-		set_recovering(w);		/* list again, and write again */
-	else if (ev->rc != ZKC_EXPIRED)
-		fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
-			 "could not write explicit lock node \"%s/%s\": %s",
-			 w->parent, w->node, zkc_result_text(ev->zoo_rc));
-}
-
-/*
- * The delete of its waiter child, sent right behind the grant's write: its
- * reply comes after it, and completes the grant.
- */
-static void
-on_grant_child(int idx, ZkEvent *ev)
-{
-	WorkEntry  *w = &zklock_work[idx];
-
-	/* sent right behind the rewrite: its reply comes after it */
-	if (w->phase != PH_GRANTING || !w->grant_written)
-		return;
-	if (ev->rc == ZKC_CONNLOSS)
-		set_recovering(w);
-	else if (ev->rc != ZKC_EXPIRED)
-		grant(idx);				/* a child left over goes with our session */
-}
-
-static void
-send_delete(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
-
-	node_path(path, w, w->node);
-	w->phase = PH_DELETING;
-	if (w->persistent)
-	{
-		/* a waiting explicit node has a child: it goes first */
-		char	   *child = psprintf("%s/%s", path, ZKLOCK_WAITER_CHILD);
-
-		(void) zkc_delete(child, TAG(w->generation, OP_WAITER_DELETE, idx));
-		pfree(child);
-	}
-	/* failpoint "fail": as if the delete's reply was lost */
-	if (ZKLOCK_FAILPOINT("before-delete") ||
-		!zkc_delete(path, TAG(w->generation, OP_DELETE, idx)))
-		set_recovering(w);
 }
 
 /*
@@ -1137,94 +570,17 @@ on_delete(int idx, ZkEvent *ev)
 			w->phase = PH_IDLE;
 		}
 		else
-			finish_release(idx);
+			zklock_recipe_released(idx);
 	}
 	else
 		set_recovering(w);		/* delete again when connected */
 }
 
-/* Step 5 done: the node is gone; the entry can be reused */
-static void
-finish_release(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-
-	zklock_channel_released(idx, w->generation);
-	w->phase = PH_IDLE;
-}
-
 /*
- * A request ends in failure; any node of ours is gone or being deleted.
- */
-static void
-fail(int idx, int sqlstate, const char *fmt,...)
-{
-	char		msg[ZKLOCK_MAX_ERROR_LEN + 1];
-	va_list		ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	zklock_protocol_fail(idx, sqlstate, msg);
-}
-
-/* fail(), with its message made: for the files around the recipe too */
-void
-zklock_protocol_fail(int idx, int sqlstate, const char *msg)
-{
-	WorkEntry  *w = &zklock_work[idx];
-
-	drop_watches(idx);
-	zklock_channel_fail(idx, w->generation, sqlstate, msg, true);
-	w->phase = PH_IDLE;
-}
-
-/*
- * The request no longer waits: the watches of its wait (the node it waited
- * behind, an explicit request's own node) are not wanted any more.  Its
- * guard is not dropped here: the deletion of its node fires it.
- */
-static void
-drop_watches(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-
-	zkc_unwatch(TAG(w->generation, OP_WAIT, idx));
-	if (w->persistent)
-	{
-		zkc_unwatch(TAG(w->generation, OP_SELF, idx));
-		w->self_watched = false;
-	}
-}
-
-/*
- * Remove the watches no longer wanted, and show how many the session has
- * set (zk_lock_status); at every pass of the worker's loop.  A new session
- * starts with none (zkc_close() frees the previous handle's).
- */
-static void
-watches_upkeep(void)
-{
-	static uint64 shown = PG_UINT64_MAX;	/* what n_watches says */
-	uint64		n;
-
-	if (zklock_connected)
-		zkc_watch_upkeep();
-	n = zkc_watch_count();
-	if (n != shown)
-	{
-		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-		zklock_shared->n_watches = n;
-		LWLockRelease(zklock_shared->lock);
-		shown = n;
-	}
-}
-
-/*
- * Who handles the reply (or the watch) of each operation of a request
- * entry.  No handler: OP_PARENT (the create behind it tells whether the
- * parents are there), OP_WAITER_DELETE (the node's delete behind it tells),
- * and the sweep's own operations, which carry no entry's index.
+ * Who handles the reply (or the watch) of each operation of a lock
+ * request.  No handler: OP_PARENT (the create behind it tells whether the
+ * parents are there) and OP_WAITER_DELETE (the node's delete behind it
+ * tells).
  */
 typedef void (*ProtocolHandler) (int idx, ZkEvent *ev);
 
@@ -1233,52 +589,25 @@ static const ProtocolHandler protocol_handlers[] = {
 	[OP_CHILDREN] = on_children,
 	[OP_ADOPT] = on_adopt,
 	[OP_WAIT] = on_wait,
-	[OP_WAITER] = on_waiter,
-	[OP_SELF] = on_self,
-	[OP_GUARD] = on_guard,
-	[OP_REWRITE] = on_rewrite,
-	[OP_REWRITE_READ] = on_rewrite_read,
-	[OP_GRANT_WRITE] = on_grant_write,
-	[OP_GRANT_CHILD] = on_grant_child,
+	[OP_WAITER] = zklock_explicit_waiter_event,
+	[OP_SELF] = zklock_explicit_self_event,
+	[OP_GUARD] = zklock_held_guard_event,
+	[OP_REWRITE] = zklock_held_rewrite_event,
+	[OP_REWRITE_READ] = zklock_held_rewrite_read_event,
+	[OP_GRANT_WRITE] = zklock_explicit_grant_write_event,
+	[OP_GRANT_CHILD] = zklock_explicit_grant_child_event,
 	[OP_DELETE] = on_delete,
-	[OP_LIST_CHILDREN] = zklock_listing_event,
-	[OP_LIST_DATA] = zklock_listing_event,
-	[OP_ADMIN] = zklock_admin_event,
 };
 
 /*
- * A reply or a watch for a request entry: to the sweep, the orphans, or the
- * handler of its operation, unless it is for an earlier request.
+ * A reply or a watch for a request of ours (recipe.c dropped those of
+ * earlier requests): to the handler of its operation.
  */
-void
-zklock_protocol_event(ZkEvent *ev)
+static void
+lock_event(ZkEvent *ev)
 {
 	int			idx = TAG_IDX(ev->tag);
 	int			op = TAG_OP(ev->tag);
-	WorkEntry  *w;
-
-	/*
-	 * An exists that found no node: remove the watch it left before the
-	 * handler sends anything (a guard, a listing), so that the session
-	 * never holds that watch and the next one at once.
-	 */
-	if (ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE && zklock_connected)
-		zkc_watch_upkeep();
-	if (idx == SWEEP_IDX)
-	{
-		zklock_sweep_event(ev);
-		return;
-	}
-	if (idx == ORPHAN_IDX)
-	{
-		zklock_orphan_event(ev);
-		return;
-	}
-	if (idx >= nwork)
-		return;
-	w = &zklock_work[idx];
-	if (TAG_GEN(ev->tag) != w->generation || w->phase == PH_IDLE)
-		return;					/* a reply for an earlier request */
 
 	if (op >= 0 && op < lengthof(protocol_handlers) &&
 		protocol_handlers[op] != NULL)
@@ -1296,88 +625,57 @@ recover(int idx)
 
 	if (w->phase != PH_RECOVERING)
 		return;
-	if (w->kind == ZKR_LIST)
-	{
-		zklock_listing_finish(idx, false, ERRCODE_CONNECTION_FAILURE,
-							  "connection to ZooKeeper lost during the listing");
-		return;
-	}
 	send_children(idx);
 }
 
 /*
- * Send what waited for a connection, and retry what lost its reply.
+ * Retry what lost its reply, once connected.  (What waited for a
+ * connection, PH_DEFERRED, recipe.c starts.)
  */
 static void
 resume(int i)
 {
 	WorkEntry  *w = &zklock_work[i];
 
-	if (w->phase == PH_DEFERRED)
-	{
-		w->phase = PH_IDLE;
-		start_request(i);
-	}
-	else if (w->phase == PH_HELD && w->guard_needed)
-		send_guard(i);
+	if (w->phase == PH_HELD && w->guard_needed)
+		zklock_held_guard(i);
 	else if (w->phase == PH_RECOVERING)
 	{
 		if (w->release && !w->created && !w->create_unknown &&
 			w->node[0] == '\0')
-			finish_release(i);
+			zklock_recipe_released(i);
 		else if ((w->release || w->try_failed) && w->created)
 			send_delete(i);
 		else
 			recover(i);
 	}
 	if (w->phase == PH_HELD)
-		rewrite_data(i);		/* a change that waited for a connection */
+		zklock_held_rewrite(i); /* a change that waited for a connection */
 }
 
 /*
- * The session is (again) connected.
+ * The session is (again) connected: retry what lost its reply.
  */
-void
-zklock_protocol_connected(int64 new_session_id)
+static void
+lock_connected(int64 session_id)
 {
-	zklock_connected = true;
-	protocol_session_id = new_session_id;
-	recovery_needed = false;
-	zklock_orphan_next();
-	for (int i = 0; i < nwork; i++)
+	for (int i = 0; i < zklock_recipe_nentries(); i++)
 		resume(i);
-	zklock_listing_next();		/* listings that waited for a slot */
-}
-
-void
-zklock_protocol_disconnected(void)
-{
-	zklock_connected = false;
-	zklock_sweep_abandon();		/* its replies fail; sweep again later */
-	zklock_orphan_disconnected();
-	zklock_listing_disconnected();
 }
 
 /*
  * The session is gone (expired or closed): so is every node it created.
- * Held locks are lost; waiting requests fail; requests not yet sent wait
- * for the next session.  Returns how many held locks were marked lost, and
- * the PIDs of their backends in pids[] (each once, at most maxpids of them;
- * *npids says how many).
+ * Held locks are lost (recipe.c counts them); waiting requests fail;
+ * requests not yet sent wait for the next session.  (orphan.c, before
+ * this, noted the explicit requests' nodes that outlive the session.)
  */
-int
-zklock_protocol_session_lost(const char *why, int *pids, int maxpids,
-							 int *npids)
+static void
+lock_session_lost(void)
 {
-	int			nlost = 0;
+	const char *why = zklock_recipe_loss_why();
 	int			pid;			/* the owner of a lock lost */
 
-	*npids = 0;
-	zklock_connected = false;
-	protocol_session_id = 0;
-	zklock_sweep_abandon();
-	zklock_orphan_disconnected();
-	for (int i = 0; i < nwork; i++)
+	for (int i = 0; i < zklock_recipe_nentries(); i++)
 	{
 		WorkEntry  *w = &zklock_work[i];
 
@@ -1385,31 +683,17 @@ zklock_protocol_session_lost(const char *why, int *pids, int maxpids,
 		{
 			case PH_IDLE:
 			case PH_DEFERRED:
-				break;
+			case PH_LISTING:
+			case PH_ADMIN:
+				break;			/* nothing sent, or not a lock's */
 			case PH_HELD:
 				if (zklock_channel_session_lost(i, w->generation, &pid))
-				{
-					int			k;
-
-					nlost++;
-					for (k = 0; k < *npids && pids[k] != pid; k++)
-						;
-					if (k == *npids && *npids < maxpids)
-						pids[(*npids)++] = pid;
-				}
+					zklock_recipe_lost_lock(pid);
 				w->phase = PH_IDLE;
 				break;
-			case PH_LISTING:
-				zklock_listing_finish(i, false, ERRCODE_CONNECTION_FAILURE, why);
-				break;
 			default:
-				if (w->persistent && (w->created || w->create_unknown))
-				{
-					/* a waiting explicit request's node outlives the session */
-					zklock_orphan_add(w->parent, w->prefix);
-				}
 				if (w->release)
-					finish_release(i);
+					zklock_recipe_released(i);
 				else
 					fail(i, ERRCODE_CONNECTION_FAILURE,
 						 "ZooKeeper session lost while acquiring the lock: %s",
@@ -1418,72 +702,48 @@ zklock_protocol_session_lost(const char *why, int *pids, int maxpids,
 		}
 		w->created = false;
 	}
-	return nlost;
+}
+
+/* Lost replies while connected: retry (recipe.c's timer) */
+static void
+lock_retry(void)
+{
+	for (int i = 0; i < zklock_recipe_nentries(); i++)
+		if (zklock_work[i].phase == PH_RECOVERING ||
+			(zklock_work[i].phase == PH_HELD &&
+			 (zklock_work[i].guard_needed ||
+			  zklock_work[i].data_version < 0)))
+			resume(i);
 }
 
 /*
- * Fail the requests that have waited for a connection longer than
- * zklock.connect_timeout.  Returns the milliseconds until the next such
- * deadline, or -1 when none is pending.
+ * Not connected: fail the requests that lost a reply and have waited for a
+ * connection longer than zklock.connect_timeout (unless their node may
+ * exist).  Returns the milliseconds until the next such deadline, or -1.
  */
-long
-zklock_protocol_tick(void)
+static long
+lock_tick(void)
 {
 	int64		now_us = zklock_boottime_us();
 	long		next = -1;
 
-	watches_upkeep();
-	if (zklock_connected &&
-		now_us - last_sweep_us >= zklock_sweep_interval * INT64CONST(1000))
-	{
-		last_sweep_us = now_us;
-		zklock_sweep_start(protocol_session_id);
-	}
 	if (zklock_connected)
-	{
-		/* lost replies while connected: retry, at most every 100 ms */
-		if (recovery_needed &&
-			now_us - last_recovery_us >= 100 * INT64CONST(1000))
-		{
-			recovery_needed = false;
-			last_recovery_us = now_us;
-			for (int i = 0; i < nwork; i++)
-				if (zklock_work[i].phase == PH_RECOVERING ||
-					(zklock_work[i].phase == PH_HELD &&
-					 (zklock_work[i].guard_needed ||
-					  zklock_work[i].data_version < 0)))
-					resume(i);
-		}
-		return recovery_needed ? 100 : -1;
-	}
-	for (int i = 0; i < nwork; i++)
+		return -1;
+	for (int i = 0; i < zklock_recipe_nentries(); i++)
 	{
 		WorkEntry  *w = &zklock_work[i];
 		int64		deadline_us;
 
-		if (w->phase != PH_DEFERRED && w->phase != PH_RECOVERING &&
-			!zklock_listing_is_waiting(i))
-			continue;
-		if (w->phase == PH_RECOVERING && (w->created || w->release))
+		if (w->phase != PH_RECOVERING || w->created || w->release)
 			continue;			/* a held or released node: keep trying */
 		deadline_us = w->since_us + zklock_connect_timeout * INT64CONST(1000);
 		if (now_us >= deadline_us)
 		{
-			if (w->phase == PH_RECOVERING && w->create_unknown)
+			if (w->create_unknown)
 				continue;		/* may exist: find it once connected */
-			if (w->kind == ZKR_LIST)
-			{
-				char		why[ZKLOCK_MAX_ERROR_LEN + 1];
-
-				snprintf(why, sizeof(why),
-						 "could not connect to ZooKeeper at \"%s\" within %d ms",
-						 zklock_hosts, zklock_connect_timeout);
-				zklock_listing_finish(i, false, ERRCODE_CONNECTION_FAILURE, why);
-			}
-			else
-				fail(i, ERRCODE_CONNECTION_FAILURE,
-					 "could not connect to ZooKeeper at \"%s\" within %d ms",
-					 zklock_hosts, zklock_connect_timeout);
+			fail(i, ERRCODE_CONNECTION_FAILURE,
+				 "could not connect to ZooKeeper at \"%s\" within %d ms",
+				 zklock_hosts, zklock_connect_timeout);
 		}
 		else
 		{
@@ -1495,3 +755,17 @@ zklock_protocol_tick(void)
 	}
 	return next;
 }
+
+const ZkRecipe zklock_lock_recipe = {
+	.name = "lock",
+	.kinds = RECIPE_KIND(ZKR_ACQUIRE) | RECIPE_KIND(ZKR_TRY_ACQUIRE),
+	.start = lock_start,
+	.release = lock_release,
+	.changed = zklock_held_rewrite,
+	.fail_request = zklock_lock_fail_msg,
+	.event = lock_event,
+	.connected = lock_connected,
+	.session_lost = lock_session_lost,
+	.retry = lock_retry,
+	.tick = lock_tick,
+};

@@ -35,6 +35,11 @@
  * under it, so every resource node is zklock's and stays so.  Requests wait,
  * as for a connection, until the check is done.
  *
+ * A recipe (recipe.h) with a gate: at each connection recipe.c asks it
+ * (root_gate) whether a check is due; if so, the other recipes hear of the
+ * connection only once the check is over (zklock_recipe_gate_done).  Its
+ * verdict reaches the lock recipe through recipe.c (root_refuses).
+ *
  * With a chroot in zklock.hosts ("zk1:2181/pgzk"), with or without
  * credentials, the check first makes sure the chroot exists: the C client
  * sends every path with the chroot in front, "/" being the chroot itself,
@@ -53,7 +58,7 @@
 #include "nodes/pg_list.h"
 #include "utils/memutils.h"
 
-#include "protocol.h"
+#include "recipe.h"
 #include "zklock.h"
 #include "settings.h"
 #include "shmem.h"
@@ -109,8 +114,8 @@ root_chroot(void)
 	return (c == NULL || c[1] == '\0') ? NULL : c;
 }
 
-const char *
-zklock_root_missing_chroot(void)
+static const char *
+root_missing_chroot(void)
 {
 	return root_refused_flag && root_chroot_missing ? root_chroot() : NULL;
 }
@@ -126,8 +131,8 @@ root_set_last_error(const char *error)
 }
 
 /* Is a check due for this session (not done, not under way)? */
-bool
-zklock_root_needs_check(int64 session_id)
+static bool
+root_needs_check(int64 session_id)
 {
 	if (zklock_credentials() == NULL && root_chroot() == NULL)
 	{
@@ -139,10 +144,30 @@ zklock_root_needs_check(int64 session_id)
 	return root_checked_session != session_id;
 }
 
-bool
-zklock_root_refused(void)
+/*
+ * Does the check refuse every lock request now: a missing chroot (55000),
+ * or a root open to others (42501)?
+ */
+static bool
+root_refuses(int *sqlstate, char *msg, size_t size)
 {
-	return root_refused_flag;
+	if (root_missing_chroot() != NULL)
+	{
+		*sqlstate = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+		snprintf(msg, size,
+				 "the ZooKeeper chroot \"%s\" of zklock.hosts does not exist (see the server log)",
+				 root_missing_chroot());
+		return true;
+	}
+	if (root_refused_flag)
+	{
+		*sqlstate = ERRCODE_INSUFFICIENT_PRIVILEGE;
+		snprintf(msg, size,
+				 "zklock.root \"%s\" is open to clients without zklock's ZooKeeper credentials (see the server log)",
+				 zklock_root);
+		return true;
+	}
+	return false;
 }
 
 static void root_acl_check_start(void);
@@ -161,8 +186,8 @@ root_check_begin(int64 session_id)
 	/* a send that failed ends in a connection loss: checked again then */
 }
 
-void
-zklock_root_check_start(int64 session_id)
+static void
+root_check_start(int64 session_id)
 {
 	root_rechecking = false;
 	root_recheck_pending = false;
@@ -460,10 +485,10 @@ root_walk_set_event(ZkEvent *ev)
 
 /*
  * A reply of the check.  Returns true when the check is over, so that the
- * worker can let requests go.
+ * other recipes can go.
  */
-bool
-zklock_root_event(ZkEvent *ev)
+static bool
+root_step_event(ZkEvent *ev)
 {
 	if (TAG_OP(ev->tag) == RS_CHROOT && ev->kind == ZKEV_WATCH)
 		return TAG_GEN(ev->tag) == root_generation && root_chroot_event(ev);
@@ -511,3 +536,30 @@ zklock_root_event(ZkEvent *ev)
 	}
 	return false;
 }
+
+/* A reply of the check: once it is over, the other recipes go */
+static void
+root_event(ZkEvent *ev)
+{
+	if (root_step_event(ev))
+		zklock_recipe_gate_done();
+}
+
+/* Connected: start the check when one is due, holding the others back */
+static bool
+root_gate(int64 session_id)
+{
+	if (!root_needs_check(session_id))
+		return false;
+	root_check_start(session_id);
+	return true;
+}
+
+const ZkRecipe zklock_root_recipe = {
+	.name = "root",
+	.idx_first = ROOT_IDX,
+	.idx_count = 1,
+	.event = root_event,
+	.gate = root_gate,
+	.refuses = root_refuses,
+};

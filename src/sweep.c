@@ -19,9 +19,9 @@
  * by the clock of the ZooKeeper leader; a node written by zklock 1.1 carries
  * its time to live as a duration, "ttl=<ms>", counted from its mtime, which
  * the write that granted it set (the grant's rewrite of its data, see
- * grant_persistent in protocol.c).  A lock can so end early only by the
- * difference between the clocks of two successive ZooKeeper leaders, and
- * late by up to one sweep interval (and the walk).
+ * zklock_explicit_grant in lock_explicit.c).  A lock can so end early only
+ * by the difference between the clocks of two successive ZooKeeper leaders,
+ * and late by up to one sweep interval (and the walk).
  *
  *	- A node whose data has "waiter=" is a request not granted yet (or
  *	  granted, with its rewrite not yet done): it never expires.  Its
@@ -41,8 +41,9 @@
  *	- An explicit node that 1.0's zk_lock_revoke rewrote without its expiry
  *	  goes a year (the longest time to live) after that rewrite.
  *
- * protocol.c starts a sweep from zklock_protocol_tick, hands it the
- * replies tagged SWEEP_IDX, and abandons it when the connection goes.
+ * A recipe (recipe.h): its tick starts a sweep every zklock.sweep_interval
+ * while connected; recipe.c hands it the replies tagged SWEEP_IDX, and
+ * tells it when the connection goes, which abandons the sweep.
  *
  *-------------------------------------------------------------------------
  */
@@ -53,15 +54,28 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "protocol_int.h"
+#include "recipe.h"
 #include "zklock.h"
 #include "settings.h"
 #include "resource.h"
 #include "grant_rule.h"
 #include "zk_client.h"
-#include "protocol.h"
+#include "lease.h"
+
+/* The sweep's operations, as carried in a tag */
+typedef enum SweepOp
+{
+	OP_CLOCK = 1,				/* a write that tells ZooKeeper's time */
+	OP_LIST_CHILDREN,			/* list a node of the tree */
+	OP_LIST_DATA,				/* read a granted node */
+	OP_SWEEP_WAITING,			/* read a node that is not granted */
+	OP_DELETE					/* delete a node (its reply is not awaited) */
+} SweepOp;
 
 #define SWEEP_IN_FLIGHT 16
+
+static int64 last_sweep_us = PG_INT64_MIN / 2; /* CLOCK_BOOTTIME; the first
+												 * sweep at once */
 
 static uint32 sweep_generation = 0;
 static int	sweep_pending = 0;
@@ -144,8 +158,8 @@ sweep_clock_path(char *path, size_t size)
 			 (unsigned long long) r);
 }
 
-void
-zklock_sweep_start(int64 session_id)
+static void
+sweep_start(void)
 {
 	char		path[ZKLOCK_MAX_PATH + 1];
 
@@ -168,8 +182,8 @@ zklock_sweep_start(int64 session_id)
 }
 
 /* Forget a walk in progress (its replies will not come) */
-void
-zklock_sweep_abandon(void)
+static void
+sweep_abandon(void)
 {
 	sweep_pending = 0;
 	sweep_queue = NIL;
@@ -261,8 +275,8 @@ sweep_node(ZkEvent *ev, bool granted)
 	(void) zkc_delete(ev->path, TAG(sweep_generation, OP_DELETE, SWEEP_IDX));
 }
 
-void
-zklock_sweep_event(ZkEvent *ev)
+static void
+sweep_event(ZkEvent *ev)
 {
 	int			op = TAG_OP(ev->tag);
 
@@ -328,3 +342,28 @@ zklock_sweep_event(ZkEvent *ev)
 		sweep_walking = false;
 	}
 }
+
+/* Every zklock.sweep_interval, while connected: a sweep */
+static long
+sweep_tick(void)
+{
+	int64		now_us = zklock_boottime_us();
+
+	if (zklock_connected &&
+		now_us - last_sweep_us >= zklock_sweep_interval * INT64CONST(1000))
+	{
+		last_sweep_us = now_us;
+		sweep_start();
+	}
+	return -1;
+}
+
+const ZkRecipe zklock_sweep_recipe = {
+	.name = "sweep",
+	.idx_first = SWEEP_IDX,
+	.idx_count = 1,
+	.event = sweep_event,
+	.disconnected = sweep_abandon,	/* its replies fail; sweep again later */
+	.session_lost = sweep_abandon,
+	.tick = sweep_tick,
+};

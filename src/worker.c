@@ -38,22 +38,22 @@
  * A SIGTERM from the postmaster (a shutdown) ends the worker with exit
  * code 0; from anyone else (kill; pg_terminate_backend does not reach a
  * worker without a database connection) with 1, so that the
- * postmaster starts it again.
+ * postmaster starts it again (worker_signals.c, with the worker's
+ * registration).  What the worker shows of its session, zk_lock_status and
+ * the outage's lines in the log, is worker_status.c's; the recipes it runs
+ * on the session are reached through recipe.c alone.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "port.h"
-#include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
-#include "postmaster/postmaster.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -62,6 +62,7 @@
 #include "utils/timestamp.h"
 
 #include "worker.h"
+#include "worker_status.h"
 #include "session_file.h"
 #include "channel.h"
 #include "compat.h"
@@ -70,7 +71,7 @@
 #include "settings.h"
 #include "shmem.h"
 #include "zk_client.h"
-#include "protocol.h"
+#include "recipe.h"
 #include "lease.h"
 #include "failpoint.h"
 
@@ -94,7 +95,6 @@ static int64 worker_phase_since_us;	/* CLOCK_BOOTTIME us: durations only */
 static int64 reconnect_at_us;
 static int64 session_asked_at;	/* CLOCK_BOOTTIME us of zkc_connect */
 static int64 connected_at_us;	/* CLOCK_BOOTTIME us of the last connect */
-static char handle_error[128];	/* the last handle we could not make */
 
 /*
  * WP_CLOSING_OLD: the session being closed (until it is, however long
@@ -104,18 +104,6 @@ static int64 closing_id;
 static char closing_passwd[16];
 static int	closing_retry_ms;	/* when to try a fresh handle */
 static bool closing_refused;	/* the client complained meanwhile */
-
-/*
- * The outage: when it began, on CLOCK_BOOTTIME (durations; the shared
- * disconnected_since is the same moment by the wall clock, for display),
- * how many lines it has had in the log, and the client's last complaint.
- */
-static int64 outage_since_us;
-static int	outage_logs;
-static char outage_why[256];
-
-/* SIGTERM came from the postmaster: a shutdown, not a restart */
-static volatile sig_atomic_t stop_by_postmaster = false;
 
 /* the main loop's room for the entries it takes off the queue */
 static int *worker_batch;
@@ -142,22 +130,6 @@ static void give_up_if_silent(int64 now_us);
 static void start_closing(int64 id, const char *passwd);
 static void attach_to_close(void);
 
-void
-zklock_register_worker(void)
-{
-	BackgroundWorker bgw;
-
-	memset(&bgw, 0, sizeof(bgw));
-	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	bgw.bgw_start_time = BgWorkerStart_PostmasterStart;
-	bgw.bgw_restart_time = 1;
-	strlcpy(bgw.bgw_library_name, "zklock", BGW_MAXLEN);
-	strlcpy(bgw.bgw_function_name, "zklock_worker_main", BGW_MAXLEN);
-	strlcpy(bgw.bgw_name, "zklock worker", BGW_MAXLEN);
-	strlcpy(bgw.bgw_type, "zklock worker", BGW_MAXLEN);
-	RegisterBackgroundWorker(&bgw);
-}
-
 /*
  * "user:password" for the digest scheme, or NULL: from zklock.auth_file or
  * (deprecated) zklock.auth, checked without ever quoting them (zklock.c)
@@ -166,141 +138,6 @@ static const char *
 auth_credentials(void)
 {
 	return zklock_credentials();
-}
-
-/*
- * SIGTERM: as SignalHandlerForShutdownRequest, and note whether the
- * postmaster sent it.
- */
-static void
-worker_sigterm(int signo, siginfo_t *info, void *context)
-{
-	int			save_errno = errno;
-
-	if (info != NULL && info->si_pid == PostmasterPid)
-		stop_by_postmaster = true;
-	ShutdownRequestPending = true;
-	SetLatch(MyLatch);
-	errno = save_errno;
-}
-
-static void
-set_sigterm_handler(void)
-{
-	struct sigaction act;
-
-	memset(&act, 0, sizeof(act));
-	act.sa_sigaction = worker_sigterm;
-	sigemptyset(&act.sa_mask);
-	act.sa_flags = SA_SIGINFO | SA_RESTART;
-	if (sigaction(SIGTERM, &act, NULL) != 0)
-		elog(FATAL, "zklock: could not set the SIGTERM handler: %m");
-}
-
-/*
- * Publish the session's state.  error, when not NULL, becomes
- * zk_lock_status.last_error; connected clears it (root.c may set it again
- * for this session).
- */
-static void
-set_session_state(ZkSessionState state, int64 session_id, const char *error)
-{
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	if (zklock_shared->session_state != state)
-		zklock_shared->state_since = GetCurrentTimestamp();
-	if (state == ZKS_CONNECTED)
-	{
-		if (zklock_shared->session_state != ZKS_CONNECTED)
-			zklock_shared->n_connected++;
-		zklock_shared->disconnected_since = 0;
-		zklock_shared->last_error[0] = '\0';
-	}
-	else if (zklock_shared->disconnected_since == 0)
-	{
-		zklock_shared->disconnected_since = GetCurrentTimestamp();
-		outage_since_us = zklock_boottime_us();
-		outage_logs = 0;
-	}
-	zklock_shared->session_state = state;
-	zklock_shared->session_id = session_id;
-	zklock_shared->negotiated_timeout = zkc_negotiated_timeout();
-	if (error)
-		strlcpy(zklock_shared->last_error, error,
-				sizeof(zklock_shared->last_error));
-	LWLockRelease(zklock_shared->lock);
-}
-
-/* Forget what the client said during an outage (or about other hosts) */
-static void
-forget_outage_why(void)
-{
-	char		discard[8];
-
-	(void) zkc_last_error(discard, sizeof(discard));
-	outage_why[0] = '\0';
-}
-
-/* milliseconds and seconds since the outage began */
-static int64
-outage_ms(void)
-{
-	return (zklock_boottime_us() - outage_since_us) / 1000;
-}
-
-static long
-outage_seconds(void)
-{
-	return (long) (outage_ms() / 1000);
-}
-
-/*
- * While not connected: zk_lock_status.last_error follows what the client
- * says at once, and the log has a line after 10 s, after 60 s and then
- * every 10 minutes of the outage (counted from its true start).
- */
-static void
-outage_report(void)
-{
-	char		why[256];
-	int64		down_ms;
-	int64		next_ms;
-
-	if (zklock_shared->session_state == ZKS_CONNECTED)
-		return;
-	if (zkc_last_error(why, sizeof(why)))
-	{
-		closing_refused = true;
-		strlcpy(outage_why, why, sizeof(outage_why));
-		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-		strlcpy(zklock_shared->last_error, why,
-				sizeof(zklock_shared->last_error));
-		LWLockRelease(zklock_shared->lock);
-	}
-	down_ms = outage_ms();
-	next_ms = outage_logs == 0 ? 10000 :
-		outage_logs == 1 ? 60000 :
-		60000 + (int64) (outage_logs - 1) * 600000;
-	if (down_ms < next_ms)
-		return;
-	outage_logs++;
-	ereport(LOG,
-			(errmsg("zklock: not connected to ZooKeeper at \"%s\" since %s",
-					zklock_hosts,
-					timestamptz_to_str(zklock_shared->disconnected_since)),
-			 outage_why[0] ?
-			 errdetail("The ZooKeeper client says: %s", outage_why) : 0));
-}
-
-/* Connected (again): the end of an outage that the log mentioned */
-static void
-outage_ended(void)
-{
-	if (outage_logs > 0)
-		ereport(LOG,
-				(errmsg("zklock: connected to ZooKeeper again after an outage of %ld s",
-						outage_seconds())));
-	outage_logs = 0;
-	forget_outage_why();
 }
 
 /*
@@ -317,16 +154,14 @@ adopt_orphaned_entries(void)
 
 /*
  * Start: take the worker's place in shared memory (a second worker leaves),
- * and set up the protocol's table.
+ * and set up the recipes' table.
  */
 static void
 worker_start(void)
 {
 	uint32		incarnation;
 
-	set_sigterm_handler();
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
+	zklock_worker_signals();
 
 	if (!pg_strong_random(&incarnation, sizeof(incarnation)))
 		incarnation = (uint32) (GetCurrentTimestamp() ^ MyProcPid);
@@ -347,13 +182,13 @@ worker_start(void)
 	/* an outage that outlived the previous worker goes on */
 	if (zklock_shared->disconnected_since == 0)
 		zklock_shared->disconnected_since = zklock_shared->state_since;
-	outage_since_us = zklock_boottime_us();
+	zklock_outage_from_now();
 	adopt_orphaned_entries();
 	LWLockRelease(zklock_shared->lock);
 
 	before_shmem_exit(worker_exit, (Datum) 0);
 
-	zklock_protocol_init(incarnation);
+	zklock_recipe_init(incarnation);
 	zkc_set_log_level(0);
 }
 
@@ -438,22 +273,15 @@ worker_pump_events(void)
 			handle_session_event(ev);
 		else if (worker_phase == WP_SESSION && ev->kind == ZKEV_SYNCED)
 			zklock_lease_event(ev);
-		else if (worker_phase == WP_SESSION &&
-				 TAG_IDX(ev->tag) == ROOT_IDX)
-		{
-			/* requests go once the root is known to be safe */
-			if (zklock_root_event(ev))
-				zklock_protocol_connected(zkc_session_id());
-		}
 		else if (worker_phase == WP_SESSION)
-			zklock_protocol_event(ev);
+			zklock_recipe_event(ev);
 		zkc_free_event(ev);
 	}
 }
 
 /*
  * What backends queued, taken off the queue in one locked section into
- * batch[] (room for every entry), then handed to the protocol.
+ * batch[] (room for every entry), then handed to the recipes.
  */
 static void
 worker_take_requests(int *batch)
@@ -466,7 +294,7 @@ worker_take_requests(int *batch)
 		n++;
 	LWLockRelease(zklock_shared->lock);
 	for (int i = 0; i < n; i++)
-		zklock_protocol_request(batch[i]);
+		zklock_recipe_request(batch[i]);
 }
 
 /*
@@ -481,7 +309,7 @@ worker_tick(void)
 
 	worker_timers();
 	/* fail requests that waited too long for a connection */
-	ms = zklock_protocol_tick();
+	ms = zklock_recipe_tick();
 	timeout = (ms >= 0 && ms < 1000) ? ms + 1 : 1000;
 	/* keep the session's lease fresh */
 	ms = zklock_lease_tick(worker_phase == WP_SESSION &&
@@ -522,26 +350,7 @@ zklock_worker_main(Datum main_arg)
 	}
 
 	/* a shutdown is a clean exit; otherwise the postmaster restarts us */
-	proc_exit(stop_by_postmaster ? 0 : 1);
-}
-
-/*
- * The client library could not make a handle (a host name that does not
- * resolve, no file descriptor left): logged once per distinct reason, not
- * at every retry; zk_lock_status.last_error shows it meanwhile.
- */
-static void
-handle_failed(const char *what, const char *err, int retry_ms)
-{
-	set_session_state(ZKS_CONNECTING, 0, err);
-	if (strcmp(err, handle_error) == 0)
-		return;
-	strlcpy(handle_error, err, sizeof(handle_error));
-	ereport(LOG,
-			(errmsg("zklock: could not %s with \"%s\": %s",
-					what, zklock_hosts, err),
-			 errdetail("The worker tries again every %d ms; this is logged again only if the reason changes.",
-					   retry_ms)));
+	proc_exit(zklock_worker_stopped_by_postmaster() ? 0 : 1);
 }
 
 static void
@@ -556,12 +365,12 @@ open_session(void)
 					auth_credentials(), err, sizeof(err)))
 	{
 		worker_phase = WP_SESSION;
-		handle_error[0] = '\0';
-		set_session_state(ZKS_CONNECTING, 0, NULL);
+		zklock_status_handle_made();
+		zklock_status_set(ZKS_CONNECTING, 0, NULL);
 	}
 	else
 	{
-		handle_failed("start a ZooKeeper session", err, RECONNECT_DELAY_MS);
+		zklock_status_handle_failed("start a ZooKeeper session", err, RECONNECT_DELAY_MS);
 		worker_phase = WP_WAIT_RECONNECT;
 		reconnect_at_us = zklock_boottime_us() + RECONNECT_DELAY_MS * INT64CONST(1000);
 	}
@@ -593,7 +402,7 @@ start_closing(int64 id, const char *passwd)
 	memcpy(closing_passwd, passwd, sizeof(closing_passwd));
 	closing_retry_ms = CLOSING_RETRY_MS;
 	worker_phase = WP_CLOSING_OLD;
-	set_session_state(ZKS_CONNECTING, 0, NULL);
+	zklock_status_set(ZKS_CONNECTING, 0, NULL);
 	attach_to_close();
 }
 
@@ -607,11 +416,11 @@ attach_to_close(void)
 	closing_refused = false;
 	if (zkc_connect(zklock_hosts, zklock_session_timeout, &closing_id,
 					closing_passwd, NULL, err, sizeof(err)))
-		handle_error[0] = '\0';
+		zklock_status_handle_made();
 	else
 	{
 		closing_refused = true; /* no handle: again in CLOSING_RETRY_MS */
-		handle_failed("reattach to the previous ZooKeeper session", err,
+		zklock_status_handle_failed("reattach to the previous ZooKeeper session", err,
 					  CLOSING_RETRY_MS);
 	}
 }
@@ -667,7 +476,8 @@ worker_timers(void)
 		open_session();
 	else if (worker_phase == WP_SESSION && was_connected)
 		give_up_if_silent(now_us);
-	outage_report();
+	if (zklock_outage_report())
+		closing_refused = true;
 }
 
 /*
@@ -687,12 +497,12 @@ give_up_if_silent(int64 now_us)
 	int64		answered = zklock_lease_last_answer();
 
 	if (zklock_shared->session_state == ZKS_CONNECTING &&
-		outage_ms() >= bound_ms)
+		zklock_outage_ms() >= bound_ms)
 	{
 		ereport(LOG,
 				(errmsg("zklock: gave up ZooKeeper session 0x%llx after %ld s without a connection",
 						(unsigned long long) zkc_session_id(),
-						outage_seconds()),
+						zklock_outage_seconds()),
 				 errdetail("It is closed as soon as ZooKeeper can be reached again; a new session follows.")));
 		session_gone("no connection to ZooKeeper for longer than the session timeout",
 					 SE_GIVEN_UP);
@@ -724,7 +534,7 @@ mark_session_lost(int64 id, const char *why)
 	int			nlost;
 
 	zklock_lease_end_session();
-	nlost = zklock_protocol_session_lost(why, pids, MAX_LOST_PIDS, &npids);
+	nlost = zklock_recipe_session_lost(why, pids, MAX_LOST_PIDS, &npids);
 	if (nlost > 0)
 	{
 		StringInfoData list;
@@ -764,7 +574,7 @@ session_gone(const char *why, SessionEnd end)
 
 	have_passwd = zkc_session_passwd(passwd, sizeof(passwd)) == sizeof(passwd);
 	mark_session_lost(id, why);
-	set_session_state(ZKS_EXPIRED, 0, end == SE_CLOSED ? NULL : why);
+	zklock_status_set(ZKS_EXPIRED, 0, end == SE_CLOSED ? NULL : why);
 	if (end != SE_EXPIRED)
 		wait_for_fenced_commits(id, true);
 	(void) ZKLOCK_FAILPOINT("session-lost-before-close");
@@ -806,7 +616,7 @@ serve_while_waiting(void)
 	pg_atomic_write_u64(&zklock_shared->worker_alive_at,
 						(uint64) zklock_boottime_us());
 	worker_take_requests(worker_batch);
-	(void) zklock_protocol_tick();
+	(void) zklock_recipe_tick();
 }
 
 /*
@@ -818,9 +628,7 @@ serve_while_waiting(void)
 static void
 hosts_changed(void)
 {
-	forget_outage_why();
-	outage_logs = 0;
-	outage_since_us = zklock_boottime_us();
+	zklock_outage_restart();
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	zklock_shared->last_error[0] = '\0';
 	LWLockRelease(zklock_shared->lock);
@@ -856,7 +664,7 @@ hosts_changed(void)
 static void
 session_connected(void)
 {
-	set_session_state(ZKS_CONNECTED, zkc_session_id(), NULL);
+	zklock_status_set(ZKS_CONNECTED, zkc_session_id(), NULL);
 	connected_at_us = zklock_boottime_us();
 	if (!was_connected)
 	{
@@ -880,12 +688,10 @@ session_connected(void)
 				(errmsg("zklock: reconnected to ZooKeeper at \"%s\", session 0x%llx",
 						zklock_hosts,
 						(unsigned long long) zkc_session_id())));
-	outage_ended();
+	zklock_outage_ended();
 	was_connected = true;
-	if (zklock_root_needs_check(zkc_session_id()))
-		zklock_root_check_start(zkc_session_id());
-	else
-		zklock_protocol_connected(zkc_session_id());
+	/* the recipes go (after the check of the root, when due: root.c) */
+	zklock_recipe_connected(zkc_session_id());
 }
 
 /*
@@ -920,8 +726,8 @@ handle_session_event(ZkEvent *ev)
 						(errmsg("zklock: lost the connection to ZooKeeper at \"%s\", session 0x%llx; reconnecting",
 								zklock_hosts,
 								(unsigned long long) zkc_session_id())));
-			set_session_state(ZKS_CONNECTING, zkc_session_id(), NULL);
-			zklock_protocol_disconnected();
+			zklock_status_set(ZKS_CONNECTING, zkc_session_id(), NULL);
+			zklock_recipe_disconnected();
 			break;
 
 		case ZKC_STATE_EXPIRED:
@@ -938,7 +744,7 @@ handle_session_event(ZkEvent *ev)
 				int64		id = zkc_session_id();
 
 				mark_session_lost(id, "ZooKeeper authentication failed");
-				set_session_state(ZKS_AUTH_FAILED, 0, "authentication failed");
+				zklock_status_set(ZKS_AUTH_FAILED, 0, "authentication failed");
 				wait_for_fenced_commits(id, true);
 			}
 			zkc_close();

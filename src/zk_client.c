@@ -6,9 +6,10 @@
  * This is the only file that includes zookeeper.h.  Everything here runs on
  * the worker's main thread except the functions marked "ZooKeeper thread":
  * libzookeeper_mt calls those on its completion thread.  They only copy
- * what they were given into one malloc'd ZkEvent, append it to the event
- * queue under event_mutex and write a byte to the wake pipe; they never
- * call a PostgreSQL function.
+ * what they were given into one malloc'd ZkEvent and queue it, waking the
+ * main thread (zk_events.c, which holds the queue, the wake pipe and the
+ * client library's last log line); they never call a PostgreSQL function.
+ * The watch contexts (watch_list) are guarded by watch_mutex.
  *
  *-------------------------------------------------------------------------
  */
@@ -24,6 +25,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include "zk_client.h"
+#include "zk_events.h"
 
 /* Per-operation context handed to ZooKeeper and back (malloc'd) */
 typedef struct OpContext
@@ -32,7 +34,7 @@ typedef struct OpContext
 	uint64		tag;
 	struct OpContext *watch;	/* a read's watch context: freed by the
 								 * completion when the watch was not set */
-	/* a watch context only: on watch_list, event_mutex */
+	/* a watch context only: on watch_list, watch_mutex */
 	struct OpContext *prev;
 	struct OpContext *next;
 	bool		armed;			/* its read's reply set it */
@@ -44,113 +46,16 @@ typedef struct OpContext
 
 static zhandle_t *zh = NULL;
 static struct ACL_vector *node_acl = &ZOO_OPEN_ACL_UNSAFE;
-static int	wake_pipe[2] = {-1, -1};
-
-/* The event queue; guarded by event_mutex */
-static pthread_mutex_t event_mutex = PTHREAD_MUTEX_INITIALIZER;
-static ZkEvent *event_head = NULL;
-static ZkEvent *event_tail = NULL;
-
-/*
- * A byte is in the wake pipe, or the main thread has not yet seen the queue
- * empty since one was: no further write is needed to wake it.  Guarded by
- * event_mutex.  Replies that arrive together (a create and the listing
- * behind it) so cost the main thread one wake-up, not one each.
- */
-static bool wake_pending = false;
-
-/* The client library's last error message; guarded by event_mutex */
-static char last_log[256];
 
 /*
  * Every watch context of the handle (see the file header), its count of
  * watches set (armed) and whether a cancelled one may need a removal;
- * guarded by event_mutex.
+ * guarded by watch_mutex.
  */
+static pthread_mutex_t watch_mutex = PTHREAD_MUTEX_INITIALIZER;
 static OpContext *watch_list = NULL;
 static uint64 watch_armed = 0;
 static bool watch_upkeep_needed = false;
-
-/*
- * Wake pipe: created once, non-blocking at both ends.
- */
-int
-zkc_wake_fd(void)
-{
-	if (wake_pipe[0] < 0)
-	{
-		if (pipe(wake_pipe) != 0)
-			return -1;
-		for (int i = 0; i < 2; i++)
-		{
-			fcntl(wake_pipe[i], F_SETFL,
-				  fcntl(wake_pipe[i], F_GETFL) | O_NONBLOCK);
-			fcntl(wake_pipe[i], F_SETFD, FD_CLOEXEC);
-		}
-	}
-	return wake_pipe[0];
-}
-
-void
-zkc_drain_wake_fd(void)
-{
-	char		buf[256];
-
-	while (read(wake_pipe[0], buf, sizeof(buf)) > 0)
-		;
-}
-
-/* ZooKeeper thread: queue an event and wake the main thread */
-static void
-push_event(ZkEvent *ev)
-{
-	char		b = 0;
-	bool		wake;
-
-	ev->next = NULL;
-	pthread_mutex_lock(&event_mutex);
-	if (event_tail)
-		event_tail->next = ev;
-	else
-		event_head = ev;
-	event_tail = ev;
-	wake = !wake_pending;
-	wake_pending = true;
-	pthread_mutex_unlock(&event_mutex);
-
-	if (wake)
-	{
-		/* a full pipe already means "wake up" */
-		ssize_t		rc = write(wake_pipe[1], &b, 1);
-
-		(void) rc;
-	}
-}
-
-ZkEvent *
-zkc_next_event(void)
-{
-	ZkEvent    *ev;
-
-	pthread_mutex_lock(&event_mutex);
-	ev = event_head;
-	if (ev)
-	{
-		event_head = ev->next;
-		if (event_head == NULL)
-			event_tail = NULL;
-	}
-	else
-		wake_pending = false;	/* seen empty: the next event must wake us */
-	pthread_mutex_unlock(&event_mutex);
-	return ev;
-}
-
-void
-zkc_free_event(ZkEvent *ev)
-{
-	free(ev);
-}
 
 /* ZooKeeper thread: fold ZooKeeper's return codes */
 static int
@@ -183,80 +88,25 @@ fold_rc(int rc)
 	}
 }
 
-/*
- * ZooKeeper thread: one malloc'd event with room for the path, the children
- * and the data behind it.
- */
+/* ZooKeeper thread: an event of a completion (zk_events.c makes it) */
 static ZkEvent *
 make_event(ZkEventKind kind, uint64 tag, int rc, const char *path,
 		   const struct Stat *stat, const struct String_vector *children,
 		   const char *data, int datalen)
 {
-	size_t		size = sizeof(ZkEvent);
-	size_t		pathlen = path ? strlen(path) + 1 : 0;
-	int			nchildren = children ? children->count : 0;
-	ZkEvent    *ev;
-	char	   *p;
+	ZkNodeStat	st;
 
-	size += pathlen;
-	size += sizeof(char *) * nchildren;
-	for (int i = 0; i < nchildren; i++)
-		size += strlen(children->data[i]) + 1;
-	if (datalen < 0)
-		datalen = 0;
-	size += datalen + 1;
-
-	ev = malloc(size);
-	if (ev == NULL)
-		return NULL;
-	memset(ev, 0, sizeof(ZkEvent));
-	ev->kind = kind;
-	ev->tag = tag;
-	ev->rc = fold_rc(rc);
-	ev->zoo_rc = rc;
 	if (stat)
 	{
-		ev->czxid = stat->czxid;
-		ev->ephemeral_owner = stat->ephemeralOwner;
-		ev->mtime = stat->mtime;
-		ev->num_children = stat->numChildren;
-		ev->version = stat->version;
+		st.czxid = stat->czxid;
+		st.ephemeral_owner = stat->ephemeralOwner;
+		st.mtime = stat->mtime;
+		st.num_children = stat->numChildren;
+		st.version = stat->version;
 	}
-
-	p = (char *) (ev + 1);
-	ev->children = (char **) p;
-	ev->nchildren = nchildren;
-	p += sizeof(char *) * nchildren;
-	for (int i = 0; i < nchildren; i++)
-	{
-		size_t		len = strlen(children->data[i]) + 1;
-
-		memcpy(p, children->data[i], len);
-		ev->children[i] = p;
-		p += len;
-	}
-	if (path)
-	{
-		memcpy(p, path, pathlen);
-		ev->path = p;
-		p += pathlen;
-	}
-	if (data)
-		memcpy(p, data, datalen);
-	p[datalen] = '\0';
-	ev->data = p;
-	ev->datalen = datalen;
-	return ev;
-}
-
-/* ZooKeeper thread: push an event, or drop it if memory ran out */
-static void
-deliver(ZkEvent *ev)
-{
-	if (ev)
-		push_event(ev);
-	else
-		fprintf(stderr, "zklock: out of memory for a ZooKeeper event\n");
+	return zkc_event_new(kind, tag, fold_rc(rc), rc, path, stat ? &st : NULL,
+						 children ? children->count : 0,
+						 children ? children->data : NULL, data, datalen);
 }
 
 /* ZooKeeper thread: the session watcher */
@@ -279,7 +129,7 @@ session_watcher(zhandle_t *handle, int type, int state, const char *path,
 		ev->state = ZKC_STATE_AUTH_FAILED;
 	else
 		ev->state = ZKC_STATE_CONNECTING;
-	push_event(ev);
+	zkc_push_event(ev);
 }
 
 /*
@@ -293,15 +143,15 @@ watch_link(OpContext *wop, bool node_only)
 	wop->cancelled = false;
 	wop->removing = false;
 	wop->prev = NULL;
-	pthread_mutex_lock(&event_mutex);
+	pthread_mutex_lock(&watch_mutex);
 	wop->next = watch_list;
 	if (watch_list)
 		watch_list->prev = wop;
 	watch_list = wop;
-	pthread_mutex_unlock(&event_mutex);
+	pthread_mutex_unlock(&watch_mutex);
 }
 
-/* Off watch_list and freed; the caller holds event_mutex */
+/* Off watch_list and freed; the caller holds watch_mutex */
 static void
 watch_free_locked(OpContext *wop)
 {
@@ -319,9 +169,9 @@ watch_free_locked(OpContext *wop)
 static void
 watch_free(OpContext *wop)
 {
-	pthread_mutex_lock(&event_mutex);
+	pthread_mutex_lock(&watch_mutex);
 	watch_free_locked(wop);
-	pthread_mutex_unlock(&event_mutex);
+	pthread_mutex_unlock(&watch_mutex);
 }
 
 /*
@@ -333,7 +183,7 @@ watch_free(OpContext *wop)
 static void
 watch_answered(OpContext *wop, bool set, bool no_node)
 {
-	pthread_mutex_lock(&event_mutex);
+	pthread_mutex_lock(&watch_mutex);
 	if (!set)
 		watch_free_locked(wop);
 	else
@@ -345,7 +195,7 @@ watch_answered(OpContext *wop, bool set, bool no_node)
 		if (wop->cancelled)
 			watch_upkeep_needed = true;
 	}
-	pthread_mutex_unlock(&event_mutex);
+	pthread_mutex_unlock(&watch_mutex);
 }
 
 /* ZooKeeper thread: a node watch fired (one-shot) */
@@ -365,9 +215,9 @@ node_watcher(zhandle_t *handle, int type, int state, const char *path,
 	 */
 	if (type == ZOO_SESSION_EVENT)
 		return;
-	pthread_mutex_lock(&event_mutex);
+	pthread_mutex_lock(&watch_mutex);
 	cancelled = op->cancelled;
-	pthread_mutex_unlock(&event_mutex);
+	pthread_mutex_unlock(&watch_mutex);
 	if (!cancelled)
 	{
 		/* nobody waits for a cancelled one: not reported */
@@ -376,7 +226,7 @@ node_watcher(zhandle_t *handle, int type, int state, const char *path,
 		if (ev)
 			ev->watch_type = (type == ZOO_DELETED_EVENT) ? ZKC_WATCH_DELETED :
 				(type == ZOO_CHANGED_EVENT) ? ZKC_WATCH_CHANGED : ZKC_WATCH_OTHER;
-		deliver(ev);
+		zkc_deliver(ev);
 	}
 	watch_free(op);
 }
@@ -388,7 +238,7 @@ created_completion(int rc, const char *name, const struct Stat *stat,
 {
 	OpContext  *op = (OpContext *) data;
 
-	deliver(make_event(ZKEV_CREATED, op->tag, rc,
+	zkc_deliver(make_event(ZKEV_CREATED, op->tag, rc,
 					   rc == ZOK ? name : op->path,
 					   rc == ZOK ? stat : NULL, NULL, NULL, 0));
 	free(op);
@@ -400,7 +250,7 @@ children_completion(int rc, const struct String_vector *strings,
 {
 	OpContext  *op = (OpContext *) data;
 
-	deliver(make_event(ZKEV_CHILDREN, op->tag, rc, op->path, NULL,
+	zkc_deliver(make_event(ZKEV_CHILDREN, op->tag, rc, op->path, NULL,
 					   rc == ZOK ? strings : NULL, NULL, 0));
 	free(op);
 }
@@ -413,7 +263,7 @@ stat_completion(int rc, const struct Stat *stat, const void *data)
 	/* exists sets its watch on a node there (ZOK) or not (ZNONODE) */
 	if (op->watch)
 		watch_answered(op->watch, rc == ZOK || rc == ZNONODE, rc == ZNONODE);
-	deliver(make_event(ZKEV_STAT, op->tag, rc, op->path,
+	zkc_deliver(make_event(ZKEV_STAT, op->tag, rc, op->path,
 					   rc == ZOK ? stat : NULL, NULL, NULL, 0));
 	free(op);
 }
@@ -427,7 +277,7 @@ data_completion(int rc, const char *value, int value_len,
 	/* getData sets its watch only when it read the node */
 	if (op->watch)
 		watch_answered(op->watch, rc == ZOK, false);
-	deliver(make_event(ZKEV_DATA, op->tag, rc, op->path,
+	zkc_deliver(make_event(ZKEV_DATA, op->tag, rc, op->path,
 					   rc == ZOK ? stat : NULL, NULL,
 					   rc == ZOK ? value : NULL, value_len));
 	free(op);
@@ -438,7 +288,7 @@ set_completion(int rc, const struct Stat *stat, const void *data)
 {
 	OpContext  *op = (OpContext *) data;
 
-	deliver(make_event(ZKEV_STAT, op->tag, rc, op->path,
+	zkc_deliver(make_event(ZKEV_STAT, op->tag, rc, op->path,
 					   rc == ZOK ? stat : NULL, NULL, NULL, 0));
 	free(op);
 }
@@ -448,7 +298,7 @@ void_completion(int rc, const void *data)
 {
 	OpContext  *op = (OpContext *) data;
 
-	deliver(make_event(ZKEV_DELETED, op->tag, rc, op->path, NULL, NULL,
+	zkc_deliver(make_event(ZKEV_DELETED, op->tag, rc, op->path, NULL, NULL,
 					   NULL, 0));
 	free(op);
 }
@@ -458,7 +308,7 @@ sync_completion(int rc, const char *value, const void *data)
 {
 	OpContext  *op = (OpContext *) data;
 
-	deliver(make_event(ZKEV_SYNCED, op->tag, rc, op->path, NULL, NULL,
+	zkc_deliver(make_event(ZKEV_SYNCED, op->tag, rc, op->path, NULL, NULL,
 					   NULL, 0));
 	free(op);
 }
@@ -488,7 +338,7 @@ acl_completion(int rc, struct ACL_vector *acl, struct Stat *stat,
 	}
 	if (n > 0 && entries.count < n)
 		rc = ZSYSTEMERROR;		/* out of memory: no partial answer */
-	deliver(make_event(ZKEV_ACL, op->tag, rc, op->path, NULL,
+	zkc_deliver(make_event(ZKEV_ACL, op->tag, rc, op->path, NULL,
 					   rc == ZOK ? &entries : NULL, NULL, 0));
 	for (int i = 0; i < entries.count; i++)
 		free(entries.data[i]);
@@ -501,42 +351,9 @@ acl_set_completion(int rc, const void *data)
 {
 	OpContext  *op = (OpContext *) data;
 
-	deliver(make_event(ZKEV_ACL_SET, op->tag, rc, op->path, NULL, NULL,
+	zkc_deliver(make_event(ZKEV_ACL_SET, op->tag, rc, op->path, NULL, NULL,
 					   NULL, 0));
 	free(op);
-}
-
-/*
- * ZooKeeper thread: the client library's log lines (errors only) are kept,
- * not printed: the worker reports the last one in its own log lines and in
- * zk_lock_status, instead of one line per reconnection attempt.
- */
-static void
-log_callback(const char *message)
-{
-	pthread_mutex_lock(&event_mutex);
-	strlcpy(last_log, message, sizeof(last_log));
-	pthread_mutex_unlock(&event_mutex);
-}
-
-/* The last error the client library logged, and forget it; false if none */
-bool
-zkc_last_error(char *buf, int buflen)
-{
-	bool		found;
-
-	pthread_mutex_lock(&event_mutex);
-	found = last_log[0] != '\0';
-	if (found)
-	{
-		/* keep what follows the client's "file@line: " prefix */
-		const char *p = strstr(last_log, ": ");
-
-		strlcpy(buf, p ? p + 2 : last_log, buflen);
-		last_log[0] = '\0';
-	}
-	pthread_mutex_unlock(&event_mutex);
-	return found;
 }
 
 /*
@@ -569,7 +386,7 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 	pthread_sigmask(SIG_SETMASK, &all, &saved);
 	errno = 0;
 	zh = zookeeper_init2(hosts, session_watcher, session_timeout_ms,
-						 old_session_id ? &cid : NULL, NULL, 0, log_callback);
+						 old_session_id ? &cid : NULL, NULL, 0, zkc_log_callback);
 	pthread_sigmask(SIG_SETMASK, &saved, NULL);
 
 	if (zh == NULL)
@@ -614,13 +431,13 @@ zkc_close(void)
 	if (zh)
 		zookeeper_close(zh);
 	zh = NULL;
-	pthread_mutex_lock(&event_mutex);
+	pthread_mutex_lock(&watch_mutex);
 	while (watch_list)
 		watch_free_locked(watch_list);
 	Assert(watch_armed == 0);
 	watch_armed = 0;
 	watch_upkeep_needed = false;
-	pthread_mutex_unlock(&event_mutex);
+	pthread_mutex_unlock(&watch_mutex);
 }
 
 bool
@@ -894,9 +711,9 @@ zkc_watch_count(void)
 {
 	uint64		n;
 
-	pthread_mutex_lock(&event_mutex);
+	pthread_mutex_lock(&watch_mutex);
 	n = watch_armed;
-	pthread_mutex_unlock(&event_mutex);
+	pthread_mutex_unlock(&watch_mutex);
 	return n;
 }
 
@@ -907,7 +724,7 @@ zkc_watch_count(void)
 void
 zkc_unwatch(uint64 tag)
 {
-	pthread_mutex_lock(&event_mutex);
+	pthread_mutex_lock(&watch_mutex);
 	for (OpContext *w = watch_list; w; w = w->next)
 	{
 		if (w->tag == tag && !w->cancelled)
@@ -916,7 +733,7 @@ zkc_unwatch(uint64 tag)
 			watch_upkeep_needed = true;
 		}
 	}
-	pthread_mutex_unlock(&event_mutex);
+	pthread_mutex_unlock(&watch_mutex);
 }
 
 /*
@@ -931,7 +748,7 @@ remove_completion(int rc, const void *data)
 	OpContext  *rop = (OpContext *) data;
 	OpContext  *next;
 
-	pthread_mutex_lock(&event_mutex);
+	pthread_mutex_lock(&watch_mutex);
 	for (OpContext *w = watch_list; w; w = next)
 	{
 		next = w->next;
@@ -946,11 +763,11 @@ remove_completion(int rc, const void *data)
 				watch_upkeep_needed = true;
 		}
 	}
-	pthread_mutex_unlock(&event_mutex);
+	pthread_mutex_unlock(&watch_mutex);
 	free(rop);
 }
 
-/* Every watch context on this path is cancelled; event_mutex held */
+/* Every watch context on this path is cancelled; watch_mutex held */
 static bool
 watch_path_unwanted(const char *path)
 {
@@ -977,7 +794,7 @@ zkc_watch_upkeep(void)
 
 	if (zh == NULL)
 		return;
-	pthread_mutex_lock(&event_mutex);
+	pthread_mutex_lock(&watch_mutex);
 	if (watch_upkeep_needed)
 	{
 		OpContext  *next;
@@ -1014,7 +831,7 @@ zkc_watch_upkeep(void)
 			todo = rop;
 		}
 	}
-	pthread_mutex_unlock(&event_mutex);
+	pthread_mutex_unlock(&watch_mutex);
 
 	while (todo)
 	{

@@ -1,0 +1,395 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_held.c
+ *		The lock recipe, steps 4 and 5: a lock we hold, and the end of a
+ *		request.  Part of the lock recipe (protocol.c), below the rest of
+ *		it: protocol.c and lock_explicit.c call it; it calls neither.
+ *
+ * The end of a request: the grant, which tells the backend
+ * (zklock_lock_grant); the delete of our node (zklock_lock_send_delete),
+ * whose reply protocol.c handles; a failure (zklock_lock_fail), which
+ * first drops the watches of the request's wait (zklock_lock_drop_watches).
+ *
+ * Three things about a granted node of ours, each started here or by
+ * protocol.c and driven here by its replies:
+ *
+ *	- the guard: a getData with a watch on our own node, so that its
+ *	  deletion by someone else turns the lock LOST, and a revocation written
+ *	  into it is read, never missed (zklock_held_guard);
+ *	- revocation (Curator's, done for the holder): "revoke=cancel" or
+ *	  "revoke=terminate" written into our node by an administrator of any
+ *	  instance (admin.c writes it) makes us signal the holding backend, once
+ *	  per revocation (revoked);
+ *	- the holder's description in the node's data, rewritten when the
+ *	  backend changes it, never over another's write (zklock_held_rewrite).
+ *
+ * The state is the entry's WorkEntry (guard_needed, data_version, shown,
+ * writing, rewriting, rewrite_off, revoke_seen), the worker's own memory.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "channel.h"
+#include "recipe.h"
+#include "lock_int.h"
+#include "zklock.h"
+#include "shmem.h"
+#include "zk_client.h"
+#include "failpoint.h"
+
+static void guard_unreadable(int idx);
+static void guard_node_gone(int idx);
+static void revoked(int idx, const char *data, int version);
+
+/*
+ * Step 4: granted.  Tell the backend, then guard the node.
+ */
+void
+zklock_lock_grant(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	bool		withdrawn;
+
+	drop_watches(idx);			/* of its wait, if any is left */
+	withdrawn = !zklock_channel_grant(idx, w->generation, w->czxid,
+									  w->persistent ? 0 :
+									  zklock_recipe_session_id(),
+									  w->node);
+
+	if (withdrawn)
+	{
+		send_delete(idx);
+		return;
+	}
+	if (w->persistent)
+	{
+		/* an explicit lock: the node is on its own now, until it expires */
+		w->phase = PH_IDLE;
+		return;
+	}
+	w->phase = PH_HELD;
+	zklock_held_guard(idx);
+}
+
+/* Step 5: delete our node (its waiter child first, for an explicit one) */
+void
+zklock_lock_send_delete(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
+	node_path(path, w, w->node);
+	w->phase = PH_DELETING;
+	if (w->persistent)
+	{
+		/* a waiting explicit node has a child: it goes first */
+		char	   *child = psprintf("%s/%s", path, ZKLOCK_WAITER_CHILD);
+
+		(void) zkc_delete(child, TAG(w->generation, OP_WAITER_DELETE, idx));
+		pfree(child);
+	}
+	/* failpoint "fail": as if the delete's reply was lost */
+	if (ZKLOCK_FAILPOINT("before-delete") ||
+		!zkc_delete(path, TAG(w->generation, OP_DELETE, idx)))
+		set_recovering(w);
+}
+
+/*
+ * A request ends in failure; any node of ours is gone or being deleted.
+ */
+void
+zklock_lock_fail(int idx, int sqlstate, const char *fmt,...)
+{
+	char		msg[ZKLOCK_MAX_ERROR_LEN + 1];
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	zklock_lock_fail_msg(idx, sqlstate, msg);
+}
+
+/* fail(), with its message made: also recipe.c's, for its deadlines */
+void
+zklock_lock_fail_msg(int idx, int sqlstate, const char *msg)
+{
+	drop_watches(idx);
+	zklock_recipe_fail(idx, sqlstate, msg);
+}
+
+/*
+ * The request no longer waits: the watches of its wait (the node it waited
+ * behind, an explicit request's own node) are not wanted any more.  Its
+ * guard is not dropped here: the deletion of its node fires it.
+ */
+void
+zklock_lock_drop_watches(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	zkc_unwatch(TAG(w->generation, OP_WAIT, idx));
+	if (w->persistent)
+	{
+		zkc_unwatch(TAG(w->generation, OP_SELF, idx));
+		w->self_watched = false;
+	}
+}
+
+/*
+ * Watch our own granted node, so that its deletion by someone else (an
+ * administrator, a revocation) turns the lock LOST, and a revocation
+ * written into it is acted on.  The read and the watch are one request
+ * (getData with a watch): a write applied after the read fires the watch,
+ * so a revocation written before the guard is set, or between a change and
+ * the guard set again after it (each rewrite of our own data fires it), is
+ * read, never missed.  Not waited for; a guard that could not be set (not
+ * sent, or its reply lost with the connection) is set again, reading
+ * again, once connected (resume).  Failpoint "fail": as if the reply was
+ * lost; "pause": a write made meanwhile must still be seen.
+ */
+void
+zklock_held_guard(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
+	node_path(path, w, w->node);
+	w->guard_needed = ZKLOCK_FAILPOINT("before-guard") ||
+		!zkc_get_data_watch(path, TAG(w->generation, OP_GUARD, idx));
+	if (w->guard_needed)
+		zklock_recipe_retry_soon();
+}
+
+/*
+ * The guard's read came back, or its watch fired: read again after a
+ * change, act on a revocation, and turn the lock LOST if the node is gone.
+ */
+void
+zklock_held_guard_event(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (w->phase != PH_HELD)
+		return;
+	if (ev->kind == ZKEV_WATCH && ev->watch_type != ZKC_WATCH_DELETED)
+	{
+		/*
+		 * Someone changed our node's data (our own rewrite, or a
+		 * revocation): read it and watch it again, in one request.
+		 */
+		zklock_held_guard(idx);
+		return;
+	}
+	if (ev->kind == ZKEV_DATA && ev->rc == ZKC_OK)
+	{
+		/* the watch is set; a write after this read fires it */
+		revoked(idx, ev->data, ev->version);
+		return;
+	}
+	if (ev->kind == ZKEV_DATA && ev->rc == ZKC_NOAUTH)
+	{
+		guard_unreadable(idx);
+		return;
+	}
+	if ((ev->kind == ZKEV_DATA || ev->kind == ZKEV_STAT) &&
+		ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+	{
+		/*
+		 * The watch was not set (connection lost): read and set it again
+		 * once connected (resume), so that a revocation written meanwhile is
+		 * read then.
+		 */
+		w->guard_needed = true;
+		zklock_recipe_retry_soon();
+		return;
+	}
+	if ((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
+		ev->rc == ZKC_NONODE)
+		guard_node_gone(idx);
+}
+
+/*
+ * Our node's ACL was changed to refuse us READ: we cannot see a
+ * revocation, but still notice the deletion.
+ */
+static void
+guard_unreadable(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
+	node_path(path, w, w->node);
+	ereport(LOG,
+			(errmsg("zklock: lock node \"%s\" no longer lets zklock read it; a revocation of it cannot be seen",
+					path),
+			 errdetail("Someone changed its ACL. Its deletion is still noticed.")));
+	if (!zkc_watch_node(path, TAG(w->generation, OP_GUARD, idx)))
+	{
+		w->guard_needed = true;
+		zklock_recipe_retry_soon();
+	}
+}
+
+/* The guard saw our node deleted, by someone else: the lock is LOST */
+static void
+guard_node_gone(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	/* our granted node is gone and we did not delete it */
+	(void) zklock_channel_lost(idx, w->generation, NULL);
+	ereport(LOG,
+			(errmsg("zklock: lock node \"%s/%s\" was deleted while held",
+					w->parent, w->node)));
+	/* keep the entry until the backend lets it go */
+	w->created = false;
+}
+
+/*
+ * The backend changed the description of a lock it holds (its scope, or
+ * whether it is held only for a child's sake, see backend.c's
+ * show_holds): write it into the node, where zk_locks on every instance
+ * reads it.  One setData, checked against the version of the node's data
+ * we know (our own earlier write, or 0 from the create), so that it never
+ * overwrites what another wrote meanwhile (a revocation): when the version
+ * is unknown or was not ours, read the node first, and leave a revoked
+ * node alone.  Nothing waits for it; a change made while a write is in
+ * flight goes when that write is answered.
+ */
+void
+zklock_held_rewrite(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	uint32		version;
+	bool		granted;
+	bool		ok;
+
+	if (w->phase != PH_HELD || w->persistent || w->rewriting ||
+		w->rewrite_off || !zklock_connected)
+		return;
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	granted = entry(idx)->state == ZKE_GRANTED &&
+		entry(idx)->generation == w->generation;
+	version = entry(idx)->data_version;
+	if (granted && version != w->shown)
+		strlcpy(data, entry(idx)->data, sizeof(data));
+	LWLockRelease(zklock_shared->lock);
+	if (!granted || version == w->shown)
+		return;
+
+	node_path(path, w, w->node);
+	w->rewriting = true;
+	if (w->data_version < 0)
+		ok = zkc_get_data(path, TAG(w->generation, OP_REWRITE_READ, idx));
+	else
+	{
+		w->writing = version;
+		ok = zkc_set_data_version(path, data, strlen(data), w->data_version,
+								  TAG(w->generation, OP_REWRITE, idx));
+	}
+	if (!ok)
+	{
+		/* not sent: read and write again (resume) */
+		w->rewriting = false;
+		w->data_version = -1;
+		zklock_recipe_retry_soon();
+	}
+}
+
+/* The reply of rewrite_data()'s setData */
+void
+zklock_held_rewrite_event(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	w->rewriting = false;
+	if (w->phase != PH_HELD)
+		return;
+	if (ev->rc == ZKC_OK)
+	{
+		w->data_version = ev->version;
+		w->shown = w->writing;
+		zklock_held_rewrite(idx);		/* a change made meanwhile */
+	}
+	else if (ev->rc == ZKC_BADVERSION)
+	{
+		/* written by someone else: read it, then decide */
+		w->data_version = -1;
+		zklock_held_rewrite(idx);
+	}
+	else if (ev->rc == ZKC_CONNLOSS)
+		w->data_version = -1;	/* written or not: read it again once
+								 * connected (resume) */
+	else if (ev->rc != ZKC_NONODE && ev->rc != ZKC_EXPIRED)
+	{
+		/* the guard handles a node gone, the session its loss */
+		w->rewrite_off = true;
+		ereport(LOG,
+				(errmsg("zklock: could not update lock node \"%s/%s\": %s",
+						w->parent, w->node, zkc_result_text(ev->zoo_rc))));
+	}
+}
+
+/* The read rewrite_data() makes first when the node's version is unknown */
+void
+zklock_held_rewrite_read_event(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	w->rewriting = false;
+	if (w->phase != PH_HELD || ev->rc != ZKC_OK)
+		return;					/* connection loss: resume reads again */
+	if (zklock_node_field(ev->data, "revoke=") != NULL)
+	{
+		/*
+		 * A revocation: never overwrite it, and act on it if the guard has
+		 * not (revoked() signals once per revocation).
+		 */
+		w->rewrite_off = true;
+		revoked(idx, ev->data, ev->version);
+	}
+	else
+	{
+		w->data_version = ev->version;
+		zklock_held_rewrite(idx);
+	}
+}
+
+/*
+ * Revocation (Curator's, done for the holder): another instance wrote
+ * "revoke=cancel" or "revoke=terminate" into our granted node.  Cancel the
+ * holder's statement or end its session, as the revoker chose; its
+ * transaction then ends and releases the lock.
+ */
+static void
+revoked(int idx, const char *data, int version)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	const char *r = zklock_node_field(data, "revoke=");
+	bool		terminate;
+	int			pid = 0;
+
+	if (r == NULL || version == w->revoke_seen)
+		return;					/* none, or this one was acted on */
+	terminate = strncmp(r, "terminate", 9) == 0;
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	if (entry(idx)->state == ZKE_GRANTED)
+		pid = entry(idx)->owner_pid;
+	LWLockRelease(zklock_shared->lock);
+	if (pid == 0)
+		return;
+	w->revoke_seen = version;	/* the guard and a rewrite may both read it */
+	ereport(LOG,
+			(errmsg("zklock: lock node \"%s/%s\" was revoked; %s backend %d",
+					w->parent, w->node,
+					terminate ? "terminating" : "canceling the statement of", pid)));
+	if (kill(pid, terminate ? SIGTERM : SIGINT) != 0)
+		ereport(LOG,
+				(errmsg("zklock: could not signal backend %d: %m", pid)));
+}
+

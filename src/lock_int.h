@@ -1,0 +1,69 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_int.h
+ *		Inside the lock recipe: its operations, and what its files call in
+ *		one another, from the top down: protocol.c (the protocol) calls
+ *		lock_explicit.c (explicit requests) and lock_held.c (the grant, a
+ *		lock we hold, the end of a request); lock_explicit.c calls
+ *		lock_held.c.  No file outside the lock recipe includes it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_LOCK_INT_H
+#define ZKLOCK_LOCK_INT_H
+
+#include "recipe.h"
+
+/* The lock recipe's operations, as carried in a tag */
+typedef enum LockOp
+{
+	OP_PARENT = 1,				/* create a missing parent (container) */
+	OP_CREATE,					/* create the lock node */
+	OP_CHILDREN,				/* list the resource's children */
+	OP_ADOPT,					/* stat a node found again by its prefix */
+	OP_WAIT,					/* exists+watch on the node we wait behind */
+	OP_GUARD,					/* getData+watch on our own granted node */
+	OP_DELETE,					/* delete our node */
+	OP_GRANT_WRITE,				/* explicit: rewrite the node we are granted */
+	OP_GRANT_CHILD,				/* explicit: delete its waiter child */
+	OP_WAITER,					/* explicit: create the waiter child */
+	OP_WAITER_DELETE,			/* explicit: delete it before the node */
+	OP_SELF,					/* explicit: exists+watch on our waiting node */
+	OP_REWRITE,					/* rewrite our granted node's data */
+	OP_REWRITE_READ				/* read it first: its version is unknown */
+} LockOp;
+
+/* lock_held.c: the end of a request */
+extern void zklock_lock_grant(int idx);
+extern void zklock_lock_send_delete(int idx);
+extern void zklock_lock_fail(int idx, int sqlstate, const char *fmt,...) pg_attribute_printf(3, 4);
+extern void zklock_lock_fail_msg(int idx, int sqlstate, const char *msg);
+extern void zklock_lock_drop_watches(int idx);
+
+/* lock_held.c: a lock we hold */
+extern void zklock_held_guard(int idx);
+extern void zklock_held_guard_event(int idx, ZkEvent *ev);
+extern void zklock_held_rewrite(int idx);
+extern void zklock_held_rewrite_event(int idx, ZkEvent *ev);
+extern void zklock_held_rewrite_read_event(int idx, ZkEvent *ev);
+
+/* lock_explicit.c */
+extern void zklock_explicit_grant(int idx);
+extern void zklock_explicit_watch_own(int idx);
+extern void zklock_explicit_waiter_event(int idx, ZkEvent *ev);
+extern void zklock_explicit_self_event(int idx, ZkEvent *ev);
+extern void zklock_explicit_grant_write_event(int idx, ZkEvent *ev);
+extern void zklock_explicit_grant_child_event(int idx, ZkEvent *ev);
+
+/*
+ * The steps of the recipe call these by the names they had when all of it
+ * was protocol.c (so that the steps read as the protocol does)
+ */
+#define grant(idx)					zklock_lock_grant(idx)
+#define send_delete(idx)			zklock_lock_send_delete(idx)
+#define fail(...)					zklock_lock_fail(__VA_ARGS__)
+#define drop_watches(idx)			zklock_lock_drop_watches(idx)
+#define grant_persistent(idx)		zklock_explicit_grant(idx)
+#define watch_own_waiting_node(idx) zklock_explicit_watch_own(idx)
+
+#endif							/* ZKLOCK_LOCK_INT_H */

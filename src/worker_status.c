@@ -1,0 +1,189 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker_status.c
+ *		What the worker shows of its session: zk_lock_status's session
+ *		fields and last_error, and the outage's lines in the log.
+ *
+ * The worker (worker.c) decides; this file publishes.  zklock_status_set
+ * is the one writer of the session's fields in zklock_shared (under its
+ * lock, exclusive): session_state, state_since, session_id,
+ * negotiated_timeout, disconnected_since, n_connected (last_error has
+ * other writers: root.c, the outage report below).  The outage's own
+ * bookkeeping (when it began, how many log lines it had, what the client
+ * last said) and the last handle error are this file's, static, in the
+ * worker's memory.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+#include "worker_status.h"
+#include "zklock.h"
+#include "settings.h"
+#include "shmem.h"
+#include "zk_client.h"
+#include "lease.h"
+
+/*
+ * The outage: when it began, on CLOCK_BOOTTIME (durations; the shared
+ * disconnected_since is the same moment by the wall clock, for display),
+ * how many lines it has had in the log, and the client's last complaint.
+ */
+static int64 outage_since_us;
+static int	outage_logs;
+static char outage_why[256];
+
+static char handle_error[128];	/* the last handle we could not make */
+
+/*
+ * Publish the session's state.  error, when not NULL, becomes
+ * zk_lock_status.last_error; connected clears it (root.c may set it again
+ * for this session).
+ */
+void
+zklock_status_set(ZkSessionState state, int64 session_id, const char *error)
+{
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	if (zklock_shared->session_state != state)
+		zklock_shared->state_since = GetCurrentTimestamp();
+	if (state == ZKS_CONNECTED)
+	{
+		if (zklock_shared->session_state != ZKS_CONNECTED)
+			zklock_shared->n_connected++;
+		zklock_shared->disconnected_since = 0;
+		zklock_shared->last_error[0] = '\0';
+	}
+	else if (zklock_shared->disconnected_since == 0)
+	{
+		zklock_shared->disconnected_since = GetCurrentTimestamp();
+		outage_since_us = zklock_boottime_us();
+		outage_logs = 0;
+	}
+	zklock_shared->session_state = state;
+	zklock_shared->session_id = session_id;
+	zklock_shared->negotiated_timeout = zkc_negotiated_timeout();
+	if (error)
+		strlcpy(zklock_shared->last_error, error,
+				sizeof(zklock_shared->last_error));
+	LWLockRelease(zklock_shared->lock);
+}
+
+/* Forget what the client said during an outage (or about other hosts) */
+static void
+forget_outage_why(void)
+{
+	char		discard[8];
+
+	(void) zkc_last_error(discard, sizeof(discard));
+	outage_why[0] = '\0';
+}
+
+/* milliseconds and seconds since the outage began */
+int64
+zklock_outage_ms(void)
+{
+	return (zklock_boottime_us() - outage_since_us) / 1000;
+}
+
+long
+zklock_outage_seconds(void)
+{
+	return (long) (zklock_outage_ms() / 1000);
+}
+
+/*
+ * While not connected: zk_lock_status.last_error follows what the client
+ * says at once, and the log has a line after 10 s, after 60 s and then
+ * every 10 minutes of the outage (counted from its true start).  Returns
+ * whether the client complained since the last call.
+ */
+bool
+zklock_outage_report(void)
+{
+	char		why[256];
+	int64		down_ms;
+	int64		next_ms;
+	bool		complained = false;
+
+	if (zklock_shared->session_state == ZKS_CONNECTED)
+		return false;
+	if (zkc_last_error(why, sizeof(why)))
+	{
+		complained = true;
+		strlcpy(outage_why, why, sizeof(outage_why));
+		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+		strlcpy(zklock_shared->last_error, why,
+				sizeof(zklock_shared->last_error));
+		LWLockRelease(zklock_shared->lock);
+	}
+	down_ms = zklock_outage_ms();
+	next_ms = outage_logs == 0 ? 10000 :
+		outage_logs == 1 ? 60000 :
+		60000 + (int64) (outage_logs - 1) * 600000;
+	if (down_ms < next_ms)
+		return complained;
+	outage_logs++;
+	ereport(LOG,
+			(errmsg("zklock: not connected to ZooKeeper at \"%s\" since %s",
+					zklock_hosts,
+					timestamptz_to_str(zklock_shared->disconnected_since)),
+			 outage_why[0] ?
+			 errdetail("The ZooKeeper client says: %s", outage_why) : 0));
+	return complained;
+}
+
+/* Connected (again): the end of an outage that the log mentioned */
+void
+zklock_outage_ended(void)
+{
+	if (outage_logs > 0)
+		ereport(LOG,
+				(errmsg("zklock: connected to ZooKeeper again after an outage of %ld s",
+						zklock_outage_seconds())));
+	outage_logs = 0;
+	forget_outage_why();
+}
+
+/*
+ * The client library could not make a handle (a host name that does not
+ * resolve, no file descriptor left): logged once per distinct reason, not
+ * at every retry; zk_lock_status.last_error shows it meanwhile.
+ */
+void
+zklock_status_handle_failed(const char *what, const char *err, int retry_ms)
+{
+	zklock_status_set(ZKS_CONNECTING, 0, err);
+	if (strcmp(err, handle_error) == 0)
+		return;
+	strlcpy(handle_error, err, sizeof(handle_error));
+	ereport(LOG,
+			(errmsg("zklock: could not %s with \"%s\": %s",
+					what, zklock_hosts, err),
+			 errdetail("The worker tries again every %d ms; this is logged again only if the reason changes.",
+					   retry_ms)));
+}
+
+/* The outage counts from now (the worker's start) */
+void
+zklock_outage_from_now(void)
+{
+	outage_since_us = zklock_boottime_us();
+}
+
+/* Another outage, from now: nothing said of the last one is kept */
+void
+zklock_outage_restart(void)
+{
+	forget_outage_why();
+	outage_logs = 0;
+	outage_since_us = zklock_boottime_us();
+}
+
+/* A handle was made: the next failure is logged whatever its reason */
+void
+zklock_status_handle_made(void)
+{
+	handle_error[0] = '\0';
+}
