@@ -24,6 +24,7 @@ OBJS = \
 	src/fence.o \
 	src/request.o \
 	src/functions.o \
+	src/status.o \
 	src/lease.o \
 	src/root.o \
 	src/failpoint.o
@@ -86,7 +87,7 @@ $(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
 	src/resource.h src/worker.h src/backend.h src/backend_int.h \
 	src/zk_client.h src/protocol.h src/protocol_int.h src/lease.h \
 	src/failpoint.h src/grant_rule.h src/nodedata.h src/session_file.h \
-	src/wait_events.h
+	src/wait_events.h src/functions.h
 
 # make zklock-unit: the unit tests of the grant rule and of the node data
 # codec (test/unit/), standalone programs with src/grant_rule.c and

@@ -66,7 +66,7 @@
  * per-slot counts and every field of every entry.  Every function here
  * takes it itself, except those that say "caller holds the lock".  Nobody
  * holds it across a ZooKeeper call, a wait or an ERROR; nothing in this
- * file allocates under it (the SQL views of functions.c palloc their rows
+ * file allocates under it (the SQL views of status.c palloc their rows
  * while holding it shared, which PostgreSQL's LWLocks allow: an ERROR
  * there releases the lock).
  *
