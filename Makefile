@@ -25,6 +25,7 @@ OBJS = \
 	src/request.o \
 	src/functions.o \
 	src/status.o \
+	src/advisory.o \
 	src/lease.o \
 	src/root.o \
 	src/failpoint.o
@@ -58,7 +59,7 @@ endif
 # settings of test/installcheck.conf and reach a ZooKeeper; the precheck
 # says what is missing, within seconds.  test/run_tests.sh starts such a
 # server and a ZooKeeper, and runs this.
-REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit limits
+REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit limits advisory
 REGRESS_PREP = zklock-installcheck-precheck
 
 

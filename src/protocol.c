@@ -188,6 +188,9 @@ zklock_protocol_request(int idx)
 				 req.resource);
 		w->naming = zklock_naming_style(req.resource);
 		w->persistent = req.persistent;
+		if (!req.ignore_node[0] ||
+			!zklock_parse_node_name(req.ignore_node, NULL, &w->ignore_seq))
+			w->ignore_seq = -1;
 		zklock_format_node_prefix(w->prefix, sizeof(w->prefix), incarnation,
 								  idx, gen, w->persistent);
 		w->node[0] = '\0';
@@ -498,9 +501,13 @@ decide(int idx, ZkEvent *ev)
 		return;
 	}
 
-	/* Hive's rule (grant_rule.c): the node we would have to wait behind */
-	if (zklock_grant_rule((const char *const *) ev->children, ev->nchildren,
-						  my_seq, my_mode, &pred, &nblockers) ==
+	/*
+	 * Hive's rule (grant_rule.c): the node we would have to wait behind,
+	 * our own node of the other mode aside (advisory locks)
+	 */
+	if (zklock_grant_rule_ignoring((const char *const *) ev->children,
+								   ev->nchildren, my_seq, my_mode,
+								   w->ignore_seq, &pred, &nblockers) ==
 		ZKLOCK_VERDICT_GRANTED)
 	{
 		if (w->persistent)
