@@ -188,6 +188,23 @@ SELECT zk_try_advisory_lock(60), zk_advisory_unlock(60);
 RESET ROLE;
 DROP ROLE adv_user;
 
+-- the edges of both key spaces
+SELECT zk_try_advisory_lock(-9223372036854775808), zk_try_advisory_lock(9223372036854775807),
+       zk_try_advisory_lock(-2147483648, 2147483647);
+SELECT * FROM adv_held();
+SELECT zk_advisory_unlock_all();
+
+-- listed by subtree; a superuser frees a key another session holds
+SELECT * FROM dblink('o', 'SELECT zk_try_advisory_lock(95)') AS t(got boolean);
+SELECT count(*) AS listed FROM zk_locks('zklock.advisory/' || current_database() || '/95');
+SELECT count(*) AS listed FROM zk_locks('zklock.advisory')
+WHERE resource = 'zklock.advisory/' || current_database() || '/95';
+SELECT zk_lock_force_release('zklock.advisory/' || current_database() || '/95') AS freed;
+SELECT zk_try_advisory_lock(95) AS got_it, zk_advisory_unlock(95);
+SELECT * FROM dblink('o', 'SELECT zk_advisory_unlock(95)') AS t(released boolean);
+SELECT err($$SELECT zk_locks('zklock.advisoryx')$$) ~ 'must not begin with "zklock."' AS refused;
+SELECT err($$SELECT zk_locks('zklock.advisory/')$$) ~ 'must not end with' AS refused;
+
 -- differences from PostgreSQL
 -- PREPARE TRANSACTION is refused while zk advisory locks are held
 BEGIN;

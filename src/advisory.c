@@ -157,6 +157,28 @@ advisory_namespace_error(const char *ns, const char *why)
 }
 
 /*
+ * A resource as a listing (zk_locks(subtree)) or an administrator
+ * (zk_lock_force_release, zk_lock_revoke) names it: a user's resource, or
+ * the advisory keys' subtree or one of its resources, which users cannot
+ * lock by name but may list, and superusers free.  Raises what
+ * zklock_check_resource raises for anything else.
+ */
+void
+zklock_check_named_resource(const char *resource)
+{
+	const char *top = ZKLOCK_ADVISORY_PREFIX;
+	size_t		toplen = strlen(top) - 1;	/* without its '/' */
+	const char *rest = resource + strlen(ZKLOCK_RESERVED_PREFIX);
+
+	if (strncmp(resource, top, toplen) == 0 &&
+		(resource[toplen] == '\0' || resource[toplen] == '/') &&
+		strlen(resource) <= ZKLOCK_MAX_RESOURCE_LEN &&
+		zklock_resource_problem(rest, NULL) == NULL)
+		return;
+	zklock_check_resource(resource);
+}
+
+/*
  * The resource of a key: (bigint) or (int, int), as the function's number
  * of arguments says.
  */

@@ -39,6 +39,7 @@ extern bool zklock_lock_advisory(const char *resource, ZkLockMode mode,
 								 bool session, bool wait);
 extern bool zklock_unlock_advisory(const char *resource, ZkLockMode mode);
 extern void zklock_unlock_all_advisory(void);
+extern void zklock_check_named_resource(const char *resource);
 extern const char *zklock_advisory_namespace_form(const char *value);
 extern const char *zklock_advisory_namespace_problem(const char *value);
 

@@ -290,7 +290,7 @@ nodes_listing(FunctionCallInfo fcinfo, Size *len)
 	if (PG_NARGS() > 0 && !PG_ARGISNULL(0))
 	{
 		subtree = zklock_utf8_in(text_to_cstring(PG_GETARG_TEXT_PP(0)));
-		zklock_check_resource(subtree);
+		zklock_check_named_resource(subtree);	/* advisory keys too */
 	}
 	InitMaterializedSRF(fcinfo, 0);
 	return zklock_list_nodes(subtree, len);
