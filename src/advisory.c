@@ -168,12 +168,13 @@ zklock_check_named_resource(const char *resource)
 {
 	const char *top = ZKLOCK_ADVISORY_PREFIX;
 	size_t		toplen = strlen(top) - 1;	/* without its '/' */
-	const char *rest = resource + strlen(ZKLOCK_RESERVED_PREFIX);
 
+	/* past the reserved "zklock.", the rules of any resource name */
 	if (strncmp(resource, top, toplen) == 0 &&
 		(resource[toplen] == '\0' || resource[toplen] == '/') &&
 		strlen(resource) <= ZKLOCK_MAX_RESOURCE_LEN &&
-		zklock_resource_problem(rest, NULL) == NULL)
+		zklock_resource_problem(resource + strlen(ZKLOCK_RESERVED_PREFIX),
+								NULL) == NULL)
 		return;
 	zklock_check_resource(resource);
 }

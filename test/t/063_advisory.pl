@@ -12,7 +12,8 @@
 #    key EXCLUSIVE and asking SHARED waits while the other instance's
 #    request is queued between (lock_timeout ends it), granted otherwise;
 #  - the commit fence: a transaction whose advisory transaction lock was
-#    lost cannot commit.
+#    lost cannot commit, nor one writing under a lost session-level one;
+#  - a cancel ends a wait and leaves no node behind.
 use strict;
 use warnings;
 
@@ -144,6 +145,40 @@ ok( wait_until(
 $r = $a->query('COMMIT');
 is($r->{sqlstate}, '55P03', 'the transaction whose advisory lock was lost cannot commit');
 is(psql1($node1, 'SELECT count(*) FROM guarded'), '0', 'nothing it wrote is visible');
+$b->query_ok('SELECT zk_advisory_unlock_all()');
+
+# a session-level advisory lock lost: a writing transaction cannot commit
+$a->query_ok('SELECT zk_advisory_lock(61)');
+($node_path) = zk_lock_nodes("$adv/postgres/61");
+($rc) = ZkLockTest::zkutil('delete-r', $node_path);
+is($rc, 0, 'an administrator deletes a session-level advisory lock\'s node');
+ok( wait_until(
+		sub {
+			psql1($node1,
+				q{SELECT count(*) FROM zk_lock_local WHERE resource LIKE 'zklock.advisory/%/61' AND state = 'lost'}
+			) eq '1';
+		},
+		timeout => 10),
+	'node1 sees it lost');
+$a->query_ok('BEGIN');
+$a->query_ok('INSERT INTO guarded VALUES (2)');
+$r = $a->query('COMMIT');
+is($r->{sqlstate}, '55P03', 'a writing transaction under the lost session-level advisory lock cannot commit');
+is(psql1($node1, 'SELECT count(*) FROM guarded'), '0', 'nothing it wrote is visible');
+$r = $a->query('SELECT zk_advisory_unlock(61)');
+is($r->{out}, 't', 'the lost lock is released by zk_advisory_unlock');
+like($r->{err}, qr/WARNING:.*was lost/, 'with a WARNING that it had been lost');
+
+# --- cancel ends a wait, and leaves nothing behind --------------------------
+$a->query_ok('SELECT zk_advisory_lock(62)');
+$b->send('SELECT zk_advisory_lock(62)');
+ok(wait_for_waiting($node2, $b->pid), 'node2 waits for the key');
+psql1($node2, 'SELECT pg_cancel_backend(' . $b->pid . ')');
+$r = $b->wait(20);
+is($r && $r->{sqlstate}, '57014', 'a cancel ends the wait (57014)');
+ok(zk_wait_count("$adv/postgres/62", 1, 10), 'the waiter left no node behind');
+$a->query_ok('SELECT zk_advisory_unlock(62)');
+is($b->query_ok('SELECT zk_try_advisory_lock(62)'), 't', 'node2 can take it after');
 $b->query_ok('SELECT zk_advisory_unlock_all()');
 
 $a->quit;
