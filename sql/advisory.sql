@@ -83,6 +83,16 @@ SELECT * FROM adv_held();
 ROLLBACK;
 SELECT * FROM adv_held();
 SELECT zk_advisory_unlock(10);
+-- a session-level hold outlives the aborted transaction that took it, as in
+-- PostgreSQL
+BEGIN;
+SELECT zk_advisory_lock(12);
+SAVEPOINT s;
+SELECT zk_advisory_lock(12);
+ROLLBACK TO s;
+ROLLBACK;
+SELECT * FROM adv_held();
+SELECT zk_advisory_unlock(12), zk_advisory_unlock(12), zk_advisory_unlock(12);
 -- ROLLBACK TO gives back what the subtransaction took, as PostgreSQL does
 BEGIN;
 SAVEPOINT s;
