@@ -115,6 +115,10 @@ COMMIT;
 SELECT * FROM adv_held();
 SELECT zk_lock_release('adv/plain');
 SELECT zk_advisory_unlock_all();
+-- zk_lock_release_all releases every session-level lock, advisory ones too
+SELECT zk_advisory_lock(13), zk_advisory_lock_shared(14);
+SELECT zk_lock_release_all();
+SELECT * FROM adv_held();
 
 -- STRICT, as PostgreSQL's: NULL in, NULL out, nothing taken
 SELECT zk_advisory_lock(NULL) IS NULL AS n1, zk_try_advisory_lock(NULL, 1) IS NULL AS n2,
@@ -212,6 +216,13 @@ WHERE resource = 'zklock.advisory/' || current_database() || '/95';
 SELECT zk_lock_force_release('zklock.advisory/' || current_database() || '/95') AS freed;
 SELECT zk_try_advisory_lock(95) AS got_it, zk_advisory_unlock(95);
 SELECT * FROM dblink('o', 'SELECT zk_advisory_unlock(95)') AS t(released boolean);
+-- zk_lock_revoke too: 'terminate' ends the holder's session, and its lock
+SELECT dblink_connect('r', self_dsn() || ' application_name=revoked');
+SELECT * FROM dblink('r', 'SELECT zk_try_advisory_lock(96)') AS t(got boolean);
+SELECT zk_lock_revoke('zklock.advisory/' || current_database() || '/96', 'terminate') AS revoked;
+SELECT wait_until($$zk_try_advisory_lock(96)$$, 10) AS got_it;
+SELECT zk_advisory_unlock(96);
+SELECT dblink_disconnect('r');
 SELECT err($$SELECT zk_locks('zklock.advisoryx')$$) ~ 'must not begin with "zklock."' AS refused;
 SELECT err($$SELECT zk_locks('zklock.advisory/')$$) ~ 'must not end with' AS refused;
 
@@ -257,6 +268,17 @@ SET lock_timeout = '300ms';
 SELECT err($$SELECT zk_advisory_lock_shared(90)$$);
 RESET lock_timeout;
 SELECT zk_advisory_unlock(90);
+SELECT * FROM dblink_get_result('o') AS t(r text);
+SELECT * FROM dblink_get_result('o') AS t(r text);
+SELECT * FROM dblink('o', 'SELECT zk_advisory_unlock_all()') AS t(r text);
+-- the same holding SHARED and asking EXCLUSIVE
+SELECT zk_advisory_lock_shared(91);
+SELECT dblink_send_query('o', 'SELECT zk_advisory_lock(91)');
+SELECT wait_until($$(SELECT count(*) FROM zk_locks WHERE resource LIKE 'zklock.advisory/%/91' AND NOT granted) = 1$$, 10) AS other_waits;
+SET lock_timeout = '300ms';
+SELECT err($$SELECT zk_advisory_lock(91)$$);
+RESET lock_timeout;
+SELECT zk_advisory_unlock_shared(91);
 SELECT * FROM dblink_get_result('o') AS t(r text);
 SELECT * FROM dblink_get_result('o') AS t(r text);
 SELECT * FROM dblink('o', 'SELECT zk_advisory_unlock_all()') AS t(r text);
