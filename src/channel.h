@@ -29,9 +29,8 @@ typedef struct ZkChannelRequest
 	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];	/* node data */
 	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1]; /* admin: the node */
-	char		ignore_node[ZKLOCK_MAX_NODE_NAME_LEN + 1];	/* advisory: our
-															 * own node of the
-															 * other mode, or "" */
+	/* advisory: our own node of the other mode (no blocker), or "" */
+	char		ignore_node[ZKLOCK_MAX_NODE_NAME_LEN + 1];
 	dsm_handle	list_handle;	/* LIST: result segment */
 	Size		list_size;		/* and its size */
 } ZkChannelRequest;

@@ -37,7 +37,7 @@ extern ZkGrantVerdict zklock_grant_rule(const char *const *children,
 extern ZkGrantVerdict zklock_grant_rule_ignoring(const char *const *children,
 												 int nchildren, int64 my_seq,
 												 ZkLockMode my_mode,
-												 int64 ignore_seq,
+												 const char *ignore_node,
 												 int *watch_index,
 												 int *nblockers);
 

@@ -188,9 +188,7 @@ zklock_protocol_request(int idx)
 				 req.resource);
 		w->naming = zklock_naming_style(req.resource);
 		w->persistent = req.persistent;
-		if (!req.ignore_node[0] ||
-			!zklock_parse_node_name(req.ignore_node, NULL, &w->ignore_seq))
-			w->ignore_seq = -1;
+		strlcpy(w->ignore_node, req.ignore_node, sizeof(w->ignore_node));
 		zklock_format_node_prefix(w->prefix, sizeof(w->prefix), incarnation,
 								  idx, gen, w->persistent);
 		w->node[0] = '\0';
@@ -507,7 +505,8 @@ decide(int idx, ZkEvent *ev)
 	 */
 	if (zklock_grant_rule_ignoring((const char *const *) ev->children,
 								   ev->nchildren, my_seq, my_mode,
-								   w->ignore_seq, &pred, &nblockers) ==
+								   w->ignore_node[0] ? w->ignore_node : NULL,
+								   &pred, &nblockers) ==
 		ZKLOCK_VERDICT_GRANTED)
 	{
 		if (w->persistent)

@@ -196,6 +196,12 @@ static const RuleCase rule_cases[] = {
 	{"own SHARED ignored, another's SHARED below it: EXCLUSIVE waits for that one",
 	 {OTHER_S("0000000001"), ZK_S("0000000002"), ZK_X("0000000003")},
 	 ZK_X("0000000003"), X, WAIT, OTHER_S("0000000001"), 1, ZK_S("0000000002")},
+	{"the ignored name only: another node of its sequence number still blocks",
+	 {ZK_S("0000000001"), OTHER_S("0000000001"), ZK_X("0000000002")},
+	 ZK_X("0000000002"), X, WAIT, OTHER_S("0000000001"), 1, ZK_S("0000000001")},
+	{"an ignored node that is not listed changes nothing",
+	 {OTHER_S("0000000001"), ZK_X("0000000002")},
+	 ZK_X("0000000002"), X, WAIT, OTHER_S("0000000001"), 1, ZK_S("0000000001")},
 	{"ignoring a node above ours changes nothing",
 	 {OTHER_X("0000000001"), ZK_S("0000000002"), ZK_X("0000000003")},
 	 ZK_S("0000000002"), S, WAIT, OTHER_X("0000000001"), 1, ZK_X("0000000003")},
@@ -279,19 +285,9 @@ run_rule_case(const RuleCase *c)
 		return;
 	}
 	if (c->ignore)
-	{
-		int64		ignore_seq;
-
-		if (!zklock_parse_node_name(c->ignore, NULL, &ignore_seq))
-		{
-			report(false, c->name);
-			printf("#   ignored node \"%s\" is not a lock node\n", c->ignore);
-			return;
-		}
 		v = zklock_grant_rule_ignoring(c->children, nchildren, my_seq,
-									   c->my_mode, ignore_seq, &watch_index,
+									   c->my_mode, c->ignore, &watch_index,
 									   &nblockers);
-	}
 	else
 		v = zklock_grant_rule(c->children, nchildren, my_seq, c->my_mode,
 							  &watch_index, &nblockers);
