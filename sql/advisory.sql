@@ -12,10 +12,12 @@ LANGUAGE sql AS $$
 $$;
 SELECT dblink_connect('o', self_dsn() || ' application_name=other');
 
--- every signature, and the return types of PostgreSQL's
+-- every signature, and the return types of PostgreSQL's; PARALLEL UNSAFE
+-- where PostgreSQL's are restricted
 SELECT p.proname, pg_get_function_identity_arguments(p.oid) AS args,
        p.prorettype::regtype AS zk_returns, p.proisstrict AS strict,
-       p.prorettype = pg.prorettype AND p.proisstrict = pg.proisstrict AS as_pg
+       p.prorettype = pg.prorettype AND p.proisstrict = pg.proisstrict AS as_pg,
+       p.proparallel AS zk_parallel, pg.proparallel AS pg_parallel
 FROM pg_proc p
   JOIN pg_proc pg ON pg.proname = 'pg' || substr(p.proname, 3)
                  AND pg.proargtypes = p.proargtypes
