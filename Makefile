@@ -30,6 +30,8 @@ OBJS = \
 	src/fence.o \
 	src/request.o \
 	src/functions.o \
+	src/status.o \
+	src/advisory.o \
 	src/lease.o \
 	src/root.o \
 	src/failpoint.o
@@ -63,7 +65,7 @@ endif
 # settings of test/installcheck.conf and reach a ZooKeeper; the precheck
 # says what is missing, within seconds.  test/run_tests.sh starts such a
 # server and a ZooKeeper, and runs this.
-REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit limits
+REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit limits advisory
 REGRESS_PREP = zklock-installcheck-precheck
 
 
@@ -93,7 +95,7 @@ $(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
 	src/backend_int.h src/zk_client.h src/zk_events.h src/recipe.h \
 	src/lock_int.h src/lease.h \
 	src/failpoint.h src/grant_rule.h src/nodedata.h src/session_file.h \
-	src/wait_events.h
+	src/wait_events.h src/functions.h
 
 # make zklock-unit: the unit tests of the grant rule and of the node data
 # codec (test/unit/), standalone programs with src/grant_rule.c and

@@ -53,52 +53,11 @@ typedef struct LockStep
 	ZkLockMode	mode;
 	bool		implicit;
 	bool		parents;		/* the step's own parents come with it */
+	bool		advisory;		/* an advisory key: both modes may be held */
 	int			input;			/* position in the caller's list, or -1 */
 	const char *child;			/* for an implicit step: whose parent it is */
 	LocalLock  *lock;			/* filled once taken */
 } LockStep;
-
-/*
- * What to do about a lock this backend holds that is in the way.  A
- * parent's implicit holds (for a child's sake) cannot be released by
- * themselves: name a child lock whose release gives them back.  Only
- * session-level holds are released by zk_lock_release; a transaction's
- * holds go at its end.
- */
-static char *
-held_hint(LocalLock *lock)
-{
-	const char *resource = lock->key.resource;
-	const char *mode = zklock_mode_name(lock->key.mode);
-	size_t		len = strlen(resource);
-	HASH_SEQ_STATUS seq;
-	LocalLock  *c;
-	LocalLock  *child = NULL;
-
-	/* a lock below it, taken with its parents; one held for the session first */
-	hash_seq_init(&seq, zklock_local_locks);
-	while ((c = hash_seq_search(&seq)) != NULL)
-	{
-		if (c == lock || !c->parents ||
-			strncmp(c->key.resource, resource, len) != 0 ||
-			c->key.resource[len] != '/')
-			continue;
-		if (child == NULL || (child->session_count == 0 && c->session_count > 0))
-			child = c;
-	}
-	if (child == NULL)
-		return lock->session_count > 0 ?
-			psprintf("Release the %s lock first.", mode) :
-			psprintf("The %s lock is held until the transaction ends.", mode);
-	if (child->session_count == 0)
-		return psprintf("The %s lock on \"%s\" is held for the locks on its children, such as \"%s\", until the transaction ends.",
-						mode, resource, child->key.resource);
-	if (lock->session_count > 0)
-		return psprintf("Release the %s lock and the locks on its children, such as \"%s\", first.",
-						mode, child->key.resource);
-	return psprintf("The %s lock on \"%s\" is held for the locks on its children: release those first, such as \"%s\".",
-					mode, resource, child->key.resource);
-}
 
 /*
  * Stack a step onto the lock this backend holds on its resource (in
@@ -114,7 +73,7 @@ stack_step(LocalLock *lock, ZkLockMode held_mode, LockStep *step,
 	if (held_mode != step->mode &&
 		!(step->implicit && held_mode == ZKLOCK_EXCLUSIVE))
 	{
-		char	   *hint = held_hint(lock);
+		char	   *hint = zklock_held_hint(lock);
 
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
@@ -164,9 +123,23 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
 	int			timeout_ms = -1;
 	char	   *what;
+	LocalLock  *other = NULL;
 
-	lock = zklock_held_lock(step->resource, &held_mode);
-	if (lock)
+	if (step->advisory)
+	{
+		/*
+		 * PostgreSQL lets one backend hold an advisory key both shared and
+		 * exclusive: stack onto the same mode only, and tell the worker
+		 * which node of ours, of the other mode, must not block us.
+		 */
+		lock = zklock_held_lock_in(step->resource, step->mode);
+		if (lock)
+			return stack_step(lock, step->mode, step, session);
+		other = zklock_held_lock_in(step->resource,
+									step->mode == ZKLOCK_EXCLUSIVE ?
+									ZKLOCK_SHARED : ZKLOCK_EXCLUSIVE);
+	}
+	else if ((lock = zklock_held_lock(step->resource, &held_mode)) != NULL)
 		return stack_step(lock, held_mode, step, session);
 
 	if (step->mode == ZKLOCK_SHARED &&
@@ -194,6 +167,13 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 	req.mode = step->mode;
 	strlcpy(req.resource, step->resource, sizeof(req.resource));
 	strlcpy(req.data, data, sizeof(req.data));
+	if (other)
+	{
+		ZkChannelResult held;
+
+		zklock_channel_result(other->idx, other->generation, &held);
+		strlcpy(req.ignore_node, held.node, sizeof(req.ignore_node));
+	}
 	idx = zklock_submit(&req, &gen);
 
 	what = step->child ?
@@ -581,6 +561,28 @@ depth(const char *resource)
 	return n;
 }
 
+/* One resource (advisory: an advisory key), its name checked */
+static int64
+lock_one(const char *resource, ZkLockMode mode, bool session, bool wait,
+		 int timeout_ms, bool parents, bool advisory, bool *acquired)
+{
+	LockStep   *steps;
+	int			nsteps;
+
+	*acquired = false;
+	zklock_check_lost(ERROR);
+	steps = palloc0(sizeof(LockStep) * (depth(resource) + 1));
+	nsteps = add_steps(steps, 0, resource, mode, parents, 0);
+	steps[nsteps - 1].advisory = advisory;
+	if (session)
+		zklock_extension_guard_begin();
+	*acquired = take_steps(steps, nsteps, session, wait, timeout_ms);
+	zklock_extension_guard_end();
+	if (!*acquired)
+		return 0;
+	return steps[nsteps - 1].lock->token;
+}
+
 /*
  * Take a lock, with its parents' SHARED locks when parents is true (Hive's
  * semantics: "db/table/part" in any mode takes "db" and "db/table" SHARED).
@@ -591,24 +593,26 @@ int64
 zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
 			int timeout_ms, bool parents, bool *acquired)
 {
-	LockStep   *steps;
-	int			nsteps;
-
 	zklock_backend_init();
 	zklock_check_resource(resource);
 	zklock_check_allowed(resource);
-	*acquired = false;
-	zklock_check_lost(ERROR);
+	return lock_one(resource, mode, session, wait, timeout_ms, parents,
+					false, acquired);
+}
 
-	steps = palloc0(sizeof(LockStep) * (depth(resource) + 1));
-	nsteps = add_steps(steps, 0, resource, mode, parents, 0);
-	if (session)
-		zklock_extension_guard_begin();
-	*acquired = take_steps(steps, nsteps, session, wait, timeout_ms);
-	zklock_extension_guard_end();
-	if (!*acquired)
-		return 0;
-	return steps[nsteps - 1].lock->token;
+/*
+ * Take an advisory key (advisory.c): a resource under the reserved prefix,
+ * made there, not named by the user; no parents' locks, no timeout.
+ */
+bool
+zklock_lock_advisory(const char *resource, ZkLockMode mode, bool session,
+					 bool wait)
+{
+	bool		acquired;
+
+	zklock_backend_init();
+	lock_one(resource, mode, session, wait, -1, false, true, &acquired);
+	return acquired;
 }
 
 static int

@@ -130,6 +130,58 @@ zklock_held_lock(const char *resource, ZkLockMode *mode)
 	return lock;
 }
 
+/* The lock this backend holds on a resource in one mode (advisory locks) */
+LocalLock *
+zklock_held_lock_in(const char *resource, ZkLockMode mode)
+{
+	LocalLockKey key;
+
+	make_key(&key, resource, mode);
+	return hash_search(zklock_local_locks, &key, HASH_FIND, NULL);
+}
+
+/*
+ * What to do about a lock this backend holds that is in the way.  A
+ * parent's implicit holds (for a child's sake) cannot be released by
+ * themselves: name a child lock whose release gives them back.  Only
+ * session-level holds are released by zk_lock_release; a transaction's
+ * holds go at its end.
+ */
+char *
+zklock_held_hint(LocalLock *lock)
+{
+	const char *resource = lock->key.resource;
+	const char *mode = zklock_mode_name(lock->key.mode);
+	size_t		len = strlen(resource);
+	HASH_SEQ_STATUS seq;
+	LocalLock  *c;
+	LocalLock  *child = NULL;
+
+	/* a lock below it, taken with its parents; one held for the session first */
+	hash_seq_init(&seq, zklock_local_locks);
+	while ((c = hash_seq_search(&seq)) != NULL)
+	{
+		if (c == lock || !c->parents ||
+			strncmp(c->key.resource, resource, len) != 0 ||
+			c->key.resource[len] != '/')
+			continue;
+		if (child == NULL || (child->session_count == 0 && c->session_count > 0))
+			child = c;
+	}
+	if (child == NULL)
+		return lock->session_count > 0 ?
+			psprintf("Release the %s lock first.", mode) :
+			psprintf("The %s lock is held until the transaction ends.", mode);
+	if (child->session_count == 0)
+		return psprintf("The %s lock on \"%s\" is held for the locks on its children, such as \"%s\", until the transaction ends.",
+						mode, resource, child->key.resource);
+	if (lock->session_count > 0)
+		return psprintf("Release the %s lock and the locks on its children, such as \"%s\", first.",
+						mode, child->key.resource);
+	return psprintf("The %s lock on \"%s\" is held for the locks on its children: release those first, such as \"%s\".",
+					mode, resource, child->key.resource);
+}
+
 /*
  * What zk_locks shows of a lock, on every instance, is in its node's data:
  * scope= and implicit= (zklock_describe_holder).  When the holds change, so does
@@ -354,6 +406,57 @@ zklock_unlock_all(void)
 			show_holds(lock);
 	}
 	return n;
+}
+
+/*
+ * Release one session-level hold of an advisory key, like
+ * pg_advisory_unlock: false, with PostgreSQL's WARNING, when this backend
+ * holds none in that mode (its transaction-level holds do not count).
+ */
+bool
+zklock_unlock_advisory(const char *resource, ZkLockMode mode)
+{
+	LocalLock  *lock;
+
+	zklock_backend_init();
+	zklock_check_lost(WARNING);
+	lock = zklock_held_lock_in(resource, mode);
+	if (lock == NULL || lock->session_count == 0)
+	{
+		ereport(WARNING,
+				(errmsg("you don't own a lock of type %s",
+						mode == ZKLOCK_EXCLUSIVE ? "ExclusiveLock" : "ShareLock")));
+		return false;
+	}
+	zklock_drop_hold(lock, true, false);	/* no parents: may free lock */
+	return true;
+}
+
+/*
+ * Release every session-level advisory hold, in any namespace, like
+ * pg_advisory_unlock_all; zk_lock_* locks and transaction-level holds stay.
+ */
+void
+zklock_unlock_all_advisory(void)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *lock;
+
+	zklock_backend_init();
+	zklock_check_lost(WARNING);
+	hash_seq_init(&seq, zklock_local_locks);
+	while ((lock = hash_seq_search(&seq)) != NULL)
+	{
+		if (strncmp(lock->key.resource, ZKLOCK_ADVISORY_PREFIX,
+					strlen(ZKLOCK_ADVISORY_PREFIX)) != 0 ||
+			lock->session_count == 0)
+			continue;
+		lock->session_count = 0;
+		if (lock->nxact == 0 && lock->session_implicit == 0)
+			zklock_forget(lock);
+		else
+			show_holds(lock);
+	}
 }
 
 /*

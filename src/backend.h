@@ -33,4 +33,14 @@ extern int64 zklock_lock_explicit(const char *resource, ZkLockMode mode,
 extern bool zklock_admin_node(const char *resource, const char *node,
 							  ZkEntryKind kind, const char *data);
 
+/* the advisory-lock API (advisory.c): keys under the reserved prefix */
+#define ZKLOCK_ADVISORY_PREFIX	"zklock.advisory/"
+extern bool zklock_lock_advisory(const char *resource, ZkLockMode mode,
+								 bool session, bool wait);
+extern bool zklock_unlock_advisory(const char *resource, ZkLockMode mode);
+extern void zklock_unlock_all_advisory(void);
+extern void zklock_check_named_resource(const char *resource);
+extern const char *zklock_advisory_namespace_form(const char *value);
+extern const char *zklock_advisory_namespace_problem(const char *value);
+
 #endif							/* ZKLOCK_BACKEND_H */

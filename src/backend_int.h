@@ -53,6 +53,8 @@ typedef struct LocalLock
 /* backend.c: the local lock table (NULL until zklock_backend_init) */
 extern HTAB *zklock_local_locks;
 extern LocalLock *zklock_held_lock(const char *resource, ZkLockMode *mode);
+extern LocalLock *zklock_held_lock_in(const char *resource, ZkLockMode mode);
+extern char *zklock_held_hint(LocalLock *lock);
 extern LocalLock *zklock_enter_lock(const char *resource, ZkLockMode mode,
 									bool parents, int idx, uint32 generation);
 extern void zklock_add_hold(LocalLock *lock, bool session, bool implicit);

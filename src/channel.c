@@ -66,7 +66,7 @@
  * per-slot counts and every field of every entry.  Every function here
  * takes it itself, except those that say "caller holds the lock".  Nobody
  * holds it across a ZooKeeper call, a wait or an ERROR; nothing in this
- * file allocates under it (the SQL views of functions.c palloc their rows
+ * file allocates under it (the SQL views of status.c palloc their rows
  * while holding it shared, which PostgreSQL's LWLocks allow: an ERROR
  * there releases the lock).
  *
@@ -296,6 +296,7 @@ zklock_channel_submit(const ZkChannelRequest *req, bool wake,
 	strlcpy(e->data, req->data, sizeof(e->data));
 	e->data_version = 0;
 	strlcpy(e->node, req->node, sizeof(e->node));
+	strlcpy(e->ignore_node, req->ignore_node, sizeof(e->ignore_node));
 	e->list_handle = req->list_handle;
 	e->list_size = req->list_size;
 	e->state = ZKE_REQUESTED;
@@ -358,6 +359,7 @@ channel_copy_result(int idx, uint32 generation, ZkChannelResult *result)
 	result->sqlstate = e->sqlstate;
 	strlcpy(result->error, e->error, sizeof(result->error));
 	strlcpy(result->data, e->data, sizeof(result->data));
+	strlcpy(result->node, e->node, sizeof(result->node));
 }
 
 /* Read the worker's verdict (and the node data) of the backend's entry */
@@ -487,6 +489,7 @@ zklock_channel_take(int idx, ZkChannelRequest *req, uint32 *generation)
 		strlcpy(req->resource, e->resource, sizeof(req->resource));
 		strlcpy(req->data, e->data, sizeof(req->data));
 		strlcpy(req->node, e->node, sizeof(req->node));
+		strlcpy(req->ignore_node, e->ignore_node, sizeof(req->ignore_node));
 		req->list_handle = e->list_handle;
 		req->list_size = e->list_size;
 	}

@@ -29,6 +29,8 @@ typedef struct ZkChannelRequest
 	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];	/* node data */
 	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1]; /* admin: the node */
+	/* advisory: our own node of the other mode (no blocker), or "" */
+	char		ignore_node[ZKLOCK_MAX_NODE_NAME_LEN + 1];
 	dsm_handle	list_handle;	/* LIST: result segment */
 	Size		list_size;		/* and its size */
 } ZkChannelRequest;
@@ -43,6 +45,7 @@ typedef struct ZkChannelResult
 	int			sqlstate;
 	char		error[ZKLOCK_MAX_ERROR_LEN + 1];
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1]; /* the granted node */
 } ZkChannelResult;
 
 /* setup: shmem.c, on a zeroed table */

@@ -118,6 +118,26 @@ ZkGrantVerdict
 zklock_grant_rule(const char *const *children, int nchildren, int64 my_seq,
 				  ZkLockMode my_mode, int *watch_index, int *nblockers)
 {
+	return zklock_grant_rule_ignoring(children, nchildren, my_seq, my_mode,
+									  NULL, watch_index, nblockers);
+}
+
+/*
+ * The same, but the child named ignore_node (NULL: none) is no blocker: a
+ * backend holding an advisory key in one mode asks for the other, and its
+ * own node must not keep it waiting (as PostgreSQL lets one backend hold an
+ * advisory lock both shared and exclusive).  Matched by its whole name, not
+ * its sequence number, which a node of a resource node made again could
+ * have too.  Every other node counts as zklock_grant_rule counts it, also
+ * one queued between the two: granting past it would break exclusion once
+ * the ignored node goes.
+ */
+ZkGrantVerdict
+zklock_grant_rule_ignoring(const char *const *children, int nchildren,
+						   int64 my_seq, ZkLockMode my_mode,
+						   const char *ignore_node, int *watch_index,
+						   int *nblockers)
+{
 	int			pred = -1;
 	int64		pred_seq = -1;
 	int			n = 0;
@@ -128,6 +148,8 @@ zklock_grant_rule(const char *const *children, int nchildren, int64 my_seq,
 		int64		s;
 
 		if (!zklock_parse_node_name(children[i], &m, &s) || s >= my_seq)
+			continue;
+		if (ignore_node && strcmp(children[i], ignore_node) == 0)
 			continue;
 		if (!zklock_modes_conflict(m, my_mode))
 			continue;

@@ -34,6 +34,12 @@ extern ZkGrantVerdict zklock_grant_rule(const char *const *children,
 										int nchildren, int64 my_seq,
 										ZkLockMode my_mode, int *watch_index,
 										int *nblockers);
+extern ZkGrantVerdict zklock_grant_rule_ignoring(const char *const *children,
+												 int nchildren, int64 my_seq,
+												 ZkLockMode my_mode,
+												 const char *ignore_node,
+												 int *watch_index,
+												 int *nblockers);
 
 /* One node of a resource, for the rule applied to all of them at once */
 typedef struct ZkGrantNode

@@ -20,7 +20,7 @@
  *					without it is format 1 (zklock 1.0 and 1.1).  Written
  *					first by zklock_holder_data (request.c; before 1.3
  *					zklock_describe_holder, backend.c) and by
- *					zk_lock_revoke (zk_lock_revoke_data, functions.c).
+ *					zk_lock_revoke (zk_lock_revoke_data, status.c).
  *	instance=		the holder's zklock.instance_name			1.0, backend.c
  *	pid=			the holder's backend pid					1.0, backend.c
  *	database=		its database								1.0, backend.c
@@ -49,7 +49,7 @@
  * Readers look a field up by its key at the start of a line
  * (zklock_node_field) and ignore every line they do not know.  The readers
  * of zklock 1.0 and 1.1 (up to git revision 2e55121) do the same
- * (zklock_node_field in protocol.c, data_field in functions.c: a key at
+ * (zklock_node_field in protocol.c, data_field in status.c: a key at
  * the start of a line or of the data), so the "v=2" line and any field
  * added later are skipped by them: during a rolling upgrade, instances of
  * every version read each other's nodes.  The rule for later versions: a
@@ -59,7 +59,7 @@
  * reader rejects a version it does not know.  Data may also be another
  * client's, in any form: a reader finds no field in it, never an error.
  *
- * Listing rows, from the worker to a backend (listing.c, functions.c):
+ * Listing rows, from the worker to a backend (listing.c, status.c):
  * "path \t czxid \t ephemeralOwner \t data", one a line, data escaped:
  * '\' as "\\", a line break as "\n", a tab as "\t"; a NUL byte or a
  * carriage return becomes a space (they never come back).
@@ -392,7 +392,7 @@ zklock_nodedata_unescape(char *s)
  * encoding shows a character it cannot hold as "\uXXXX" ("\UXXXXXXXX" past
  * U+FFFF), as an E'' literal would, and so a backslash as "\\" (else the
  * literal text "\u3042" would look like the escape).  The escape is made
- * where the text is converted (functions.c); here is its inverse, for text
+ * where the text is converted (status.c); here is its inverse, for text
  * shown that is written back (zk_lock_revoke writes a holder's details
  * back into its node): "\\" is a backslash, "\u" with four hex digits
  * and "\U" with eight are the code point in UTF-8; anything else stays as

@@ -81,7 +81,7 @@ extern char *zklock_nodedata_unescape(char *s);
 
 /*
  * Shown text back to UTF-8: "\\" and "\uXXXX"/"\UXXXXXXXX" as the listing
- * of a database in another encoding shows them (functions.c); in place
+ * of a database in another encoding shows them (status.c); in place
  */
 extern char *zklock_shown_unescape(char *s);
 

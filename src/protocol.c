@@ -344,9 +344,14 @@ decide(int idx, ZkEvent *ev)
 		return;
 	}
 
-	/* Hive's rule (grant_rule.c): the node we would have to wait behind */
-	if (zklock_grant_rule((const char *const *) ev->children, ev->nchildren,
-						  my_seq, my_mode, &pred, &nblockers) ==
+	/*
+	 * Hive's rule (grant_rule.c): the node we would have to wait behind,
+	 * our own node of the other mode aside (advisory locks)
+	 */
+	if (zklock_grant_rule_ignoring((const char *const *) ev->children,
+								   ev->nchildren, my_seq, my_mode,
+								   w->ignore_node[0] ? w->ignore_node : NULL,
+								   &pred, &nblockers) ==
 		ZKLOCK_VERDICT_GRANTED)
 	{
 		if (w->persistent)

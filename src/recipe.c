@@ -163,6 +163,7 @@ zklock_recipe_request(int idx)
 				 req.resource);
 		w->naming = zklock_naming_style(req.resource);
 		w->persistent = req.persistent;
+		strlcpy(w->ignore_node, req.ignore_node, sizeof(w->ignore_node));
 		zklock_format_node_prefix(w->prefix, sizeof(w->prefix), incarnation,
 								  idx, gen, w->persistent);
 		w->node[0] = '\0';

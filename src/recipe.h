@@ -124,6 +124,8 @@ typedef struct WorkEntry
 								 * (a write makes it 1 or more); 0 none */
 	int64		since_us;		/* deferred since (CLOCK_BOOTTIME us) */
 	int64		czxid;
+	/* advisory: our own node of the other mode, no blocker; "" none */
+	char		ignore_node[ZKLOCK_MAX_NODE_NAME_LEN + 1];
 	char		parent[ZKLOCK_MAX_PATH + 1];	/* the resource node */
 	char		prefix[32];
 	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1];

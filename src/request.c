@@ -356,7 +356,7 @@ zklock_admin_node(const char *resource, const char *node, ZkEntryKind kind,
 	int			datalen;
 
 	zklock_backend_init();
-	zklock_check_resource(resource);
+	zklock_check_named_resource(resource);	/* advisory keys too */
 	if (!zklock_parse_node_name(node, NULL, NULL) || strchr(node, '/') ||
 		strlen(node) > ZKLOCK_MAX_NODE_NAME_LEN)
 		ereport(ERROR,

@@ -17,6 +17,7 @@
 
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_class.h"
@@ -59,6 +60,7 @@ char	   *zklock_allowed_subtrees = NULL;
 int			zklock_sweep_interval = 60000;
 int			zklock_lease_margin = 2000;
 int			zklock_max_explicit_locks_per_role = 100;
+char	   *zklock_advisory_namespace = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -364,6 +366,30 @@ check_allowed_subtrees(char **newval, void **extra, GucSource source)
 }
 
 /*
+ * zklock.advisory_namespace (advisory.c checks it): in full where it is
+ * being set (SET, ALTER DATABASE/ROLE ... SET, tested with PGC_S_TEST) in
+ * a transaction; a stored value applied at login only by its form, since
+ * refusing it would fall back to the database's name (its key is then
+ * refused at use, with the reason).
+ */
+static bool
+check_advisory_namespace(char **newval, void **extra, GucSource source)
+{
+	const char *why;
+
+	if (source > PGC_S_DATABASE_USER && IsTransactionState())
+		why = zklock_advisory_namespace_problem(*newval);
+	else
+		why = zklock_advisory_namespace_form(*newval);
+	if (why)
+	{
+		GUC_check_errdetail("%s", why);
+		return false;
+	}
+	return true;
+}
+
+/*
  * Define every zklock.* setting.  Long only because it is a list: one
  * DefineCustom*Variable call per setting, each with its help text, which
  * reads best in one place.
@@ -469,6 +495,15 @@ zklock_define_settings(void)
 							   PGC_SUSET,
 							   0,
 							   check_allowed_subtrees, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.advisory_namespace",
+							   "Namespace of the keys of zk_advisory_lock and its kin.",
+							   "Empty means the current database's name.  Databases with the same namespace, on any instance, share keys.",
+							   &zklock_advisory_namespace,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   check_advisory_namespace, NULL, NULL);
 
 	DefineCustomIntVariable("zklock.max_explicit_locks_per_role",
 							"Explicit locks a role may hold or wait for at once, across all instances.",

@@ -131,6 +131,8 @@ typedef struct ZkLockEntry
 								 * the node) */
 	dsm_handle	list_handle;	/* backend: LIST result segment */
 	Size		list_size;		/* backend: its size */
+	/* backend: an advisory lock's own node of the other mode (no blocker) */
+	char		ignore_node[ZKLOCK_MAX_NODE_NAME_LEN + 1];	/* backend */
 
 	/* result, written by the worker while REQUESTED (its verdict) */
 	int64		token;			/* worker: czxid of the node */

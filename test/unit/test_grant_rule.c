@@ -43,6 +43,9 @@ typedef struct RuleCase
 	ZkGrantVerdict verdict;
 	const char *watch;			/* the child to watch, on WAIT */
 	int			nblockers;
+	const char *ignore;			/* a node that blocks nobody (our own node
+								 * of the other mode: advisory locks), or
+								 * NULL */
 } RuleCase;
 
 #define X ZKLOCK_EXCLUSIVE
@@ -173,6 +176,35 @@ static const RuleCase rule_cases[] = {
 	{"EXCLUSIVE at 9999999999 is above SHARED at 4294967296",
 	 {OTHER_X("9999999999"), ZK_S("4294967296"), HIVE_S("4294967295")},
 	 ZK_S("4294967296"), S, GRANTED, NULL, 0},
+
+	/* one node ignored: this backend's own node of the other mode */
+	{"own SHARED ignored: EXCLUSIVE behind it granted",
+	 {ZK_S("0000000001"), ZK_X("0000000002")},
+	 ZK_X("0000000002"), X, GRANTED, NULL, 0, ZK_S("0000000001")},
+	{"own EXCLUSIVE ignored: SHARED behind it granted",
+	 {ZK_X("0000000001"), ZK_S("0000000002")},
+	 ZK_S("0000000002"), S, GRANTED, NULL, 0, ZK_X("0000000001")},
+	{"own EXCLUSIVE ignored, another's EXCLUSIVE queued between: SHARED waits for it",
+	 {ZK_X("0000000001"), OTHER_X("0000000002"), ZK_S("0000000003")},
+	 ZK_S("0000000003"), S, WAIT, OTHER_X("0000000002"), 1, ZK_X("0000000001")},
+	{"own EXCLUSIVE ignored, another's SHARED queued between: SHARED granted",
+	 {ZK_X("0000000001"), OTHER_S("0000000002"), ZK_S("0000000003")},
+	 ZK_S("0000000003"), S, GRANTED, NULL, 0, ZK_X("0000000001")},
+	{"own SHARED ignored, another's SHARED held: EXCLUSIVE waits for it",
+	 {ZK_S("0000000001"), OTHER_S("0000000002"), ZK_X("0000000003")},
+	 ZK_X("0000000003"), X, WAIT, OTHER_S("0000000002"), 1, ZK_S("0000000001")},
+	{"own SHARED ignored, another's SHARED below it: EXCLUSIVE waits for that one",
+	 {OTHER_S("0000000001"), ZK_S("0000000002"), ZK_X("0000000003")},
+	 ZK_X("0000000003"), X, WAIT, OTHER_S("0000000001"), 1, ZK_S("0000000002")},
+	{"the ignored name only: another node of its sequence number still blocks",
+	 {ZK_S("0000000001"), OTHER_S("0000000001"), ZK_X("0000000002")},
+	 ZK_X("0000000002"), X, WAIT, OTHER_S("0000000001"), 1, ZK_S("0000000001")},
+	{"an ignored node that is not listed changes nothing",
+	 {OTHER_S("0000000001"), ZK_X("0000000002")},
+	 ZK_X("0000000002"), X, WAIT, OTHER_S("0000000001"), 1, ZK_S("0000000001")},
+	{"ignoring a node above ours changes nothing",
+	 {OTHER_X("0000000001"), ZK_S("0000000002"), ZK_X("0000000003")},
+	 ZK_S("0000000002"), S, WAIT, OTHER_X("0000000001"), 1, ZK_X("0000000003")},
 };
 
 typedef struct NameCase
@@ -252,8 +284,13 @@ run_rule_case(const RuleCase *c)
 		printf("#   our node \"%s\" is not a lock node\n", c->me);
 		return;
 	}
-	v = zklock_grant_rule(c->children, nchildren, my_seq, c->my_mode,
-						  &watch_index, &nblockers);
+	if (c->ignore)
+		v = zklock_grant_rule_ignoring(c->children, nchildren, my_seq,
+									   c->my_mode, c->ignore, &watch_index,
+									   &nblockers);
+	else
+		v = zklock_grant_rule(c->children, nchildren, my_seq, c->my_mode,
+							  &watch_index, &nblockers);
 	watched = (watch_index >= 0 && watch_index < nchildren) ?
 		c->children[watch_index] : NULL;
 	if (v == ZKLOCK_VERDICT_GRANTED)
