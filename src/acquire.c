@@ -42,6 +42,7 @@
 #include "settings.h"
 #include "shmem.h"
 #include "resource.h"
+#include "nodedata.h"
 
 /*
  * One step of an acquisition: a resource, the mode to take it in, and
@@ -51,6 +52,7 @@ typedef struct LockStep
 {
 	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
 	ZkLockMode	mode;
+	int			max_holders;	/* mode SEMAPHORE: its limit */
 	bool		implicit;
 	bool		parents;		/* the step's own parents come with it */
 	int			input;			/* position in the caller's list, or -1 */
@@ -110,6 +112,22 @@ static LocalLock *
 stack_step(LocalLock *lock, ZkLockMode held_mode, LockStep *step,
 		   bool session)
 {
+	/* a semaphore (1.4) is not a lock: neither stacks onto the other */
+	if ((held_mode == ZKLOCK_SEMAPHORE) != (step->mode == ZKLOCK_SEMAPHORE))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock resource \"%s\" is held as a %s by this session: it cannot be used as a %s at the same time",
+						step->resource,
+						held_mode == ZKLOCK_SEMAPHORE ? "semaphore" : "lock",
+						step->mode == ZKLOCK_SEMAPHORE ? "semaphore" : "lock"),
+				 step->child ?
+				 errdetail("\"%s\" is a parent of \"%s\", whose lock takes it in shared mode.",
+						   step->resource, step->child) : 0));
+	if (held_mode == ZKLOCK_SEMAPHORE && lock->max_holders != step->max_holders)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock semaphore \"%s\" is held by this session with max_holders %d, not %d",
+						step->resource, lock->max_holders, step->max_holders)));
 	/* a parent's SHARED lock is covered by an EXCLUSIVE one we hold */
 	if (held_mode != step->mode &&
 		!(step->implicit && held_mode == ZKLOCK_EXCLUSIVE))
@@ -147,6 +165,38 @@ stack_step(LocalLock *lock, ZkLockMode held_mode, LockStep *step,
 }
 
 /*
+ * The node data of a step's request, and the request: a semaphore's data
+ * says its limit (max_holders=, nodedata.c), and so does its request.
+ */
+static void
+step_request(ZkChannelRequest *req, LockStep *step, bool session)
+{
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+
+	if (step->mode == ZKLOCK_SEMAPHORE)
+	{
+		char		limit[16];
+		char		with[ZKLOCK_MAX_DATA_LEN + 1];
+
+		/* room for "max_holders=1000\n": only the query is shorter */
+		zklock_holder_data(data, sizeof(data) - 20,
+						   session ? "session" : "transaction",
+						   step->implicit, 0);
+		snprintf(limit, sizeof(limit), "%d", step->max_holders);
+		zklock_nodedata_add(with, sizeof(with), data, "max_holders=", limit);
+		strlcpy(data, with, sizeof(data));
+		req->max_holders = step->max_holders;
+	}
+	else
+		zklock_holder_data(data, sizeof(data),
+						   session ? "session" : "transaction",
+						   step->implicit, 0);
+	req->mode = step->mode;
+	strlcpy(req->resource, step->resource, sizeof(req->resource));
+	strlcpy(req->data, data, sizeof(req->data));
+}
+
+/*
  * Take one step: stack onto a lock this backend holds, or ask the worker
  * for a node and wait.  Returns the local lock, or NULL when a try-lock
  * was not granted.
@@ -161,7 +211,6 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 	uint32		gen;
 	ZkChannelRequest req;
 	ZkEntryState state;
-	char		data[ZKLOCK_MAX_DATA_LEN + 1];
 	int			timeout_ms = -1;
 	char	   *what;
 
@@ -177,9 +226,6 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 						step->resource),
 				 errdetail("zklock.node_naming names its nodes as Curator's InterProcessMutex does, which has no shared mode.")));
 
-	zklock_holder_data(data, sizeof(data), session ? "session" : "transaction",
-					   step->implicit, 0);
-
 	/* a waiting request with no time left is a try that raises */
 	if (wait && deadline != 0)
 	{
@@ -191,9 +237,7 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 
 	/* ask the worker */
 	zklock_request_init(&req, (wait && timeout_ms != 0) ? ZKR_ACQUIRE : ZKR_TRY_ACQUIRE);
-	req.mode = step->mode;
-	strlcpy(req.resource, step->resource, sizeof(req.resource));
-	strlcpy(req.data, data, sizeof(req.data));
+	step_request(&req, step, session);
 	idx = zklock_submit(&req, &gen);
 
 	what = step->child ?
@@ -218,6 +262,7 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 
 	lock = zklock_enter_lock(step->resource, step->mode,
 							 !step->implicit && step->parents, idx, gen);
+	lock->max_holders = step->max_holders;
 	zklock_add_hold(lock, session, step->implicit);
 	return lock;
 }
@@ -322,18 +367,12 @@ ask_at_once(LockStep *steps, int nsteps, int *step_of, int n, bool session,
 		for (int k = 0; k < n; k++)
 		{
 			LockStep   *step = &steps[step_of[k]];
-			char		data[ZKLOCK_MAX_DATA_LEN + 1];
 			ZkChannelRequest req;
 			uint32		gen;
 			int			idx;
 
-			zklock_holder_data(data, sizeof(data),
-							   session ? "session" : "transaction",
-							   step->implicit, 0);
 			zklock_request_init(&req, ZKR_TRY_ACQUIRE);
-			req.mode = step->mode;
-			strlcpy(req.resource, step->resource, sizeof(req.resource));
-			strlcpy(req.data, data, sizeof(req.data));
+			step_request(&req, step, session);
 			idx = zklock_submit_batched(&req, &gen);
 			batch_idx[nbatch] = idx;
 			batch_gen[nbatch] = gen;
@@ -419,9 +458,12 @@ batch_verdict(LockStep *steps, int *step_of, int n, LocalLockKey *made)
 	{
 		LockStep   *step = &steps[step_of[k]];
 
-		made[nmade++] = zklock_enter_lock(step->resource, step->mode,
-										  !step->implicit && step->parents,
-										  batch_idx[k], batch_gen[k])->key;
+		LocalLock  *lock = zklock_enter_lock(step->resource, step->mode,
+											 !step->implicit && step->parents,
+											 batch_idx[k], batch_gen[k]);
+
+		lock->max_holders = step->max_holders;
+		made[nmade++] = lock->key;
 	}
 	nbatch = 0;
 	return nmade;
@@ -554,6 +596,7 @@ add_steps(LockStep *steps, int n, const char *resource, ZkLockMode mode,
 				ZKLOCK_NAMING_CURATOR_MUTEX)
 				continue;
 			steps[n].mode = ZKLOCK_SHARED;
+			steps[n].max_holders = 0;
 			steps[n].implicit = true;
 			steps[n].parents = false;
 			steps[n].input = -1;
@@ -563,6 +606,7 @@ add_steps(LockStep *steps, int n, const char *resource, ZkLockMode mode,
 	}
 	strlcpy(steps[n].resource, resource, sizeof(steps[n].resource));
 	steps[n].mode = mode;
+	steps[n].max_holders = 0;	/* a semaphore's caller sets it */
 	steps[n].implicit = false;
 	steps[n].parents = parents && strchr(resource, '/') != NULL;
 	steps[n].input = input;
@@ -602,6 +646,37 @@ zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
 
 	steps = palloc0(sizeof(LockStep) * (depth(resource) + 1));
 	nsteps = add_steps(steps, 0, resource, mode, parents, 0);
+	if (session)
+		zklock_extension_guard_begin();
+	*acquired = take_steps(steps, nsteps, session, wait, timeout_ms);
+	zklock_extension_guard_end();
+	if (!*acquired)
+		return 0;
+	return steps[nsteps - 1].lock->token;
+}
+
+/*
+ * Take a slot of a counting semaphore of max_holders (1.4), with its
+ * parents' SHARED locks, as zklock_lock takes a lock: the same steps,
+ * stacking, scopes and waits; the worker applies the semaphore's rule
+ * (protocol.c).  Returns the token; *acquired as for zklock_lock.
+ */
+int64
+zklock_semaphore_lock(const char *resource, int max_holders, bool session,
+					  bool wait, int timeout_ms, bool *acquired)
+{
+	LockStep   *steps;
+	int			nsteps;
+
+	zklock_backend_init();
+	zklock_check_resource(resource);
+	zklock_check_allowed(resource);
+	*acquired = false;
+	zklock_check_lost(ERROR);
+
+	steps = palloc0(sizeof(LockStep) * (depth(resource) + 1));
+	nsteps = add_steps(steps, 0, resource, ZKLOCK_SEMAPHORE, true, 0);
+	steps[nsteps - 1].max_holders = max_holders;
 	if (session)
 		zklock_extension_guard_begin();
 	*acquired = take_steps(steps, nsteps, session, wait, timeout_ms);

@@ -111,18 +111,21 @@ make_key(LocalLockKey *key, const char *resource, ZkLockMode mode)
 	key->mode = mode;
 }
 
-/* The lock this backend already holds on a resource, in either mode */
+/*
+ * The lock this backend already holds on a resource, in any mode (a
+ * semaphore's slot too)
+ */
 LocalLock *
 zklock_held_lock(const char *resource, ZkLockMode *mode)
 {
+	static const ZkLockMode modes[] = {ZKLOCK_EXCLUSIVE, ZKLOCK_SHARED,
+	ZKLOCK_SEMAPHORE};
 	LocalLockKey key;
-	LocalLock  *lock;
+	LocalLock  *lock = NULL;
 
-	make_key(&key, resource, ZKLOCK_EXCLUSIVE);
-	lock = hash_search(zklock_local_locks, &key, HASH_FIND, NULL);
-	if (lock == NULL)
+	for (int i = 0; i < lengthof(modes) && lock == NULL; i++)
 	{
-		make_key(&key, resource, ZKLOCK_SHARED);
+		make_key(&key, resource, modes[i]);
 		lock = hash_search(zklock_local_locks, &key, HASH_FIND, NULL);
 	}
 	if (lock && mode)
@@ -253,6 +256,7 @@ zklock_enter_lock(const char *resource, ZkLockMode mode, bool parents,
 	lock->token = granted.token;
 	lock->session_id = granted.session_id;
 	lock->parents = parents;
+	lock->max_holders = 0;		/* a semaphore's caller sets it */
 	lock->session_count = 0;
 	lock->session_implicit = 0;
 	lock->nxact = 0;
@@ -317,9 +321,14 @@ zklock_unlock(const char *resource, ZkLockMode mode)
 	lock = hash_search(zklock_local_locks, &key, HASH_FIND, NULL);
 	if (lock == NULL || lock->session_count == 0)
 	{
-		ereport(WARNING,
-				(errmsg("you don't own a session-level zklock lock on resource \"%s\" in %s mode",
-						resource, zklock_mode_name(mode))));
+		if (mode == ZKLOCK_SEMAPHORE)
+			ereport(WARNING,
+					(errmsg("you don't own a session-level zklock semaphore slot on resource \"%s\"",
+							resource)));
+		else
+			ereport(WARNING,
+					(errmsg("you don't own a session-level zklock lock on resource \"%s\" in %s mode",
+							resource, zklock_mode_name(mode))));
 		return false;
 	}
 	release_session_hold(lock);

@@ -41,6 +41,7 @@ typedef struct LocalLock
 	int64		token;
 	int64		session_id;		/* the ZooKeeper session that holds it */
 	bool		parents;		/* taken with its parents' SHARED locks */
+	int			max_holders;	/* a semaphore's limit (mode SEMAPHORE) */
 	int			session_count;	/* session-level holds asked for */
 	int			session_implicit;	/* session holds for a child's sake */
 	int			nxact;			/* transaction-level holds */

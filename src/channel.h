@@ -26,6 +26,7 @@ typedef struct ZkChannelRequest
 	ZkEntryKind kind;
 	ZkLockMode	mode;
 	bool		persistent;		/* an explicit lock's node */
+	int			max_holders;	/* ZKLOCK_SEMAPHORE: its limit; else 0 */
 	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];	/* node data */
 	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1]; /* admin: the node */

@@ -49,6 +49,16 @@
  *	5. Release or withdrawal: delete the node, retried until it succeeds or
  *	   the session ends.  The backend does not wait for it.
  *
+ * Semaphores (1.4).  A semaphore's request is named as an EXCLUSIVE one
+ * with "SEMAPHORE-<limit>-" before the mark (resource.c), and decided by
+ * grant_rule.c's zklock_semaphore_rule instead of Hive's: granted when
+ * fewer than <limit> semaphore nodes are lower; a lower lock node, or any
+ * semaphore node of another limit, fails it.  A waiter watches the <limit>
+ * nearest lower semaphore nodes (all with its one OP_WAIT tag); a deletion
+ * among them grants it without a listing when the lower nodes counted at
+ * the last listing, less the deletions seen, are fewer than the limit, and
+ * lists again otherwise.  A lock request fails on a lower semaphore node.
+ *
  * Faults.  An operation whose reply was lost (CONNLOSS) may or may not have
  * happened.  Such a request waits for the connection to come back and then
  * lists the children again; its node, if the create did happen, is found by
@@ -126,7 +136,9 @@ static void send_delete(int idx);
 static void recover(int idx);
 static void decide(int idx, ZkEvent *ev);
 static bool find_own_node(int idx, ZkEvent *ev, int64 *my_seq);
-static void wait_behind(int idx, const char *pred_node, int nblockers);
+static void wait_behind(int idx, const char *const *nodes, int nnodes,
+						int nblockers);
+static void semaphore_decide(int idx, ZkEvent *ev, int64 my_seq);
 static void start_release(int idx);
 static void guard_unreadable(int idx);
 static void guard_node_gone(int idx);
@@ -136,6 +148,7 @@ static void grant_persistent(int idx);
 static void rewrite_data(int idx);
 static void watch_own_waiting_node(int idx);
 static void fail(int idx, int sqlstate, const char *fmt,...) pg_attribute_printf(3, 4);
+static void fail_deleting(int idx, int sqlstate, const char *fmt,...) pg_attribute_printf(3, 4);
 static void finish_release(int idx);
 static void start_request(int idx);
 static void send_guard(int idx);
@@ -188,6 +201,7 @@ zklock_protocol_request(int idx)
 				 req.resource);
 		w->naming = zklock_naming_style(req.resource);
 		w->persistent = req.persistent;
+		w->max_holders = req.max_holders;
 		zklock_format_node_prefix(w->prefix, sizeof(w->prefix), incarnation,
 								  idx, gen, w->persistent);
 		w->node[0] = '\0';
@@ -301,7 +315,7 @@ send_create(int idx, bool with_parents)
 	WorkEntry  *w = &zklock_work[idx];
 	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
-	char		request[48];
+	char		request[ZKLOCK_MAX_NODE_NAME_LEN + 1];
 	bool		ok = true;
 
 	if (with_parents)
@@ -338,8 +352,12 @@ send_create(int idx, bool with_parents)
 			memcpy(v, hex, 16);
 	}
 
-	zklock_format_node_request(request, sizeof(request), w->prefix, w->mode,
-							   w->naming);
+	if (w->mode == ZKLOCK_SEMAPHORE)
+		zklock_format_semaphore_request(request, sizeof(request), w->prefix,
+										w->max_holders, w->naming);
+	else
+		zklock_format_node_request(request, sizeof(request), w->prefix,
+								   w->mode, w->naming);
 	node_path(path, w, request);
 	w->need_parents = false;
 	w->create_unknown = false;
@@ -498,6 +516,26 @@ decide(int idx, ZkEvent *ev)
 		return;
 	}
 
+	/* a semaphore: its own rule (grant_rule.c) */
+	if (my_mode == ZKLOCK_SEMAPHORE)
+	{
+		semaphore_decide(idx, ev, my_seq);
+		return;
+	}
+	/* a lock where semaphore requests are ahead: the resource is not a lock */
+	pred = zklock_semaphore_in_way((const char *const *) ev->children,
+								   ev->nchildren, my_seq);
+	if (pred >= 0)
+	{
+		int			limit = 0;
+
+		(void) zklock_parse_semaphore_node(ev->children[pred], &limit, NULL);
+		fail_deleting(idx, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+					  "zklock resource \"%s\" is used as a semaphore (max_holders %d): it cannot be locked at the same time",
+					  w->parent + strlen(zklock_root) + 1, limit);
+		return;
+	}
+
 	/* Hive's rule (grant_rule.c): the node we would have to wait behind */
 	if (zklock_grant_rule((const char *const *) ev->children, ev->nchildren,
 						  my_seq, my_mode, &pred, &nblockers) ==
@@ -518,7 +556,77 @@ decide(int idx, ZkEvent *ev)
 		return;
 	}
 
-	wait_behind(idx, ev->children[pred], nblockers);
+	wait_behind(idx, (const char *const *) &ev->children[pred], 1,
+				nblockers);
+}
+
+/*
+ * Step 2 for a semaphore's request: the semaphore rule (grant_rule.c).
+ * Granted, or failed (a lower lock node, a semaphore node of another
+ * limit: our node goes first), or, not granted, a try deletes its node
+ * and a waiter watches the max_holders nearest lower semaphore nodes.
+ */
+static void
+semaphore_decide(int idx, ZkEvent *ev, int64 my_seq)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	const char *resource = w->parent + strlen(zklock_root) + 1;
+	int			watch[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
+	int64		watch_seq[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
+	const char *nodes[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
+	int			nwatch;
+	int			nlower;
+	int			conflict;
+	int			limit = 0;
+
+	switch (zklock_semaphore_rule((const char *const *) ev->children,
+								  ev->nchildren, my_seq, w->max_holders,
+								  watch, watch_seq, &nwatch, &nlower,
+								  &conflict))
+	{
+		case ZKLOCK_SEM_GRANTED:
+			grant(idx);
+			return;
+		case ZKLOCK_SEM_USED_AS_LOCK:
+			fail_deleting(idx, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+						  "zklock resource \"%s\" is used as a lock (node \"%s\"): it cannot be used as a semaphore at the same time",
+						  resource, ev->children[conflict]);
+			return;
+		case ZKLOCK_SEM_OTHER_LIMIT:
+			(void) zklock_parse_semaphore_node(ev->children[conflict],
+											   &limit, NULL);
+			fail_deleting(idx, ERRCODE_INVALID_PARAMETER_VALUE,
+						  "zklock semaphore \"%s\" has max_holders %d, not %d",
+						  resource, limit, w->max_holders);
+			return;
+		case ZKLOCK_SEM_WAIT:
+			break;
+	}
+	if (w->kind == ZKR_TRY_ACQUIRE)
+	{
+		w->try_failed = true;
+		send_delete(idx);
+		return;
+	}
+
+	/* the watched set, to count each deletion once (on_wait) */
+	if (w->sem_room < nwatch)
+	{
+		if (w->sem_watched)
+			pfree(w->sem_watched);
+		w->sem_watched = MemoryContextAlloc(TopMemoryContext,
+											sizeof(int64) * w->max_holders);
+		w->sem_room = w->max_holders;
+	}
+	for (int i = 0; i < nwatch; i++)
+	{
+		nodes[i] = ev->children[watch[i]];
+		w->sem_watched[i] = watch_seq[i];
+	}
+	w->sem_nwatched = nwatch;
+	w->sem_lower = nlower;
+	w->sem_gone = 0;
+	wait_behind(idx, nodes, nwatch, nlower);
 }
 
 /*
@@ -593,11 +701,13 @@ on_adopt(int idx, ZkEvent *ev)
 }
 
 /*
- * Step 3: not granted, and waiting: watch the one node we wait behind,
- * pred_node (exists with a watch), and an explicit request's own node too.
+ * Step 3: not granted, and waiting: watch the nodes we wait behind (exists
+ * with a watch), all with the one tag of our wait: a lock's one node, a
+ * semaphore's max_holders nearest lower ones; and an explicit request's
+ * own node too.
  */
 static void
-wait_behind(int idx, const char *pred_node, int nblockers)
+wait_behind(int idx, const char *const *nodes, int nnodes, int nblockers)
 {
 	WorkEntry  *w = &zklock_work[idx];
 	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
@@ -613,18 +723,81 @@ wait_behind(int idx, const char *pred_node, int nblockers)
 	 * A node created later always has a higher sequence number, so when the
 	 * node we watch is the only blocker left, its deletion alone grants us:
 	 * no need to list the children again (the handoff costs one hop less).
+	 * (A semaphore counts its own way: on_wait.)
 	 */
-	w->last_blocker = (nblockers == 1);
-	node_path(path, w, pred_node);
+	w->last_blocker = (nblockers == 1 && w->mode != ZKLOCK_SEMAPHORE);
 	w->phase = PH_WATCHING;
 	/* a watch of an earlier wait (before a lost reply) is not wanted */
 	zkc_unwatch(TAG(w->generation, OP_WAIT, idx));
 	/* failpoint "fail": as if the exists could not be sent */
-	if (ZKLOCK_FAILPOINT("before-wait") ||
-		!zkc_watch_node(path, TAG(w->generation, OP_WAIT, idx)))
+	if (ZKLOCK_FAILPOINT("before-wait"))
+	{
 		set_recovering(w);
-	else if (w->persistent)
+		return;
+	}
+	for (int i = 0; i < nnodes; i++)
+	{
+		node_path(path, w, nodes[i]);
+		if (!zkc_watch_node(path, TAG(w->generation, OP_WAIT, idx)))
+		{
+			set_recovering(w);	/* list again, and watch again */
+			return;
+		}
+	}
+	if (w->persistent)
 		watch_own_waiting_node(idx);
+}
+
+/*
+ * A semaphore's watch fired, or its exists came back.  A node of the set
+ * it watches gone: granted at once if the lower nodes of the last listing,
+ * less those seen go, are fewer than the limit (a node created later has a
+ * higher sequence number); else list again, since a lower node it does
+ * not watch may have gone too.  Each node counts once: a watch of an
+ * earlier set that fired before it was dropped finds its node no longer
+ * in the set.  A data change: watch the node again, without listing.
+ */
+static void
+semaphore_on_wait(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	const char *slash = strrchr(ev->path, '/');
+	int64		seq;
+	int			k;
+
+	if (ev->kind == ZKEV_STAT && ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+	{
+		if (ev->rc == ZKC_CONNLOSS)
+			set_recovering(w);
+		return;
+	}
+	if (ev->kind == ZKEV_STAT && ev->rc == ZKC_OK)
+		return;					/* watched */
+	if (!zklock_parse_node_name(slash ? slash + 1 : ev->path, NULL, &seq))
+		return;
+	for (k = 0; k < w->sem_nwatched && w->sem_watched[k] != seq; k++)
+		;
+	if (k == w->sem_nwatched)
+		return;					/* not of the set we watch now */
+
+	if (ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_CHANGED)
+	{
+		if (!zkc_watch_node(ev->path, TAG(w->generation, OP_WAIT, idx)))
+			set_recovering(w);
+		return;
+	}
+	if (ev->kind == ZKEV_WATCH && ev->watch_type != ZKC_WATCH_DELETED)
+	{
+		send_children(idx);		/* anything else: look again */
+		return;
+	}
+	/* deleted (a watch), or gone before the watch was set (NONODE) */
+	w->sem_watched[k] = w->sem_watched[--w->sem_nwatched];
+	w->sem_gone++;
+	if (w->sem_lower - w->sem_gone < w->max_holders)
+		grant(idx);
+	else
+		send_children(idx);
 }
 
 /*
@@ -637,6 +810,11 @@ on_wait(int idx, ZkEvent *ev)
 
 	if (w->phase != PH_WATCHING)
 		return;
+	if (w->mode == ZKLOCK_SEMAPHORE)
+	{
+		semaphore_on_wait(idx, ev);
+		return;
+	}
 	/*
 	 * An explicit request has no guard that would notice its own node gone:
 	 * it lists again, and decide() looks for it.
@@ -1136,6 +1314,8 @@ on_delete(int idx, ZkEvent *ev)
 			zklock_channel_not_granted(idx, w->generation);
 			w->phase = PH_IDLE;
 		}
+		else if (w->fail_sqlstate != 0 && !w->release)
+			zklock_protocol_fail(idx, w->fail_sqlstate, w->fail_msg);
 		else
 			finish_release(idx);
 	}
@@ -1166,6 +1346,25 @@ fail(int idx, int sqlstate, const char *fmt,...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	zklock_protocol_fail(idx, sqlstate, msg);
+}
+
+/*
+ * A request that must fail while its node exists (a semaphore's rule said
+ * no): delete the node first, then fail it (on_delete), so that no node is
+ * left behind.
+ */
+static void
+fail_deleting(int idx, int sqlstate, const char *fmt,...)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(w->fail_msg, sizeof(w->fail_msg), fmt, ap);
+	va_end(ap);
+	w->fail_sqlstate = sqlstate;
+	drop_watches(idx);
+	send_delete(idx);
 }
 
 /* fail(), with its message made: for the files around the recipe too */
@@ -1264,6 +1463,13 @@ zklock_protocol_event(ZkEvent *ev)
 	 */
 	if (ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE && zklock_connected)
 		zkc_watch_upkeep();
+	/* every node watch notification, for zk_lock_status.notifications */
+	if (ev->kind == ZKEV_WATCH)
+	{
+		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+		zklock_shared->n_notifications++;
+		LWLockRelease(zklock_shared->lock);
+	}
 	if (idx == SWEEP_IDX)
 	{
 		zklock_sweep_event(ev);
@@ -1325,7 +1531,8 @@ resume(int i)
 		if (w->release && !w->created && !w->create_unknown &&
 			w->node[0] == '\0')
 			finish_release(i);
-		else if ((w->release || w->try_failed) && w->created)
+		else if ((w->release || w->try_failed || w->fail_sqlstate != 0) &&
+				 w->created)
 			send_delete(i);
 		else
 			recover(i);
