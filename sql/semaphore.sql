@@ -127,9 +127,9 @@ SELECT * FROM dblink('sem2', $$SELECT zk_semaphore_release('sem/f')$$) AS t(ok b
 -- a semaphore where a lock is held: 55000
 SELECT * FROM dblink('sem2', $$SELECT zk_lock_acquire_session('sem/g') > 0$$) AS t(ok boolean);
 SELECT regexp_replace(err($$SELECT zk_semaphore_acquire('sem/g', 3, '1 s')$$),
-                      'node "zk[^"]*-LOCK-EXCLUSIVE-', 'node "...-LOCK-EXCLUSIVE-') AS err;
+                      'node "zk[^"]*-LOCK-EXCLUSIVE-[0-9]{10}"', 'node "...-LOCK-EXCLUSIVE-<seq>"') AS err;
 SELECT regexp_replace(err($$SELECT zk_semaphore_try_acquire('sem/g', 3)$$),
-                      'node "zk[^"]*-LOCK-EXCLUSIVE-', 'node "...-LOCK-EXCLUSIVE-') AS err;
+                      'node "zk[^"]*-LOCK-EXCLUSIVE-[0-9]{10}"', 'node "...-LOCK-EXCLUSIVE-<seq>"') AS err;
 SELECT * FROM dblink('sem2', $$SELECT zk_lock_release('sem/g')$$) AS t(ok boolean);
 
 -- a mutex: max_holders 1
