@@ -68,8 +68,11 @@ SELECT zk_semaphore_release('sem/b') AS semaphore_release;
 SELECT zk_lock_acquire_session('sem/c') > 0 AS lock_held;
 SELECT err($$SELECT zk_semaphore_acquire('sem/c', 2)$$);
 SELECT err($$SELECT zk_semaphore_try_acquire_session('sem/c', 2)$$);
+SELECT zk_semaphore_release('sem/c') AS semaphore_release_of_a_lock;
 SELECT zk_lock_release('sem/c');
 SELECT zk_semaphore_acquire_session('sem/c', 2) > 0 AS semaphore_held;
+-- the raw listings show its node's mark: exclusive
+SELECT mode, granted FROM zk_lock_queue('sem/c');
 SELECT err($$SELECT zk_lock_acquire('sem/c')$$);
 SELECT err($$SELECT zk_lock_try_acquire('sem/c', 'shared')$$);
 -- a lock below it takes it as a parent, in shared mode: 55000 too

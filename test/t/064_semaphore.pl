@@ -10,7 +10,7 @@
 #    next waiter is granted within a bound far below any timeout
 #  - a limit that differs from the holders' is 22023 naming both, on the
 #    other instance too; a lock and a semaphore on one resource: 55000,
-#    both orders
+#    both orders; a slot lost before COMMIT fails the commit (55P03)
 #  - a release notifies at most max_holders waiters
 #    (zk_lock_status.notifications, summed over the instances)
 #  - no lock node is left behind
@@ -214,6 +214,17 @@ sub still_waiting
 	is($r->{sqlstate}, '55000', 'a semaphore where a lock is held: 55000');
 	like($r->{err}, qr/"sem\/mixed" is used as a lock/, 'saying what it is used as');
 	$a->query_ok(q{SELECT zk_lock_release('sem/mixed', 'shared')});
+
+	# a slot lost before COMMIT: the commit fence refuses, as for a lock
+	$a->query_ok('BEGIN');
+	$a->query_ok(q{SELECT zk_semaphore_acquire('sem/fence', 2)});
+	is(psql1($node2, q{SELECT zk_lock_force_release('sem/fence')}), '1',
+		'the slot\'s node is removed from the other instance');
+	ok(wait_until(sub { psql1($node1, q{SELECT count(*) FROM zk_lock_local WHERE state = 'lost'}) eq '1' },
+		timeout => 10), 'its instance sees the slot lost');
+	$r = $a->query('COMMIT');
+	is($r->{sqlstate}, '55P03', 'COMMIT of a transaction whose slot was lost: 55P03');
+	like($r->{err}, qr/was lost/, 'saying it was lost');
 	ok(zk_wait_no_locks(zk_path('sem'), 10), 'no node left behind by the errors');
 	$_->quit for ($a, $b);
 }
