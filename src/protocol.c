@@ -137,7 +137,7 @@ static void recover(int idx);
 static void decide(int idx, ZkEvent *ev);
 static bool find_own_node(int idx, ZkEvent *ev, int64 *my_seq);
 static void wait_behind(int idx, const char *const *nodes, int nnodes,
-						int nblockers);
+						int nblockers, bool keep_watches);
 static void semaphore_decide(int idx, ZkEvent *ev, int64 my_seq);
 static void start_release(int idx);
 static void guard_unreadable(int idx);
@@ -557,7 +557,7 @@ decide(int idx, ZkEvent *ev)
 	}
 
 	wait_behind(idx, (const char *const *) &ev->children[pred], 1,
-				nblockers);
+				nblockers, false);
 }
 
 /*
@@ -578,6 +578,8 @@ semaphore_decide(int idx, ZkEvent *ev, int64 my_seq)
 	int			nlower;
 	int			conflict;
 	int			limit = 0;
+	int			nnew = 0;
+	bool		keep;
 
 	switch (zklock_semaphore_rule((const char *const *) ev->children,
 								  ev->nchildren, my_seq, w->max_holders,
@@ -609,6 +611,25 @@ semaphore_decide(int idx, ZkEvent *ev, int64 my_seq)
 		return;
 	}
 
+	/*
+	 * Listing again behind a deletion (semaphore_on_wait), the nodes still
+	 * watched are among the nearest again (the lower nodes only went, and
+	 * those watched were the nearest): their watches stay, and only the
+	 * nodes new to the set are watched.  Otherwise (a first wait, or after
+	 * a lost reply) every watch is set anew.
+	 */
+	keep = w->sem_relist;
+	w->sem_relist = false;
+	for (int i = 0; i < nwatch; i++)
+	{
+		bool		watched = false;
+
+		for (int k = 0; keep && !watched && k < w->sem_nwatched; k++)
+			watched = (w->sem_watched[k] == watch_seq[i]);
+		if (!watched)
+			nodes[nnew++] = ev->children[watch[i]];
+	}
+
 	/* the watched set, to count each deletion once (on_wait) */
 	if (w->sem_room < nwatch)
 	{
@@ -618,15 +639,11 @@ semaphore_decide(int idx, ZkEvent *ev, int64 my_seq)
 											sizeof(int64) * w->max_holders);
 		w->sem_room = w->max_holders;
 	}
-	for (int i = 0; i < nwatch; i++)
-	{
-		nodes[i] = ev->children[watch[i]];
-		w->sem_watched[i] = watch_seq[i];
-	}
+	memcpy(w->sem_watched, watch_seq, sizeof(int64) * nwatch);
 	w->sem_nwatched = nwatch;
 	w->sem_lower = nlower;
 	w->sem_gone = 0;
-	wait_behind(idx, nodes, nwatch, nlower);
+	wait_behind(idx, nodes, nnew, nlower, keep);
 }
 
 /*
@@ -707,7 +724,8 @@ on_adopt(int idx, ZkEvent *ev)
  * own node too.
  */
 static void
-wait_behind(int idx, const char *const *nodes, int nnodes, int nblockers)
+wait_behind(int idx, const char *const *nodes, int nnodes, int nblockers,
+			bool keep_watches)
 {
 	WorkEntry  *w = &zklock_work[idx];
 	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
@@ -727,8 +745,12 @@ wait_behind(int idx, const char *const *nodes, int nnodes, int nblockers)
 	 */
 	w->last_blocker = (nblockers == 1 && w->mode != ZKLOCK_SEMAPHORE);
 	w->phase = PH_WATCHING;
-	/* a watch of an earlier wait (before a lost reply) is not wanted */
-	zkc_unwatch(TAG(w->generation, OP_WAIT, idx));
+	/*
+	 * A watch of an earlier wait (before a lost reply) is not wanted;
+	 * a semaphore's still set after a deletion are (keep_watches).
+	 */
+	if (!keep_watches)
+		zkc_unwatch(TAG(w->generation, OP_WAIT, idx));
 	/* failpoint "fail": as if the exists could not be sent */
 	if (ZKLOCK_FAILPOINT("before-wait"))
 	{
@@ -797,7 +819,10 @@ semaphore_on_wait(int idx, ZkEvent *ev)
 	if (w->sem_lower - w->sem_gone < w->max_holders)
 		grant(idx);
 	else
+	{
+		w->sem_relist = true;	/* the watches left stay */
 		send_children(idx);
+	}
 }
 
 /*

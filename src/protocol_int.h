@@ -102,6 +102,8 @@ typedef struct WorkEntry
 	int			max_holders;	/* its limit */
 	int			sem_lower;		/* lower semaphore nodes at the last listing */
 	int			sem_gone;		/* deletions of watched ones seen since */
+	bool		sem_relist;		/* listing again behind a deletion: the
+								 * watches still set stay (semaphore_decide) */
 	int			fail_sqlstate;	/* failing once our node is deleted, or 0 */
 	char		fail_msg[ZKLOCK_MAX_ERROR_LEN + 1];
 	int64		czxid;

@@ -262,6 +262,16 @@ sub still_waiting
 		ok($d1 + $d2 <= 4, "in all " . ($d1 + $d2) . ', at most max_holders + 1');
 	}
 	still_waiting('3 hold it', @w[ 3 .. 7 ]);
+	# watches do not pile up across the waits and listings: 3 per waiter
+	# (the nearest before it) and a guard per slot held
+	my $watches;
+	ok( wait_until(
+			sub {
+				$watches = psql1($node2, 'SELECT watches FROM zk_lock_status');
+				return $watches <= 5 * 3 + 3;
+			},
+			timeout => 5),
+		"node2 has at most 18 watches for 5 waiters and 3 holders ($watches)");
 	# the waiters left are ended; the holders go with their sessions
 	$node2->safe_psql('postgres',
 		'SELECT pg_terminate_backend(pid) FROM unnest(ARRAY['
