@@ -64,6 +64,12 @@ SELECT zk_semaphore_acquire_session('sem/b', 3) > 0 AS ok;
 SELECT zk_lock_release('sem/b') AS lock_release;
 SELECT zk_semaphore_release('sem/b') AS semaphore_release;
 
+-- zk_lock_release_all gives up session slots too
+SELECT zk_semaphore_acquire_session('sem/b', 3) > 0 AS ok;
+SELECT zk_semaphore_acquire_session('sem/b2', 5) > 0 AS ok;
+SELECT zk_lock_release_all() AS released;
+SELECT count(*) AS nodes FROM zk_locks WHERE resource LIKE 'sem/b%';
+
 -- a lock and a semaphore of this backend on one resource: 55000, both orders
 SELECT zk_lock_acquire_session('sem/c') > 0 AS lock_held;
 SELECT err($$SELECT zk_semaphore_acquire('sem/c', 2)$$);

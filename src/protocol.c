@@ -581,6 +581,14 @@ semaphore_decide(int idx, ZkEvent *ev, int64 my_seq)
 	int			nnew = 0;
 	bool		keep;
 
+	if (w->max_holders < 1 || w->max_holders > ZKLOCK_MAX_SEMAPHORE_HOLDERS)
+	{
+		/* the backend checks it (semaphore.c): never here */
+		fail_deleting(idx, ERRCODE_INVALID_PARAMETER_VALUE,
+					  "zklock semaphore max_holders %d is out of range",
+					  w->max_holders);
+		return;
+	}
 	switch (zklock_semaphore_rule((const char *const *) ev->children,
 								  ev->nchildren, my_seq, w->max_holders,
 								  watch, watch_seq, &nwatch, &nlower,

@@ -106,12 +106,19 @@ sub hold
 
 sub enqueue
 {
-	my ($s, $res, $limit, $nodes, $timeout) = @_;
+	my ($s, $res, $limit, $timeout) = @_;
 	$timeout //= '60 s';
 	$s->send("SELECT zk_semaphore_acquire_session('$res', $limit, '$timeout')");
 	ok(wait_for_waiting($s->node, $s->pid, 10), $s->name . " waits for $res");
-	ok(zk_wait_count(zk_path($res), $nodes, 10),
-		$s->name . " is queued ($nodes nodes under $res)");
+	# its node is there (whatever else comes and goes meanwhile)
+	ok( wait_until(
+			sub {
+				psql1($s->node,
+					"SELECT count(*) FROM zk_locks WHERE resource = '$res' AND pid = "
+					  . $s->pid . ' AND NOT granted') eq '1';
+			},
+			timeout => 10),
+		$s->name . " is queued under $res");
 	return;
 }
 
@@ -143,13 +150,10 @@ sub still_waiting
 	my @h = map { zk_session($_ % 2 ? $node1 : $node2, "H$_") } 1 .. 3;
 	my @w = map { zk_session($_ % 2 ? $node2 : $node1, "W$_") } 1 .. 6;
 	hold($_, $res, 3) for @h;
-	# W2 gives up by its timeout while the others queue
-	enqueue($w[0], $res, 3, 4);
-	enqueue($w[1], $res, 3, 5, '1.5 s');
-	enqueue($w[2], $res, 3, 6);
-	enqueue($w[3], $res, 3, 7);
-	enqueue($w[4], $res, 3, 8);
-	enqueue($w[5], $res, 3, 9);
+	# W2 gives up by its timeout (3 s) while the others queue
+	enqueue($w[0], $res, 3);
+	enqueue($w[1], $res, 3, '3 s');
+	enqueue($w[$_], $res, 3) for 2 .. 5;
 
 	my $r = $w[1]->wait(10);
 	is($r && $r->{sqlstate}, '55P03', 'W2 gave up at its timeout');
@@ -239,8 +243,7 @@ sub still_waiting
 	my @h = map { zk_session($node1, "HH$_") } 1 .. 3;
 	my @w = map { zk_session($node2, "WW$_") } 1 .. 8;
 	hold($_, $res, 3) for @h;
-	my $n = 3;
-	enqueue($_, $res, 3, ++$n) for @w;
+	enqueue($_, $res, 3) for @w;
 	sleep(0.5);					# every waiter's watches set
 
 	my $count = sub {
