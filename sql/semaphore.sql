@@ -106,6 +106,12 @@ SELECT count(*) AS after_release FROM zk_locks WHERE resource = 'sem/e';
 COMMIT;
 SELECT count(*) AS after_commit FROM zk_locks WHERE resource = 'sem/e';
 
+-- PREPARE TRANSACTION with a slot is refused (and rolls back), as with a lock
+BEGIN;
+SELECT zk_semaphore_acquire('sem/e', 2) > 0 AS ok;
+PREPARE TRANSACTION 'zksem';
+SELECT count(*) AS after_prepare FROM zk_locks WHERE resource = 'sem/e';
+
 -- other backends: two slots of 2 are taken, a third is not granted
 SELECT * FROM dblink('sem2', $$SELECT zk_semaphore_acquire_session('sem/f', 2) > 0$$) AS t(ok boolean);
 SELECT zk_semaphore_try_acquire_session('sem/f', 2) > 0 AS second_slot;
