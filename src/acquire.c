@@ -112,22 +112,8 @@ static LocalLock *
 stack_step(LocalLock *lock, ZkLockMode held_mode, LockStep *step,
 		   bool session)
 {
-	/* a semaphore (1.4) is not a lock: neither stacks onto the other */
-	if ((held_mode == ZKLOCK_SEMAPHORE) != (step->mode == ZKLOCK_SEMAPHORE))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("zklock resource \"%s\" is held as a %s by this session: it cannot be used as a %s at the same time",
-						step->resource,
-						held_mode == ZKLOCK_SEMAPHORE ? "semaphore" : "lock",
-						step->mode == ZKLOCK_SEMAPHORE ? "semaphore" : "lock"),
-				 step->child ?
-				 errdetail("\"%s\" is a parent of \"%s\", whose lock takes it in shared mode.",
-						   step->resource, step->child) : 0));
-	if (held_mode == ZKLOCK_SEMAPHORE && lock->max_holders != step->max_holders)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock semaphore \"%s\" is held by this session with max_holders %d, not %d",
-						step->resource, lock->max_holders, step->max_holders)));
+	zklock_check_semaphore_stack(lock, held_mode, step->mode,
+								 step->max_holders, step->child);
 	/* a parent's SHARED lock is covered by an EXCLUSIVE one we hold */
 	if (held_mode != step->mode &&
 		!(step->implicit && held_mode == ZKLOCK_EXCLUSIVE))
@@ -165,35 +151,26 @@ stack_step(LocalLock *lock, ZkLockMode held_mode, LockStep *step,
 }
 
 /*
- * The node data of a step's request, and the request: a semaphore's data
- * says its limit (max_holders=, nodedata.c), and so does its request.
+ * Fill in a step's request and its node data; a semaphore's data says its
+ * limit too (max_holders=, nodedata.c: room is kept for it).
  */
 static void
 step_request(ZkChannelRequest *req, LockStep *step, bool session)
 {
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	char		limit[16];
 
-	if (step->mode == ZKLOCK_SEMAPHORE)
-	{
-		char		limit[16];
-		char		with[ZKLOCK_MAX_DATA_LEN + 1];
-
-		/* room for "max_holders=1000\n": only the query is shorter */
-		zklock_holder_data(data, sizeof(data) - 20,
-						   session ? "session" : "transaction",
-						   step->implicit, 0);
-		snprintf(limit, sizeof(limit), "%d", step->max_holders);
-		zklock_nodedata_add(with, sizeof(with), data, "max_holders=", limit);
-		strlcpy(data, with, sizeof(data));
-		req->max_holders = step->max_holders;
-	}
+	zklock_holder_data(data, sizeof(data) - (step->max_holders ? 20 : 0),
+					   session ? "session" : "transaction", step->implicit, 0);
+	snprintf(limit, sizeof(limit), "%d", step->max_holders);
+	if (step->max_holders)
+		zklock_nodedata_add(req->data, sizeof(req->data), data,
+							"max_holders=", limit);
 	else
-		zklock_holder_data(data, sizeof(data),
-						   session ? "session" : "transaction",
-						   step->implicit, 0);
+		strlcpy(req->data, data, sizeof(req->data));
 	req->mode = step->mode;
+	req->max_holders = step->max_holders;
 	strlcpy(req->resource, step->resource, sizeof(req->resource));
-	strlcpy(req->data, data, sizeof(req->data));
 }
 
 /*
@@ -262,7 +239,6 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 
 	lock = zklock_enter_lock(step->resource, step->mode,
 							 !step->implicit && step->parents, idx, gen);
-	lock->max_holders = step->max_holders;
 	zklock_add_hold(lock, session, step->implicit);
 	return lock;
 }
@@ -458,12 +434,9 @@ batch_verdict(LockStep *steps, int *step_of, int n, LocalLockKey *made)
 	{
 		LockStep   *step = &steps[step_of[k]];
 
-		LocalLock  *lock = zklock_enter_lock(step->resource, step->mode,
-											 !step->implicit && step->parents,
-											 batch_idx[k], batch_gen[k]);
-
-		lock->max_holders = step->max_holders;
-		made[nmade++] = lock->key;
+		made[nmade++] = zklock_enter_lock(step->resource, step->mode,
+										  !step->implicit && step->parents,
+										  batch_idx[k], batch_gen[k])->key;
 	}
 	nbatch = 0;
 	return nmade;
@@ -606,7 +579,7 @@ add_steps(LockStep *steps, int n, const char *resource, ZkLockMode mode,
 	}
 	strlcpy(steps[n].resource, resource, sizeof(steps[n].resource));
 	steps[n].mode = mode;
-	steps[n].max_holders = 0;	/* a semaphore's caller sets it */
+	steps[n].max_holders = 0;	/* a semaphore's: lock_resource sets it */
 	steps[n].implicit = false;
 	steps[n].parents = parents && strchr(resource, '/') != NULL;
 	steps[n].input = input;
@@ -627,13 +600,15 @@ depth(const char *resource)
 
 /*
  * Take a lock, with its parents' SHARED locks when parents is true (Hive's
- * semantics: "db/table/part" in any mode takes "db" and "db/table" SHARED).
- * Returns the fencing token; *acquired is false only when wait is false and
- * the lock is held elsewhere (try-lock).
+ * semantics: "db/table/part" in any mode takes "db" and "db/table" SHARED),
+ * or (mode SEMAPHORE, 1.4) a slot of a semaphore of max_holders, whose rule
+ * the worker applies.  Returns the fencing token; *acquired is false only
+ * when wait is false and the lock is held elsewhere (try-lock).
  */
-int64
-zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
-			int timeout_ms, bool parents, bool *acquired)
+static int64
+lock_resource(const char *resource, ZkLockMode mode, int max_holders,
+			  bool session, bool wait, int timeout_ms, bool parents,
+			  bool *acquired)
 {
 	LockStep   *steps;
 	int			nsteps;
@@ -646,6 +621,7 @@ zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
 
 	steps = palloc0(sizeof(LockStep) * (depth(resource) + 1));
 	nsteps = add_steps(steps, 0, resource, mode, parents, 0);
+	steps[nsteps - 1].max_holders = max_holders;
 	if (session)
 		zklock_extension_guard_begin();
 	*acquired = take_steps(steps, nsteps, session, wait, timeout_ms);
@@ -655,35 +631,21 @@ zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
 	return steps[nsteps - 1].lock->token;
 }
 
-/*
- * Take a slot of a counting semaphore of max_holders (1.4), with its
- * parents' SHARED locks, as zklock_lock takes a lock: the same steps,
- * stacking, scopes and waits; the worker applies the semaphore's rule
- * (protocol.c).  Returns the token; *acquired as for zklock_lock.
- */
+int64
+zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
+			int timeout_ms, bool parents, bool *acquired)
+{
+	return lock_resource(resource, mode, 0, session, wait, timeout_ms,
+						 parents, acquired);
+}
+
+/* A semaphore's slot (1.4): as a lock is taken, with its parents' locks */
 int64
 zklock_semaphore_lock(const char *resource, int max_holders, bool session,
 					  bool wait, int timeout_ms, bool *acquired)
 {
-	LockStep   *steps;
-	int			nsteps;
-
-	zklock_backend_init();
-	zklock_check_resource(resource);
-	zklock_check_allowed(resource);
-	*acquired = false;
-	zklock_check_lost(ERROR);
-
-	steps = palloc0(sizeof(LockStep) * (depth(resource) + 1));
-	nsteps = add_steps(steps, 0, resource, ZKLOCK_SEMAPHORE, true, 0);
-	steps[nsteps - 1].max_holders = max_holders;
-	if (session)
-		zklock_extension_guard_begin();
-	*acquired = take_steps(steps, nsteps, session, wait, timeout_ms);
-	zklock_extension_guard_end();
-	if (!*acquired)
-		return 0;
-	return steps[nsteps - 1].lock->token;
+	return lock_resource(resource, ZKLOCK_SEMAPHORE, max_holders, session,
+						 wait, timeout_ms, true, acquired);
 }
 
 static int

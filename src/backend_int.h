@@ -59,6 +59,9 @@ extern LocalLock *zklock_enter_lock(const char *resource, ZkLockMode mode,
 extern void zklock_add_hold(LocalLock *lock, bool session, bool implicit);
 extern void zklock_drop_hold(LocalLock *lock, bool session, bool implicit);
 extern void zklock_forget(LocalLock *lock);
+extern void zklock_check_semaphore_stack(LocalLock *lock, ZkLockMode held_mode,
+										 ZkLockMode mode, int max_holders,
+										 const char *child);
 
 /* wait.c: a request, its wait, its failure */
 extern void zklock_request_init(ZkChannelRequest *req, ZkEntryKind kind);

@@ -357,6 +357,7 @@ channel_copy_result(int idx, uint32 generation, ZkChannelResult *result)
 	result->session_id = e->session_id;
 	result->list_needed = e->list_needed;
 	result->sqlstate = e->sqlstate;
+	result->max_holders = e->max_holders;
 	strlcpy(result->error, e->error, sizeof(result->error));
 	strlcpy(result->data, e->data, sizeof(result->data));
 }

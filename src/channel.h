@@ -42,6 +42,7 @@ typedef struct ZkChannelResult
 	int64		session_id;
 	Size		list_needed;
 	int			sqlstate;
+	int			max_holders;	/* the request's (a semaphore's limit) */
 	char		error[ZKLOCK_MAX_ERROR_LEN + 1];
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
 } ZkChannelResult;
