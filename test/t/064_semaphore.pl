@@ -11,6 +11,8 @@
 #  - a limit that differs from the holders' is 22023 naming both, on the
 #    other instance too; a lock and a semaphore on one resource: 55000,
 #    both orders; a slot lost before COMMIT fails the commit (55P03)
+#  - a lost create reply (adopted) and watches set late (a holder gone
+#    before them) still end in a grant
 #  - a release notifies at most max_holders waiters
 #    (zk_lock_status.notifications, summed over the instances)
 #  - no lock node is left behind
@@ -193,6 +195,32 @@ sub still_waiting
 	$_->query_ok("SELECT zk_semaphore_release('$res')") for @w[ 0, 2, 5 ];
 	ok(zk_wait_no_locks(zk_path($res), 10), "no node left under $res");
 	$_->quit for (@h, @w[ 0 .. 3, 5 ]);
+}
+
+# ---------------------------------------------------------------------------
+# Lost replies and late watches: a waiter whose create reply is lost finds
+# its node again by its prefix (adopted), and a holder that releases while
+# the waiter's worker has not yet set its watches (it sleeps before them)
+# is seen by the watches' exists (no node): the waiter is granted.
+{
+	my $res = 'sem/lost';
+	my @h = map { zk_session($node1, "LH$_") } 1 .. 2;
+	my $w = zk_session($node2, 'LW');
+	hold($_, $res, 2) for @h;
+	my $log_at = -s $node2->logfile;
+	ok(zk_set_failpoints($node2, 'after-create-reply=fail,before-wait=sleep:2'),
+		'node2: create replies dropped, waits set 2 s late');
+	$w->send("SELECT zk_semaphore_acquire_session('$res', 2, '60 s')");
+	ok(zk_wait_log($node2, qr/failpoint "before-wait" reached \(sleep:2\)/, $log_at),
+		'the waiter\'s worker is about to watch, late');
+	$h[0]->query_ok("SELECT zk_semaphore_release('$res')");
+	granted_within($w, 2 + $bound, 'a holder released before its watches were set');
+	ok(zk_wait_log($node2, qr/adopted lock node "[^"]*sem\/lost\/[^"]*SEMAPHORE-2-/, $log_at),
+		'its node was found again by its prefix and adopted');
+	ok(zk_set_failpoints($node2, ''), 'node2: failpoints cleared');
+	is(zk_count_locks(zk_path($res)), 2, 'one node each for LH2 and LW');
+	$_->quit for (@h, $w);
+	ok(zk_wait_no_locks(zk_path($res), 10), "no node left under $res");
 }
 
 # ---------------------------------------------------------------------------
