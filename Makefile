@@ -13,6 +13,7 @@ OBJS = \
 	src/protocol.o \
 	src/lock_explicit.o \
 	src/lock_held.o \
+	src/lock_semaphore.o \
 	src/listing.o \
 	src/admin.o \
 	src/sweep.o \
@@ -34,7 +35,8 @@ OBJS = \
 	src/advisory.o \
 	src/lease.o \
 	src/root.o \
-	src/failpoint.o
+	src/failpoint.o \
+	src/semaphore.o
 
 EXTENSION = zklock
 DATA = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql zklock--1.2--1.3.sql \
@@ -65,7 +67,7 @@ endif
 # settings of test/installcheck.conf and reach a ZooKeeper; the precheck
 # says what is missing, within seconds.  test/run_tests.sh starts such a
 # server and a ZooKeeper, and runs this.
-REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit limits advisory
+REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit limits advisory semaphore
 REGRESS_PREP = zklock-installcheck-precheck
 
 

@@ -5,7 +5,7 @@
 # run on one standalone ZooKeeper.
 #
 #   bash bench/run.sh [--quick] [--csv FILE] [--png FILE] [--keep] [--secs S]
-#                      [--only s1,s32,excl8,shared8,handoff,scale,many]
+#                      [--only s1,s32,excl8,shared8,handoff,scale,many,sem]
 #
 #   --quick     about 2 s per measurement, scale scenarios skipped (CI)
 #   --csv FILE  also write every figure as CSV

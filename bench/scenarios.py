@@ -414,6 +414,84 @@ def scenario_many(env, res):
     res.attempt(t_take, "zklock", "zklock", zk)
 
 
+
+# ------------------------------------------------------------- semaphores
+
+def alternating_script(acq, rel):
+    """session_script's alternation (acquire, release) for any two statements"""
+    return ("\\if :ph = 0\n" + acq + "\n\\set ph 1\n"
+            "\\else\n" + rel + "\n\\set ph 0\n\\endif\n")
+
+
+def zk_notifications(env):
+    """zk_lock_status.notifications summed over both instances (1.4)"""
+    return sum(int(pg.psql("SELECT notifications FROM zk_lock_status"))
+               for pg in (env.pg1, env.pg2))
+
+
+def scenario_semaphore(env, res):
+    """
+    Semaphore slots (zk_semaphore_acquire_session / zk_semaphore_release)
+    against locks (zk_lock_acquire_session / zk_lock_release) in the same
+    run, rounds alternating (the best round of each counts): 1 client, and
+    8 clients on one resource (4 per instance) where a semaphore of 1 is a
+    mutex, the like of the EXCLUSIVE lock.  Then a semaphore of 3 with 8
+    clients: watch notifications per release, by zklock's own count
+    (zk_lock_status.notifications, both instances) and by ZooKeeper's.
+    """
+    title = "semaphores: slot cycles vs lock cycles, notifications per release"
+    log("scenario: " + title)
+    lock = alternating_script("SELECT zk_lock_acquire_session({r});",
+                              "SELECT zk_lock_release({r});")
+    sem = alternating_script("SELECT zk_semaphore_acquire_session({r}, {n});",
+                             "SELECT zk_semaphore_release({r});")
+    rounds = 2
+
+    def compare(label, clients, limit, res_name):
+        def runs(script):
+            r = "'%s'" % res_name
+            sql = script.format(r=r, n=limit)
+            if clients == 1:
+                return [(env.pg1, sql, 1)]
+            return [(env.pg1, sql, clients // 2), (env.pg2, sql, clients - clients // 2)]
+
+        best = {}
+        for _ in range(rounds):
+            for kind, script in (("lock", lock), ("semaphore", sem)):
+                with ZkCounter(env) as z:
+                    cps, p50, p99, _, n, _ = pgbench_cycles(env, runs(script), "session")
+                if kind not in best or cps > best[kind][0]:
+                    best[kind] = (cps, p50, p99, z.note(n))
+        where = "pg1" if clients == 1 else "%d+%d on pg1+pg2" % (clients // 2, clients - clients // 2)
+        lc, sc = best["lock"], best["semaphore"]
+        ratio_ = sc[0] / lc[0] if lc[0] else 0
+        res.add(title, "zklock lock session, %s %s" % (label, where), "zklock",
+                lc[0], lc[1], lc[2], join_notes(lc[3], "best of %d rounds" % rounds))
+        res.add(title, "zklock semaphore(%d) session, %s %s" % (limit, label, where),
+                "zklock", sc[0], sc[1], sc[2],
+                join_notes(sc[3], "semaphore/lock cycles: %.2f (best of %d rounds each, "
+                           "alternating)" % (ratio_, rounds)))
+        log("  semaphore/lock cycles/s (%s): %.2f" % (label, ratio_))
+
+    res.attempt(title, "zklock semaphore vs lock, 1 client", "zklock",
+                lambda: compare("1 client", 1, 3, "bench_sem_s1"))
+    res.attempt(title, "zklock semaphore(1) vs lock, 8 clients", "zklock",
+                lambda: compare("8 clients, 1 resource", 8, 1, "bench_sem_x8"))
+
+    def herd():
+        script = sem.format(r="'bench_sem_pool'", n=3)
+        runs = [(env.pg1, script, 4), (env.pg2, script, 4)]
+        n0 = zk_notifications(env)
+        with ZkCounter(env) as z:
+            cps, p50, p99, _, n, _ = pgbench_cycles(env, runs, "session")
+        per = (zk_notifications(env) - n0) / n if n else 0
+        res.add(title, "zklock semaphore(3) session, 8 clients 4+4 on pg1+pg2", "zklock",
+                cps, p50, p99,
+                join_notes(z.note(n), "zk_lock_status.notifications per release: %.2f "
+                           "(the waiters' and each holder's own guard)" % per))
+        log("  semaphore(3), 8 clients: %.2f notifications per release" % per)
+    res.attempt(title, "zklock semaphore(3), 8 clients", "zklock", herd)
+
 SCENARIOS = {
     "s1": lambda env, res: scenario_basic(
         env, res, "1 client, 1 resource, uncontended", "s1", 1, True),
@@ -426,4 +504,5 @@ SCENARIOS = {
     "handoff": lambda env, res: scenario_handoff(env, res),
     "scale": lambda env, res: scenario_scale(env, res),
     "many": lambda env, res: scenario_many(env, res),
+    "sem": lambda env, res: scenario_semaphore(env, res),
 }

@@ -42,6 +42,7 @@
 #include "settings.h"
 #include "shmem.h"
 #include "resource.h"
+#include "nodedata.h"
 
 /*
  * One step of an acquisition: a resource, the mode to take it in, and
@@ -51,6 +52,7 @@ typedef struct LockStep
 {
 	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
 	ZkLockMode	mode;
+	int			max_holders;	/* mode SEMAPHORE: its limit */
 	bool		implicit;
 	bool		parents;		/* the step's own parents come with it */
 	bool		advisory;		/* an advisory key: both modes may be held */
@@ -69,6 +71,8 @@ static LocalLock *
 stack_step(LocalLock *lock, ZkLockMode held_mode, LockStep *step,
 		   bool session)
 {
+	zklock_check_semaphore_stack(lock, held_mode, step->mode,
+								 step->max_holders, step->child);
 	/* a parent's SHARED lock is covered by an EXCLUSIVE one we hold */
 	if (held_mode != step->mode &&
 		!(step->implicit && held_mode == ZKLOCK_EXCLUSIVE))
@@ -106,6 +110,29 @@ stack_step(LocalLock *lock, ZkLockMode held_mode, LockStep *step,
 }
 
 /*
+ * Fill in a step's request and its node data; a semaphore's data says its
+ * limit too (max_holders=, nodedata.c: room is kept for it).
+ */
+static void
+step_request(ZkChannelRequest *req, LockStep *step, bool session)
+{
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	char		limit[16];
+
+	zklock_holder_data(data, sizeof(data) - (step->max_holders ? 20 : 0),
+					   session ? "session" : "transaction", step->implicit, 0);
+	snprintf(limit, sizeof(limit), "%d", step->max_holders);
+	if (step->max_holders)
+		zklock_nodedata_add(req->data, sizeof(req->data), data,
+							"max_holders=", limit);
+	else
+		strlcpy(req->data, data, sizeof(req->data));
+	req->mode = step->mode;
+	req->max_holders = step->max_holders;
+	strlcpy(req->resource, step->resource, sizeof(req->resource));
+}
+
+/*
  * Take one step: stack onto a lock this backend holds, or ask the worker
  * for a node and wait.  Returns the local lock, or NULL when a try-lock
  * was not granted.
@@ -120,7 +147,6 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 	uint32		gen;
 	ZkChannelRequest req;
 	ZkEntryState state;
-	char		data[ZKLOCK_MAX_DATA_LEN + 1];
 	int			timeout_ms = -1;
 	char	   *what;
 	LocalLock  *other = NULL;
@@ -150,9 +176,6 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 						step->resource),
 				 errdetail("zklock.node_naming names its nodes as Curator's InterProcessMutex does, which has no shared mode.")));
 
-	zklock_holder_data(data, sizeof(data), session ? "session" : "transaction",
-					   step->implicit, 0);
-
 	/* a waiting request with no time left is a try that raises */
 	if (wait && deadline != 0)
 	{
@@ -164,9 +187,7 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 
 	/* ask the worker */
 	zklock_request_init(&req, (wait && timeout_ms != 0) ? ZKR_ACQUIRE : ZKR_TRY_ACQUIRE);
-	req.mode = step->mode;
-	strlcpy(req.resource, step->resource, sizeof(req.resource));
-	strlcpy(req.data, data, sizeof(req.data));
+	step_request(&req, step, session);
 	if (other)
 	{
 		ZkChannelResult held;
@@ -302,18 +323,12 @@ ask_at_once(LockStep *steps, int nsteps, int *step_of, int n, bool session,
 		for (int k = 0; k < n; k++)
 		{
 			LockStep   *step = &steps[step_of[k]];
-			char		data[ZKLOCK_MAX_DATA_LEN + 1];
 			ZkChannelRequest req;
 			uint32		gen;
 			int			idx;
 
-			zklock_holder_data(data, sizeof(data),
-							   session ? "session" : "transaction",
-							   step->implicit, 0);
 			zklock_request_init(&req, ZKR_TRY_ACQUIRE);
-			req.mode = step->mode;
-			strlcpy(req.resource, step->resource, sizeof(req.resource));
-			strlcpy(req.data, data, sizeof(req.data));
+			step_request(&req, step, session);
 			idx = zklock_submit_batched(&req, &gen);
 			batch_idx[nbatch] = idx;
 			batch_gen[nbatch] = gen;
@@ -534,6 +549,7 @@ add_steps(LockStep *steps, int n, const char *resource, ZkLockMode mode,
 				ZKLOCK_NAMING_CURATOR_MUTEX)
 				continue;
 			steps[n].mode = ZKLOCK_SHARED;
+			steps[n].max_holders = 0;
 			steps[n].implicit = true;
 			steps[n].parents = false;
 			steps[n].input = -1;
@@ -543,6 +559,7 @@ add_steps(LockStep *steps, int n, const char *resource, ZkLockMode mode,
 	}
 	strlcpy(steps[n].resource, resource, sizeof(steps[n].resource));
 	steps[n].mode = mode;
+	steps[n].max_holders = 0;	/* a semaphore's: lock_resource sets it */
 	steps[n].implicit = false;
 	steps[n].parents = parents && strchr(resource, '/') != NULL;
 	steps[n].input = input;
@@ -561,19 +578,34 @@ depth(const char *resource)
 	return n;
 }
 
-/* One resource (advisory: an advisory key), its name checked */
+/*
+ * Take a lock, with its parents' SHARED locks when parents is true (Hive's
+ * semantics: "db/table/part" in any mode takes "db" and "db/table" SHARED),
+ * or (mode SEMAPHORE, 1.4) a slot of a semaphore of max_holders, whose rule
+ * the worker applies, or (advisory) an advisory key, whose name zklock
+ * made.  Returns the fencing token; *acquired is false only when wait is
+ * false and the lock is held elsewhere (try-lock).
+ */
 static int64
-lock_one(const char *resource, ZkLockMode mode, bool session, bool wait,
-		 int timeout_ms, bool parents, bool advisory, bool *acquired)
+lock_one(const char *resource, ZkLockMode mode, int max_holders, bool session,
+		 bool wait, int timeout_ms, bool parents, bool advisory,
+		 bool *acquired)
 {
 	LockStep   *steps;
 	int			nsteps;
 
+	zklock_backend_init();
+	if (!advisory)
+	{
+		zklock_check_resource(resource);
+		zklock_check_allowed(resource);
+	}
 	*acquired = false;
 	zklock_check_lost(ERROR);
 	steps = palloc0(sizeof(LockStep) * (depth(resource) + 1));
 	nsteps = add_steps(steps, 0, resource, mode, parents, 0);
 	steps[nsteps - 1].advisory = advisory;
+	steps[nsteps - 1].max_holders = max_holders;
 	if (session)
 		zklock_extension_guard_begin();
 	*acquired = take_steps(steps, nsteps, session, wait, timeout_ms);
@@ -581,23 +613,6 @@ lock_one(const char *resource, ZkLockMode mode, bool session, bool wait,
 	if (!*acquired)
 		return 0;
 	return steps[nsteps - 1].lock->token;
-}
-
-/*
- * Take a lock, with its parents' SHARED locks when parents is true (Hive's
- * semantics: "db/table/part" in any mode takes "db" and "db/table" SHARED).
- * Returns the fencing token; *acquired is false only when wait is false and
- * the lock is held elsewhere (try-lock).
- */
-int64
-zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
-			int timeout_ms, bool parents, bool *acquired)
-{
-	zklock_backend_init();
-	zklock_check_resource(resource);
-	zklock_check_allowed(resource);
-	return lock_one(resource, mode, session, wait, timeout_ms, parents,
-					false, acquired);
 }
 
 /*
@@ -610,9 +625,25 @@ zklock_lock_advisory(const char *resource, ZkLockMode mode, bool session,
 {
 	bool		acquired;
 
-	zklock_backend_init();
-	lock_one(resource, mode, session, wait, -1, false, true, &acquired);
+	lock_one(resource, mode, 0, session, wait, -1, false, true, &acquired);
 	return acquired;
+}
+
+int64
+zklock_lock(const char *resource, ZkLockMode mode, bool session, bool wait,
+			int timeout_ms, bool parents, bool *acquired)
+{
+	return lock_one(resource, mode, 0, session, wait, timeout_ms, parents,
+					false, acquired);
+}
+
+/* A semaphore's slot (1.4): as a lock is taken, with its parents' locks */
+int64
+zklock_semaphore_lock(const char *resource, int max_holders, bool session,
+					  bool wait, int timeout_ms, bool *acquired)
+{
+	return lock_one(resource, ZKLOCK_SEMAPHORE, max_holders, session, wait,
+					timeout_ms, true, false, acquired);
 }
 
 static int

@@ -111,18 +111,21 @@ make_key(LocalLockKey *key, const char *resource, ZkLockMode mode)
 	key->mode = mode;
 }
 
-/* The lock this backend already holds on a resource, in either mode */
+/*
+ * The lock this backend already holds on a resource, in any mode (a
+ * semaphore's slot too)
+ */
 LocalLock *
 zklock_held_lock(const char *resource, ZkLockMode *mode)
 {
+	static const ZkLockMode modes[] = {ZKLOCK_EXCLUSIVE, ZKLOCK_SHARED,
+	ZKLOCK_SEMAPHORE};
 	LocalLockKey key;
-	LocalLock  *lock;
+	LocalLock  *lock = NULL;
 
-	make_key(&key, resource, ZKLOCK_EXCLUSIVE);
-	lock = hash_search(zklock_local_locks, &key, HASH_FIND, NULL);
-	if (lock == NULL)
+	for (int i = 0; i < lengthof(modes) && lock == NULL; i++)
 	{
-		make_key(&key, resource, ZKLOCK_SHARED);
+		make_key(&key, resource, modes[i]);
 		lock = hash_search(zklock_local_locks, &key, HASH_FIND, NULL);
 	}
 	if (lock && mode)
@@ -235,6 +238,34 @@ show_holds(LocalLock *lock)
 	lock->shown_implicit = implicit;
 }
 
+/*
+ * A lock this backend holds (in held_mode) asked for again in mode (with
+ * max_holders for a semaphore's slot; child: whose parent it is taken
+ * for): a semaphore (1.4) and a lock never stack onto each other (55000),
+ * and a slot is asked for with the limit it was taken with (22023).
+ */
+void
+zklock_check_semaphore_stack(LocalLock *lock, ZkLockMode held_mode,
+							 ZkLockMode mode, int max_holders,
+							 const char *child)
+{
+	if ((held_mode == ZKLOCK_SEMAPHORE) != (mode == ZKLOCK_SEMAPHORE))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock resource \"%s\" is held as a %s by this session: it cannot be used as a %s at the same time",
+						lock->key.resource,
+						held_mode == ZKLOCK_SEMAPHORE ? "semaphore" : "lock",
+						mode == ZKLOCK_SEMAPHORE ? "semaphore" : "lock"),
+				 child ?
+				 errdetail("\"%s\" is a parent of \"%s\", whose lock takes it in shared mode.",
+						   lock->key.resource, child) : 0));
+	if (held_mode == ZKLOCK_SEMAPHORE && lock->max_holders != max_holders)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock semaphore \"%s\" is held by this session with max_holders %d, not %d",
+						lock->key.resource, lock->max_holders, max_holders)));
+}
+
 /* Record one hold of a lock in a scope */
 void
 zklock_add_hold(LocalLock *lock, bool session, bool implicit)
@@ -305,6 +336,7 @@ zklock_enter_lock(const char *resource, ZkLockMode mode, bool parents,
 	lock->token = granted.token;
 	lock->session_id = granted.session_id;
 	lock->parents = parents;
+	lock->max_holders = granted.max_holders;	/* a semaphore's limit */
 	lock->session_count = 0;
 	lock->session_implicit = 0;
 	lock->nxact = 0;
@@ -369,9 +401,14 @@ zklock_unlock(const char *resource, ZkLockMode mode)
 	lock = hash_search(zklock_local_locks, &key, HASH_FIND, NULL);
 	if (lock == NULL || lock->session_count == 0)
 	{
-		ereport(WARNING,
-				(errmsg("you don't own a session-level zklock lock on resource \"%s\" in %s mode",
-						resource, zklock_mode_name(mode))));
+		if (mode == ZKLOCK_SEMAPHORE)
+			ereport(WARNING,
+					(errmsg("you don't own a session-level zklock semaphore slot on resource \"%s\"",
+							resource)));
+		else
+			ereport(WARNING,
+					(errmsg("you don't own a session-level zklock lock on resource \"%s\" in %s mode",
+							resource, zklock_mode_name(mode))));
 		return false;
 	}
 	release_session_hold(lock);

@@ -22,6 +22,9 @@ extern int	zklock_database_locks(Oid dbid, int *first_pid);
 extern int64 zklock_lock(const char *resource, ZkLockMode mode,
 						 bool session, bool wait, int timeout_ms,
 						 bool parents, bool *acquired);
+extern int64 zklock_semaphore_lock(const char *resource, int max_holders,
+								   bool session, bool wait, int timeout_ms,
+								   bool *acquired);
 extern bool zklock_lock_set(int n, char **resources, ZkLockMode *modes,
 							bool session, bool wait, int timeout_ms,
 							int64 *tokens);

@@ -41,6 +41,7 @@ typedef struct LocalLock
 	int64		token;
 	int64		session_id;		/* the ZooKeeper session that holds it */
 	bool		parents;		/* taken with its parents' SHARED locks */
+	int			max_holders;	/* a semaphore's limit (mode SEMAPHORE) */
 	int			session_count;	/* session-level holds asked for */
 	int			session_implicit;	/* session holds for a child's sake */
 	int			nxact;			/* transaction-level holds */
@@ -60,6 +61,9 @@ extern LocalLock *zklock_enter_lock(const char *resource, ZkLockMode mode,
 extern void zklock_add_hold(LocalLock *lock, bool session, bool implicit);
 extern void zklock_drop_hold(LocalLock *lock, bool session, bool implicit);
 extern void zklock_forget(LocalLock *lock);
+extern void zklock_check_semaphore_stack(LocalLock *lock, ZkLockMode held_mode,
+										 ZkLockMode mode, int max_holders,
+										 const char *child);
 
 /* wait.c: a request, its wait, its failure */
 extern void zklock_request_init(ZkChannelRequest *req, ZkEntryKind kind);

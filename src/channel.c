@@ -290,6 +290,7 @@ zklock_channel_submit(const ZkChannelRequest *req, bool wake,
 	e->kind = req->kind;
 	e->mode = req->mode;
 	e->persistent = req->persistent;
+	e->max_holders = req->max_holders;
 	e->owner_procno = slot;
 	e->owner_pid = MyProcPid;
 	strlcpy(e->resource, req->resource, sizeof(e->resource));
@@ -357,6 +358,7 @@ channel_copy_result(int idx, uint32 generation, ZkChannelResult *result)
 	result->session_id = e->session_id;
 	result->list_needed = e->list_needed;
 	result->sqlstate = e->sqlstate;
+	result->max_holders = e->max_holders;
 	strlcpy(result->error, e->error, sizeof(result->error));
 	strlcpy(result->data, e->data, sizeof(result->data));
 	strlcpy(result->node, e->node, sizeof(result->node));
@@ -486,6 +488,7 @@ zklock_channel_take(int idx, ZkChannelRequest *req, uint32 *generation)
 		req->kind = e->kind;
 		req->mode = e->mode;
 		req->persistent = e->persistent;
+		req->max_holders = e->max_holders;
 		strlcpy(req->resource, e->resource, sizeof(req->resource));
 		strlcpy(req->data, e->data, sizeof(req->data));
 		strlcpy(req->node, e->node, sizeof(req->node));

@@ -26,6 +26,7 @@ typedef struct ZkChannelRequest
 	ZkEntryKind kind;
 	ZkLockMode	mode;
 	bool		persistent;		/* an explicit lock's node */
+	int			max_holders;	/* ZKLOCK_SEMAPHORE: its limit; else 0 */
 	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];	/* node data */
 	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1]; /* admin: the node */
@@ -43,6 +44,7 @@ typedef struct ZkChannelResult
 	int64		session_id;
 	Size		list_needed;
 	int			sqlstate;
+	int			max_holders;	/* the request's (a semaphore's limit) */
 	char		error[ZKLOCK_MAX_ERROR_LEN + 1];
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
 	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1]; /* the granted node */

@@ -18,6 +18,10 @@
  * its name says; any other child (a resource below this one, a name without
  * a sequence number) is not a contender.
  *
+ * Semaphore nodes (zklock 1.4) are EXCLUSIVE lock nodes to this rule and
+ * to every other client; their own rule, zklock_semaphore_rule, is at the
+ * end of this file.
+ *
  * No allocation, no error reporting, no shared state: this file links into
  * the standalone unit test test/unit/test_grant_rule.c.
  *
@@ -57,8 +61,12 @@ static const NodeMark node_marks[] = {
 
 #define SEQ_DIGITS		10
 
-bool
-zklock_parse_node_name(const char *name, ZkLockMode *mode, int64 *seq)
+/*
+ * The sequence number of a lock node's name and where its mark begins:
+ * false when the name is not a lock node of any client.
+ */
+static bool
+parse_mark(const char *name, const char **mark, ZkLockMode *mode, int64 *seq)
 {
 	size_t		len = strlen(name);
 	const char *digits;
@@ -81,14 +89,80 @@ zklock_parse_node_name(const char *name, ZkLockMode *mode, int64 *seq)
 		if ((size_t) (digits - name) >= marklen &&
 			strncmp(digits - marklen, node_marks[i].mark, marklen) == 0)
 		{
-			if (mode)
-				*mode = node_marks[i].mode;
-			if (seq)
-				*seq = s;
+			*mark = digits - marklen;
+			*mode = node_marks[i].mode;
+			*seq = s;
 			return true;
 		}
 	}
 	return false;
+}
+
+bool
+zklock_parse_node_name(const char *name, ZkLockMode *mode, int64 *seq)
+{
+	const char *mark;
+	ZkLockMode	m;
+	int64		s;
+
+	if (!parse_mark(name, &mark, &m, &s))
+		return false;
+	if (mode)
+		*mode = m;
+	if (seq)
+		*seq = s;
+	return true;
+}
+
+/*
+ * Semaphore nodes (zklock 1.4).  A request for a counting semaphore of
+ * limit n is named "<prefix>SEMAPHORE-<n>-" and an EXCLUSIVE mark (Hive's
+ * "LOCK-EXCLUSIVE-" by default, the style's under zklock.node_naming): the
+ * limit is in the name, so one listing tells every request's limit, and
+ * every client that does not know semaphores (zklock 1.3, Hive, Curator)
+ * sees an EXCLUSIVE lock node and never grants a lock beside its holders.
+ * zklock_parse_node_name says EXCLUSIVE for it, as they do.
+ *
+ * True, with the limit (1 .. ZKLOCK_MAX_SEMAPHORE_HOLDERS) and the sequence
+ * number, when the name is such a node; a limit out of range, or a
+ * SHARED mark, makes it an ordinary lock node.
+ */
+bool
+zklock_parse_semaphore_node(const char *name, int *limit, int64 *seq)
+{
+	static const char tag[] = "SEMAPHORE-";
+	const char *mark;
+	const char *p;
+	ZkLockMode	m;
+	int64		s;
+	int			n = 0;
+	int			ndigits = 0;
+
+	if (!parse_mark(name, &mark, &m, &s) || m != ZKLOCK_EXCLUSIVE)
+		return false;
+	/* "SEMAPHORE-<digits>-" right before the mark, read backwards */
+	p = mark;
+	if (p == name || p[-1] != '-')
+		return false;
+	p--;
+	while (p > name && p[-1] >= '0' && p[-1] <= '9' && ndigits < 5)
+	{
+		p--;
+		ndigits++;
+	}
+	if (ndigits == 0 || ndigits > 4 || *p == '0' ||
+		(size_t) (p - name) < sizeof(tag) - 1 ||
+		strncmp(p - (sizeof(tag) - 1), tag, sizeof(tag) - 1) != 0)
+		return false;
+	for (int i = 0; i < ndigits; i++)
+		n = n * 10 + (p[i] - '0');
+	if (n < 1 || n > ZKLOCK_MAX_SEMAPHORE_HOLDERS)
+		return false;
+	if (limit)
+		*limit = n;
+	if (seq)
+		*seq = s;
+	return true;
 }
 
 /*
@@ -202,4 +276,136 @@ zklock_grant_rule_sorted(ZkGrantNode *nodes, int n)
 				if (zklock_modes_conflict(nodes[j].mode, modes[m]))
 					last[m] = j;
 	}
+}
+
+/*
+ * The semaphore rule (zklock 1.4), for our semaphore request (sequence
+ * number my_seq, limit max_holders) among the children of its resource:
+ *
+ *	- a lock node (any client's, not a semaphore node) with a lower sequence
+ *	  number: USED_AS_LOCK, *conflict its index.  A resource is a lock or a
+ *	  semaphore, never both at once.
+ *	- a semaphore node (lower or higher) whose limit is not ours:
+ *	  OTHER_LIMIT, *conflict its index.  Everyone must agree on the limit.
+ *	- fewer than max_holders semaphore nodes with a lower sequence number:
+ *	  GRANTED.
+ *	- otherwise WAIT: watch[0 .. *nwatch) are the indexes of the
+ *	  max_holders nearest lower semaphore nodes (in no particular order),
+ *	  watch_seq[] their sequence numbers; both arrays have room for
+ *	  max_holders.  We become eligible only when the number of lower nodes
+ *	  falls below max_holders, which takes a deletion among those nearest
+ *	  (the farther ones may all go and still leave max_holders), and a node
+ *	  created later has a higher sequence number: so a waiter is woken by
+ *	  exactly the deletions that may grant it, and one deletion wakes at
+ *	  most max_holders waiters (those that have it among their nearest).
+ *
+ * *nlower gets the number of lower semaphore nodes.  Nodes that are not
+ * lock nodes (a resource below, other children) do not count, nor do lock
+ * nodes above ours: a later lock request sees our node and fails.
+ * Linear in the children, with a heap of max_holders for the nearest.
+ */
+ZkSemaphoreVerdict
+zklock_semaphore_rule(const char *const *children, int nchildren,
+					  int64 my_seq, int max_holders, int *watch,
+					  int64 *watch_seq, int *nwatch, int *nlower,
+					  int *conflict)
+{
+	int			n = 0;			/* heap size: a min-heap on watch_seq */
+	int			lower = 0;
+	int			other = -1;
+
+	*conflict = -1;
+	for (int i = 0; i < nchildren; i++)
+	{
+		ZkLockMode	m;
+		int64		s;
+		int			limit;
+
+		if (zklock_parse_semaphore_node(children[i], &limit, &s))
+		{
+			if (limit != max_holders && other < 0)
+				other = i;
+			if (s >= my_seq)
+				continue;
+			lower++;
+			if (n < max_holders)
+			{
+				/* push, sift up */
+				int			k = n++;
+
+				while (k > 0 && watch_seq[(k - 1) / 2] > s)
+				{
+					watch_seq[k] = watch_seq[(k - 1) / 2];
+					watch[k] = watch[(k - 1) / 2];
+					k = (k - 1) / 2;
+				}
+				watch_seq[k] = s;
+				watch[k] = i;
+			}
+			else if (s > watch_seq[0])
+			{
+				/* replace the lowest of the nearest, sift down */
+				int			k = 0;
+
+				for (;;)
+				{
+					int			c = 2 * k + 1;
+
+					if (c >= n)
+						break;
+					if (c + 1 < n && watch_seq[c + 1] < watch_seq[c])
+						c++;
+					if (watch_seq[c] >= s)
+						break;
+					watch_seq[k] = watch_seq[c];
+					watch[k] = watch[c];
+					k = c;
+				}
+				watch_seq[k] = s;
+				watch[k] = i;
+			}
+		}
+		else if (zklock_parse_node_name(children[i], &m, &s) && s < my_seq)
+		{
+			*conflict = i;
+			*nwatch = 0;
+			*nlower = lower;
+			return ZKLOCK_SEM_USED_AS_LOCK;
+		}
+	}
+
+	*nlower = lower;
+	if (other >= 0)
+	{
+		*conflict = other;
+		*nwatch = 0;
+		return ZKLOCK_SEM_OTHER_LIMIT;
+	}
+	if (lower < max_holders)
+	{
+		*nwatch = 0;
+		return ZKLOCK_SEM_GRANTED;
+	}
+	*nwatch = n;
+	return ZKLOCK_SEM_WAIT;
+}
+
+/*
+ * For a lock request (zklock 1.4): the index of a semaphore node with a
+ * sequence number lower than ours, or -1.  The resource is then used as a
+ * semaphore, and the request fails rather than wait among its holders.
+ */
+int
+zklock_semaphore_in_way(const char *const *children, int nchildren,
+						int64 my_seq)
+{
+	for (int i = 0; i < nchildren; i++)
+	{
+		int64		s;
+
+		if (zklock_parse_semaphore_node(children[i], NULL, &s) &&
+			s < my_seq)
+			return i;
+	}
+	return -1;
 }

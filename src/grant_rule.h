@@ -52,4 +52,23 @@ typedef struct ZkGrantNode
 
 extern void zklock_grant_rule_sorted(ZkGrantNode *nodes, int n);
 
+/* Semaphores (zklock 1.4): node names and the rule, see grant_rule.c */
+typedef enum ZkSemaphoreVerdict
+{
+	ZKLOCK_SEM_GRANTED = 0,		/* fewer than max_holders lower: ours */
+	ZKLOCK_SEM_WAIT,			/* watch the max_holders nearest lower */
+	ZKLOCK_SEM_USED_AS_LOCK,	/* a lower lock node: the resource is a lock */
+	ZKLOCK_SEM_OTHER_LIMIT		/* a semaphore node of another limit */
+} ZkSemaphoreVerdict;
+
+extern bool zklock_parse_semaphore_node(const char *name, int *limit,
+										int64 *seq);
+extern ZkSemaphoreVerdict zklock_semaphore_rule(const char *const *children,
+												int nchildren, int64 my_seq,
+												int max_holders, int *watch,
+												int64 *watch_seq, int *nwatch,
+												int *nlower, int *conflict);
+extern int	zklock_semaphore_in_way(const char *const *children,
+									int nchildren, int64 my_seq);
+
 #endif							/* ZKLOCK_GRANT_RULE_H */

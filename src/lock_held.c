@@ -112,6 +112,25 @@ zklock_lock_fail(int idx, int sqlstate, const char *fmt,...)
 	zklock_lock_fail_msg(idx, sqlstate, msg);
 }
 
+/*
+ * A request that must fail while its node exists (a semaphore's rule said
+ * no): delete the node first, then fail it (on_delete), so that no node is
+ * left behind.
+ */
+void
+zklock_lock_fail_deleting(int idx, int sqlstate, const char *fmt,...)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(w->fail_msg, sizeof(w->fail_msg), fmt, ap);
+	va_end(ap);
+	w->fail_sqlstate = sqlstate;
+	drop_watches(idx);
+	send_delete(idx);
+}
+
 /* fail(), with its message made: also recipe.c's, for its deadlines */
 void
 zklock_lock_fail_msg(int idx, int sqlstate, const char *msg)

@@ -44,6 +44,12 @@
  *					(protocol.c), removed at grant
  *	revoke=			cancel or terminate: a revocation			1.0, zk_lock_revoke
  *	revoked_by=		the role that revoked						1.0, zk_lock_revoke
+ *	max_holders=	a semaphore's limit, 1 to 1000 (its node's	1.4, acquire.c
+ *					name says it too: SEMAPHORE-<n>-); absent
+ *					on a lock's node.  Format 2 still: a reader
+ *					that does not know it has nothing to do
+ *					with it (the name makes the node EXCLUSIVE
+ *					to every reader of 1.3 and before)
  *	query=			the holder's statement, last, cut to fit	1.0, backend.c
  *
  * Readers look a field up by its key at the start of a line
@@ -152,6 +158,7 @@ nodedata_encode_n(char *buf, size_t buflen, const ZkNodeData *f,
 	nodedata_field(&out, "waiter", f->waiter, false);
 	nodedata_field(&out, "revoke", f->revoke, false);
 	nodedata_field(&out, "revoked_by", f->revoked_by, false);
+	nodedata_field(&out, "max_holders", f->max_holders, false);
 	nodedata_field_n(&out, "query", f->query, query_max, true);
 	if (buflen > 0)
 		buf[Min(out.len, buflen - 1)] = '\0';
@@ -317,6 +324,46 @@ zklock_nodedata_set(char *buf, size_t buflen, const char *data,
 			}
 		}
 		p += len + (eol ? 1 : 0);
+	}
+	if (buflen > 0)
+		buf[Min(out.len, buflen - 1)] = '\0';
+	return out.len;
+}
+
+/*
+ * Node data with a field added (key includes the '='), before the query=
+ * line, which stays last, or at the end when there is none; every other
+ * line stays as it was.  A field already there is left as it is (use
+ * zklock_nodedata_set).  The result is in buf, cut to buflen - 1 bytes;
+ * returns the length of the whole result, as snprintf does.  buf and data
+ * must not overlap.
+ */
+size_t
+zklock_nodedata_add(char *buf, size_t buflen, const char *data,
+					const char *key, const char *value)
+{
+	NodeDataOut out = {buf, buflen, 0};
+	const char *query = zklock_node_field(data, "query=");
+	size_t		head;
+
+	if (zklock_node_field(data, key) != NULL)
+	{
+		nodedata_put(&out, data, false);
+		if (buflen > 0)
+			buf[Min(out.len, buflen - 1)] = '\0';
+		return out.len;
+	}
+	/* the lines before the query (all of them when there is none) */
+	head = query ? (size_t) (query - strlen("query=") - data) : strlen(data);
+	nodedata_put_n(&out, data, head, false);
+	if (head > 0 && data[head - 1] != '\n')
+		nodedata_put(&out, "\n", false);
+	nodedata_put(&out, key, false);
+	nodedata_put(&out, value, true);
+	if (query)
+	{
+		nodedata_put(&out, "\n", false);
+		nodedata_put(&out, data + head, false);
 	}
 	if (buflen > 0)
 		buf[Min(out.len, buflen - 1)] = '\0';

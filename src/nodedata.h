@@ -40,6 +40,7 @@ typedef struct ZkNodeData
 	const char *waiter;
 	const char *revoke;
 	const char *revoked_by;
+	const char *max_holders;	/* a semaphore's limit (1.4) */
 	const char *query;
 } ZkNodeData;
 
@@ -66,6 +67,13 @@ extern size_t zklock_node_field_len(const char *value);
 
 /* Change (or, with value NULL, remove) one field in place; see nodedata.c */
 extern size_t zklock_nodedata_set(char *buf, size_t buflen, const char *data,
+								  const char *key, const char *value);
+
+/*
+ * Add a field that is absent, before the query (which stays last); see
+ * nodedata.c
+ */
+extern size_t zklock_nodedata_add(char *buf, size_t buflen, const char *data,
 								  const char *key, const char *value);
 
 /* The data's format version: its "v=" line, or 1 without one */

@@ -49,6 +49,17 @@
  *	5. Release or withdrawal: delete the node, retried until it succeeds or
  *	   the session ends.  The backend does not wait for it.
  *
+ * Semaphores (1.4).  A semaphore's request is named as an EXCLUSIVE one
+ * with "SEMAPHORE-<limit>-" before the mark (resource.c), and decided by
+ * grant_rule.c's zklock_semaphore_rule instead of Hive's: granted when
+ * fewer than <limit> semaphore nodes are lower; a lower lock node, or any
+ * semaphore node of another limit, fails it (its node deleted first).  A
+ * waiter watches the <limit> nearest lower semaphore nodes, all with its
+ * one OP_WAIT tag: only a deletion among them can make it eligible, and a
+ * deletion notifies at most <limit> waiters.  lock_semaphore.c holds the
+ * semaphore's step 2 and its wait; steps 1, 4 and 5 are the lock's.  A
+ * lock request fails on a lower semaphore node.
+ *
  * Faults.  An operation whose reply was lost (CONNLOSS) may or may not have
  * happened.  Such a request waits for the connection to come back and then
  * lists the children again; its node, if the create did happen, is found by
@@ -113,11 +124,9 @@
 #define MAX_CREATE_TRIES	8
 
 static void send_create(int idx, bool with_parents);
-static void send_children(int idx);
 static void recover(int idx);
 static void decide(int idx, ZkEvent *ev);
 static bool find_own_node(int idx, ZkEvent *ev, int64 *my_seq);
-static void wait_behind(int idx, const char *pred_node, int nblockers);
 static void create_again(int idx, bool with_parents);
 static void lock_release(int idx);
 
@@ -147,7 +156,7 @@ send_create(int idx, bool with_parents)
 	WorkEntry  *w = &zklock_work[idx];
 	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
-	char		request[48];
+	char		request[ZKLOCK_MAX_NODE_NAME_LEN + 1];
 	bool		ok = true;
 
 	if (with_parents)
@@ -184,8 +193,12 @@ send_create(int idx, bool with_parents)
 			memcpy(v, hex, 16);
 	}
 
-	zklock_format_node_request(request, sizeof(request), w->prefix, w->mode,
-							   w->naming);
+	if (w->mode == ZKLOCK_SEMAPHORE)
+		zklock_format_semaphore_request(request, sizeof(request), w->prefix,
+										w->max_holders, w->naming);
+	else
+		zklock_format_node_request(request, sizeof(request), w->prefix,
+								   w->mode, w->naming);
 	node_path(path, w, request);
 	w->need_parents = false;
 	w->create_unknown = false;
@@ -203,8 +216,8 @@ send_create(int idx, bool with_parents)
 	send_children(idx);
 }
 
-static void
-send_children(int idx)
+void
+zklock_lock_send_children(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
 
@@ -344,6 +357,26 @@ decide(int idx, ZkEvent *ev)
 		return;
 	}
 
+	/* a semaphore: its own rule (lock_semaphore.c) */
+	if (my_mode == ZKLOCK_SEMAPHORE)
+	{
+		zklock_semaphore_decide(idx, ev, my_seq);
+		return;
+	}
+	/* a lock where semaphore requests are ahead: the resource is not a lock */
+	pred = zklock_semaphore_in_way((const char *const *) ev->children,
+								   ev->nchildren, my_seq);
+	if (pred >= 0)
+	{
+		int			limit = 0;
+
+		(void) zklock_parse_semaphore_node(ev->children[pred], &limit, NULL);
+		zklock_lock_fail_deleting(idx, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+								  "zklock resource \"%s\" is used as a semaphore (max_holders %d): it cannot be locked at the same time",
+								  w->parent + strlen(zklock_root) + 1, limit);
+		return;
+	}
+
 	/*
 	 * Hive's rule (grant_rule.c): the node we would have to wait behind,
 	 * our own node of the other mode aside (advisory locks)
@@ -369,7 +402,8 @@ decide(int idx, ZkEvent *ev)
 		return;
 	}
 
-	wait_behind(idx, ev->children[pred], nblockers);
+	zklock_lock_wait_behind(idx, (const char *const *) &ev->children[pred], 1,
+							nblockers, false);
 }
 
 /*
@@ -444,11 +478,16 @@ on_adopt(int idx, ZkEvent *ev)
 }
 
 /*
- * Step 3: not granted, and waiting: watch the one node we wait behind,
- * pred_node (exists with a watch), and an explicit request's own node too.
+ * Step 3: not granted, and waiting: watch the nodes we wait behind (exists
+ * with a watch), all with the one tag of our wait: a lock's one node, a
+ * semaphore's max_holders nearest lower ones (lock_semaphore.c); and an
+ * explicit request's own node too.  keep_watches: a semaphore listing
+ * again behind a deletion keeps the watches still set, and sets only
+ * those of nodes new to its set.
  */
-static void
-wait_behind(int idx, const char *pred_node, int nblockers)
+void
+zklock_lock_wait_behind(int idx, const char *const *nodes, int nnodes,
+						int nblockers, bool keep_watches)
 {
 	WorkEntry  *w = &zklock_work[idx];
 	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
@@ -464,17 +503,29 @@ wait_behind(int idx, const char *pred_node, int nblockers)
 	 * A node created later always has a higher sequence number, so when the
 	 * node we watch is the only blocker left, its deletion alone grants us:
 	 * no need to list the children again (the handoff costs one hop less).
+	 * (A semaphore counts its own way.)
 	 */
-	w->last_blocker = (nblockers == 1);
-	node_path(path, w, pred_node);
+	w->last_blocker = (nblockers == 1 && w->mode != ZKLOCK_SEMAPHORE);
 	w->phase = PH_WATCHING;
 	/* a watch of an earlier wait (before a lost reply) is not wanted */
-	zkc_unwatch(TAG(w->generation, OP_WAIT, idx));
+	if (!keep_watches)
+		zkc_unwatch(TAG(w->generation, OP_WAIT, idx));
 	/* failpoint "fail": as if the exists could not be sent */
-	if (ZKLOCK_FAILPOINT("before-wait") ||
-		!zkc_watch_node(path, TAG(w->generation, OP_WAIT, idx)))
+	if (ZKLOCK_FAILPOINT("before-wait"))
+	{
 		set_recovering(w);
-	else if (w->persistent)
+		return;
+	}
+	for (int i = 0; i < nnodes; i++)
+	{
+		node_path(path, w, nodes[i]);
+		if (!zkc_watch_node(path, TAG(w->generation, OP_WAIT, idx)))
+		{
+			set_recovering(w);	/* list again, and watch again */
+			return;
+		}
+	}
+	if (w->persistent)
 		watch_own_waiting_node(idx);
 }
 
@@ -488,6 +539,11 @@ on_wait(int idx, ZkEvent *ev)
 
 	if (w->phase != PH_WATCHING)
 		return;
+	if (w->mode == ZKLOCK_SEMAPHORE)
+	{
+		zklock_semaphore_on_wait(idx, ev);
+		return;
+	}
 	/*
 	 * An explicit request has no guard that would notice its own node gone:
 	 * it lists again, and decide() looks for it.
@@ -574,6 +630,8 @@ on_delete(int idx, ZkEvent *ev)
 			zklock_channel_not_granted(idx, w->generation);
 			w->phase = PH_IDLE;
 		}
+		else if (w->fail_sqlstate != 0 && !w->release)
+			zklock_lock_fail_msg(idx, w->fail_sqlstate, w->fail_msg);
 		else
 			zklock_recipe_released(idx);
 	}
@@ -649,7 +707,8 @@ resume(int i)
 		if (w->release && !w->created && !w->create_unknown &&
 			w->node[0] == '\0')
 			zklock_recipe_released(i);
-		else if ((w->release || w->try_failed) && w->created)
+		else if ((w->release || w->try_failed || w->fail_sqlstate != 0) &&
+				 w->created)
 			send_delete(i);
 		else
 			recover(i);

@@ -164,6 +164,7 @@ zklock_recipe_request(int idx)
 		w->naming = zklock_naming_style(req.resource);
 		w->persistent = req.persistent;
 		strlcpy(w->ignore_node, req.ignore_node, sizeof(w->ignore_node));
+		w->max_holders = req.max_holders;
 		zklock_format_node_prefix(w->prefix, sizeof(w->prefix), incarnation,
 								  idx, gen, w->persistent);
 		w->node[0] = '\0';
@@ -284,6 +285,13 @@ zklock_recipe_event(ZkEvent *ev)
 	 */
 	if (ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE && zklock_connected)
 		zkc_watch_upkeep();
+	/* every node watch notification, for zk_lock_status.notifications */
+	if (ev->kind == ZKEV_WATCH)
+	{
+		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+		zklock_shared->n_notifications++;
+		LWLockRelease(zklock_shared->lock);
+	}
 	if (idx < nwork)
 	{
 		WorkEntry  *w = &zklock_work[idx];

@@ -123,6 +123,14 @@ typedef struct WorkEntry
 	int			revoke_seen;	/* data version of the revocation acted on
 								 * (a write makes it 1 or more); 0 none */
 	int64		since_us;		/* deferred since (CLOCK_BOOTTIME us) */
+	/* a semaphore's request (mode ZKLOCK_SEMAPHORE, 1.4: lock_semaphore.c) */
+	int			max_holders;	/* its limit */
+	int			sem_lower;		/* lower semaphore nodes at the last listing */
+	int			sem_gone;		/* deletions of watched ones seen since */
+	bool		sem_relist;		/* listing again behind a deletion: the
+								 * watches still set stay */
+	int			fail_sqlstate;	/* failing once our node is deleted, or 0 */
+	char		fail_msg[ZKLOCK_MAX_ERROR_LEN + 1];
 	int64		czxid;
 	/* advisory: our own node of the other mode, no blocker; "" none */
 	char		ignore_node[ZKLOCK_MAX_NODE_NAME_LEN + 1];
@@ -131,6 +139,15 @@ typedef struct WorkEntry
 	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1];
 	/* zk_locks walk: its own memory, NULL when none */
 	struct Listing *listing;
+	/*
+	 * A waiting semaphore's request: the sequence numbers of the nodes it
+	 * watches and has not seen go, sem_nwatched of them; room for
+	 * sem_room, allocated at its first semaphore wait and kept for the
+	 * entry's later requests (not cleared with the rest)
+	 */
+	int64	   *sem_watched;
+	int			sem_nwatched;
+	int			sem_room;
 } WorkEntry;
 
 /*

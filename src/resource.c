@@ -12,7 +12,10 @@
  * ten-digit sequence number that ZooKeeper appends; under subtrees that
  * zklock.node_naming maps to another client's style, as that client names
  * its nodes.  Which names are lock nodes, of any client, and what mode they
- * say, is grant_rule.c's (zklock_parse_node_name).
+ * say, is grant_rule.c's (zklock_parse_node_name).  A semaphore's request
+ * (1.4) is named as an EXCLUSIVE one with "SEMAPHORE-<limit>-" between the
+ * prefix and the mark (zklock_format_semaphore_request; read by
+ * zklock_parse_semaphore_node).
  *
  *-------------------------------------------------------------------------
  */
@@ -299,7 +302,16 @@ zklock_parse_mode(const char *mode)
 const char *
 zklock_mode_name(ZkLockMode mode)
 {
-	return mode == ZKLOCK_SHARED ? "shared" : "exclusive";
+	switch (mode)
+	{
+		case ZKLOCK_SHARED:
+			return "shared";
+		case ZKLOCK_SEMAPHORE:
+			return "semaphore";
+		case ZKLOCK_EXCLUSIVE:
+			break;
+	}
+	return "exclusive";
 }
 
 /*
@@ -557,4 +569,21 @@ zklock_format_node_request(char *buf, size_t buflen, const char *prefix,
 			break;
 	}
 	snprintf(buf, buflen, "%s%s", prefix, mark);
+}
+
+/*
+ * The name a semaphore's create asks for: "SEMAPHORE-<limit>-" behind the
+ * prefix, then the style's EXCLUSIVE mark, so that clients that know no
+ * semaphores see an EXCLUSIVE lock node (grant_rule.c).
+ */
+void
+zklock_format_semaphore_request(char *buf, size_t buflen, const char *prefix,
+								int max_holders, ZkNamingStyle style)
+{
+	char		sem_prefix[64];
+
+	snprintf(sem_prefix, sizeof(sem_prefix), "%sSEMAPHORE-%d-", prefix,
+			 max_holders);
+	zklock_format_node_request(buf, buflen, sem_prefix, ZKLOCK_EXCLUSIVE,
+							   style);
 }

@@ -39,6 +39,10 @@ extern bool zklock_node_has_prefix(const char *name, const char *prefix);
 extern void zklock_format_node_request(char *buf, size_t buflen,
 									   const char *prefix, ZkLockMode mode,
 									   ZkNamingStyle style);
+extern void zklock_format_semaphore_request(char *buf, size_t buflen,
+											const char *prefix,
+											int max_holders,
+											ZkNamingStyle style);
 extern char *zklock_check_node_naming(const char *setting);
 extern ZkNamingStyle zklock_naming_style(const char *resource);
 

@@ -36,7 +36,12 @@
 /* Limits on names (bytes, without the terminating zero) */
 #define ZKLOCK_MAX_RESOURCE_LEN		255
 #define ZKLOCK_MAX_ROOT_LEN			128
-#define ZKLOCK_MAX_NODE_NAME_LEN	63
+/*
+ * A node name: the request's prefix (at most 30 bytes with Curator's "_c_"),
+ * a semaphore's "SEMAPHORE-<n>-" (at most 15), the mode's mark (at most 15)
+ * and ten digits
+ */
+#define ZKLOCK_MAX_NODE_NAME_LEN	95
 #define ZKLOCK_MAX_DATA_LEN			511
 
 /*
@@ -62,8 +67,13 @@
 typedef enum ZkLockMode
 {
 	ZKLOCK_EXCLUSIVE = 0,
-	ZKLOCK_SHARED = 1
+	ZKLOCK_SHARED = 1,
+	ZKLOCK_SEMAPHORE = 2		/* a counting semaphore's request (1.4): its
+								 * limit is the request's max_holders */
 } ZkLockMode;
+
+/* A semaphore's limit: 1 (a mutex) .. ZKLOCK_MAX_SEMAPHORE_HOLDERS */
+#define ZKLOCK_MAX_SEMAPHORE_HOLDERS	1000
 
 /* How zklock names its own lock nodes (zklock.node_naming) */
 typedef enum ZkNamingStyle
@@ -122,6 +132,7 @@ typedef struct ZkLockEntry
 	ZkEntryKind kind;			/* backend */
 	ZkLockMode	mode;			/* backend */
 	bool		persistent;		/* backend: an explicit lock's node */
+	int			max_holders;	/* backend: a semaphore's limit, else 0 */
 	int			owner_procno;	/* backend: pgprocno, for its latch */
 	int			owner_pid;		/* backend */
 	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];	/* backend */
@@ -195,6 +206,8 @@ typedef struct ZkLockShared
 	uint64		n_waited;
 	uint64		n_lost;
 	uint64		n_watches;		/* lock: watches this session has set and not yet seen fire or removed (protocol.c) */
+	uint64		n_notifications;	/* lock: node watch notifications the
+									 * worker received (protocol.c) */
 
 	/* free list and work queue, lock */
 	int			free_head;

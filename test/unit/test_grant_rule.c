@@ -333,13 +333,254 @@ run_name_case(const NameCase *c)
 			   is_lock ? "a lock node" : "not a lock node", (int) mode, seq);
 }
 
+/*
+ * Semaphores (1.4): names, and the semaphore rule.  Each case lists the
+ * children, our node (a semaphore node, whose name gives our limit), the
+ * verdict, the set of nodes to watch (as a space-separated list of
+ * sequence numbers, in any order) and the lower semaphore count.
+ */
+#define SEM(n, seq)		"zk0000beef.5.1-SEMAPHORE-" #n "-LOCK-EXCLUSIVE-" seq
+#define OSEM(n, seq)	"zk0000cafe.9.3-SEMAPHORE-" #n "-LOCK-EXCLUSIVE-" seq
+#define CSEM(n, seq)	"_c_zk0000cafe.9.4-SEMAPHORE-" #n "-__WRIT__" seq
+
+typedef struct SemNameCase
+{
+	const char *name;
+	bool		is_sem;
+	int			limit;
+	int64		seq;
+} SemNameCase;
+
+static const SemNameCase sem_name_cases[] = {
+	{SEM(3, "0000000007"), true, 3, 7},
+	{SEM(1, "0000000000"), true, 1, 0},
+	{SEM(1000, "0000000012"), true, 1000, 12},
+	{CSEM(5, "0000000002"), true, 5, 2},
+	{"zk1.2.3-SEMAPHORE-7-lock-0000000004", true, 7, 4},
+	{"SEMAPHORE-2-LOCK-EXCLUSIVE-0000000001", true, 2, 1},
+	{"zk1.2.3-SEMAPHORE-0-LOCK-EXCLUSIVE-0000000001", false},
+	{"zk1.2.3-SEMAPHORE-1001-LOCK-EXCLUSIVE-0000000001", false},
+	{"zk1.2.3-SEMAPHORE-03-LOCK-EXCLUSIVE-0000000001", false},
+	{"zk1.2.3-SEMAPHORE-99999-LOCK-EXCLUSIVE-0000000001", false},
+	{"zk1.2.3-SEMAPHORE--LOCK-EXCLUSIVE-0000000001", false},
+	{"zk1.2.3-SEMAPHORE-3-LOCK-SHARED-0000000001", false},
+	{"zk1.2.3-SEMAPHOR-3-LOCK-EXCLUSIVE-0000000001", false},
+	{"zk1.2.3-SEMAPHORE-3LOCK-EXCLUSIVE-0000000001", false},
+	{"zk1.2.3-SEMAPHORE-3-LOCK-EXCLUSIVE-000000001", false},
+	{ZK_X("0000000001"), false},
+	{"table1", false},
+};
+
+typedef struct SemRuleCase
+{
+	const char *name;
+	const char *children[MAX_CHILDREN];
+	const char *me;
+	ZkSemaphoreVerdict verdict;
+	const char *watch;			/* sequence numbers, e.g. "3 4 5" */
+	int			nlower;
+	const char *conflict;		/* the child named in an error */
+} SemRuleCase;
+
+static const SemRuleCase sem_rule_cases[] = {
+	{"alone: granted",
+	 {SEM(3, "0000000001")}, SEM(3, "0000000001"), ZKLOCK_SEM_GRANTED, "", 0, NULL},
+	{"third of 3: granted",
+	 {OSEM(3, "0000000001"), OSEM(3, "0000000002"), SEM(3, "0000000003")},
+	 SEM(3, "0000000003"), ZKLOCK_SEM_GRANTED, "", 2, NULL},
+	{"fourth of 3: waits on the 3 nearest",
+	 {OSEM(3, "0000000001"), OSEM(3, "0000000002"), OSEM(3, "0000000003"),
+	 SEM(3, "0000000004")}, SEM(3, "0000000004"), ZKLOCK_SEM_WAIT, "1 2 3", 3, NULL},
+	{"sixth of 2 (listed out of order): waits on the 2 nearest, 5 lower",
+	 {OSEM(2, "0000000005"), OSEM(2, "0000000001"), SEM(2, "0000000006"),
+	 OSEM(2, "0000000003"), OSEM(2, "0000000004"), OSEM(2, "0000000002")},
+	 SEM(2, "0000000006"), ZKLOCK_SEM_WAIT, "4 5", 5, NULL},
+	{"a gap in the numbers (a withdrawn waiter): counted by nodes, not numbers",
+	 {OSEM(3, "0000000001"), OSEM(3, "0000000009"), SEM(3, "0000000010")},
+	 SEM(3, "0000000010"), ZKLOCK_SEM_GRANTED, "", 2, NULL},
+	{"higher nodes do not count",
+	 {SEM(1, "0000000002"), OSEM(1, "0000000003"), OSEM(1, "0000000004")},
+	 SEM(1, "0000000002"), ZKLOCK_SEM_GRANTED, "", 0, NULL},
+	{"mutex (1) behind one: waits on it",
+	 {OSEM(1, "0000000002"), SEM(1, "0000000003"), OSEM(1, "0000000004")},
+	 SEM(1, "0000000003"), ZKLOCK_SEM_WAIT, "2", 1, NULL},
+	{"other clients' nodes and other children do not count",
+	 {"table1", "LOCK-EXCLUSIVE-12", OSEM(2, "0000000001"), SEM(2, "0000000003")},
+	 SEM(2, "0000000003"), ZKLOCK_SEM_GRANTED, "", 1, NULL},
+	{"Curator-named semaphore nodes count",
+	 {CSEM(2, "0000000001"), CSEM(2, "0000000002"), SEM(2, "0000000003")},
+	 SEM(2, "0000000003"), ZKLOCK_SEM_WAIT, "1 2", 2, NULL},
+	{"a lower lock node: used as a lock",
+	 {OSEM(3, "0000000001"), OTHER_X("0000000002"), SEM(3, "0000000003")},
+	 SEM(3, "0000000003"), ZKLOCK_SEM_USED_AS_LOCK, NULL, -1, OTHER_X("0000000002")},
+	{"a lower SHARED node (a parent's lock): used as a lock",
+	 {HIVE_S("0000000001"), SEM(3, "0000000003")},
+	 SEM(3, "0000000003"), ZKLOCK_SEM_USED_AS_LOCK, NULL, -1, HIVE_S("0000000001")},
+	{"a higher lock node: not our concern (it fails itself)",
+	 {SEM(3, "0000000003"), OTHER_X("0000000004")},
+	 SEM(3, "0000000003"), ZKLOCK_SEM_GRANTED, "", 0, NULL},
+	{"a lower node of another limit: mismatch",
+	 {OSEM(4, "0000000001"), SEM(3, "0000000003")},
+	 SEM(3, "0000000003"), ZKLOCK_SEM_OTHER_LIMIT, NULL, -1, OSEM(4, "0000000001")},
+	{"a higher node of another limit: mismatch too",
+	 {SEM(3, "0000000003"), OSEM(2, "0000000005")},
+	 SEM(3, "0000000003"), ZKLOCK_SEM_OTHER_LIMIT, NULL, -1, OSEM(2, "0000000005")},
+};
+
+static void
+run_sem_name_case(const SemNameCase *c)
+{
+	int			limit = -1;
+	int64		seq = -1;
+	bool		is_sem = zklock_parse_semaphore_node(c->name, &limit, &seq);
+	ZkLockMode	mode = (ZkLockMode) -1;
+	bool		ok;
+	char		title[200];
+
+	if (c->is_sem)
+		ok = is_sem && limit == c->limit && seq == c->seq &&
+			zklock_parse_node_name(c->name, &mode, NULL) &&
+			mode == ZKLOCK_EXCLUSIVE;
+	else
+		ok = !is_sem && limit == -1 && seq == -1;
+	snprintf(title, sizeof(title), "semaphore name \"%s\": %s", c->name,
+			 c->is_sem ? "a semaphore node, EXCLUSIVE to lock readers" :
+			 "not a semaphore node");
+	report(ok, title);
+	if (!ok)
+		printf("#   got %s, limit %d, seq " INT64_FORMAT "\n",
+			   is_sem ? "a semaphore node" : "not one", limit, seq);
+}
+
+static void
+run_sem_rule_case(const SemRuleCase *c)
+{
+	int			nchildren = 0;
+	int			my_limit;
+	int64		my_seq;
+	int			watch[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
+	int64		watch_seq[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
+	int			nwatch = -2;
+	int			nlower = -2;
+	int			conflict = -2;
+	ZkSemaphoreVerdict v;
+	bool		ok;
+	char		got[200] = "";
+
+	while (nchildren < MAX_CHILDREN && c->children[nchildren])
+		nchildren++;
+	if (!zklock_parse_semaphore_node(c->me, &my_limit, &my_seq))
+	{
+		report(false, c->name);
+		return;
+	}
+	v = zklock_semaphore_rule(c->children, nchildren, my_seq, my_limit,
+							  watch, watch_seq, &nwatch, &nlower, &conflict);
+	ok = (v == c->verdict);
+	if (c->conflict)
+		ok = ok && conflict >= 0 && strcmp(c->children[conflict], c->conflict) == 0;
+	else
+	{
+		/* the watched set, sorted, as "a b c" */
+		int64		sorted[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
+
+		for (int i = 0; i < nwatch; i++)
+		{
+			int64		s;
+			int			k = i;
+
+			if (!zklock_parse_node_name(c->children[watch[i]], NULL, &s) ||
+				s != watch_seq[i])
+				ok = false;
+			while (k > 0 && sorted[k - 1] > s)
+			{
+				sorted[k] = sorted[k - 1];
+				k--;
+			}
+			sorted[k] = s;
+		}
+		for (int i = 0; i < nwatch; i++)
+			snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%d",
+					 i ? " " : "", (int) sorted[i]);
+		ok = ok && strcmp(got, c->watch) == 0 && nlower == c->nlower &&
+			conflict == -1;
+	}
+	report(ok, c->name);
+	if (!ok)
+		printf("#   got verdict %d, watch \"%s\", %d lower, conflict %d\n",
+			   (int) v, got, nlower, conflict);
+}
+
+/* A big semaphore: the heap keeps exactly the nearest, whatever the order */
+static void
+run_sem_many(void)
+{
+	static char names[600][64];
+	const char *children[600];
+	int			watch[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
+	int64		watch_seq[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
+	int			nwatch;
+	int			nlower;
+	int			conflict;
+	ZkSemaphoreVerdict v;
+	bool		ok;
+	bool		seen[600] = {false};
+
+	/* 599 lower nodes in a scrambled order, ours (599) last; limit 100 */
+	for (int i = 0; i < 599; i++)
+	{
+		int			seq = (i * 7) % 599;	/* 7 is prime to 599 */
+
+		snprintf(names[i], sizeof(names[i]),
+				 "zk1.2.3-SEMAPHORE-100-LOCK-EXCLUSIVE-%010d", seq);
+		children[i] = names[i];
+	}
+	snprintf(names[599], sizeof(names[599]),
+			 "zk1.2.4-SEMAPHORE-100-LOCK-EXCLUSIVE-%010d", 599);
+	children[599] = names[599];
+	v = zklock_semaphore_rule(children, 600, 599, 100, watch, watch_seq,
+							  &nwatch, &nlower, &conflict);
+	ok = v == ZKLOCK_SEM_WAIT && nwatch == 100 && nlower == 599;
+	for (int i = 0; ok && i < nwatch; i++)
+	{
+		if (watch_seq[i] < 499 || watch_seq[i] > 598 || seen[watch_seq[i]])
+			ok = false;
+		else
+			seen[watch_seq[i]] = true;
+	}
+	report(ok, "semaphore of 100 behind 599 (scrambled): watches exactly the 100 nearest");
+	v = zklock_semaphore_rule(children, 600, 599, 600, watch, watch_seq,
+							  &nwatch, &nlower, &conflict);
+	report(v == ZKLOCK_SEM_OTHER_LIMIT, "a limit of 600 among nodes of 100: mismatch");
+}
+
+static void
+run_sem_in_way(void)
+{
+	const char *children[] = {OSEM(2, "0000000002"), ZK_X("0000000003"),
+	ZK_X("0000000001")};
+
+	report(zklock_semaphore_in_way(children, 3, 3) == 0,
+		   "a lock request behind a semaphore node: in the way");
+	report(zklock_semaphore_in_way(children, 3, 1) == -1,
+		   "a lock request below a semaphore node: not in the way");
+}
+
 int
 main(void)
 {
-	printf("1..%d\n", (int) (lengthof(rule_cases) + lengthof(name_cases)));
+	printf("1..%d\n", (int) (lengthof(rule_cases) + lengthof(name_cases) +
+							 lengthof(sem_name_cases) +
+							 lengthof(sem_rule_cases) + 4));
 	for (int i = 0; i < lengthof(name_cases); i++)
 		run_name_case(&name_cases[i]);
 	for (int i = 0; i < lengthof(rule_cases); i++)
 		run_rule_case(&rule_cases[i]);
+	for (int i = 0; i < lengthof(sem_name_cases); i++)
+		run_sem_name_case(&sem_name_cases[i]);
+	for (int i = 0; i < lengthof(sem_rule_cases); i++)
+		run_sem_rule_case(&sem_rule_cases[i]);
+	run_sem_many();
+	run_sem_in_way();
 	return failures > 0 ? 1 : 0;
 }

@@ -26,7 +26,7 @@
 #undef printf
 #undef snprintf
 
-#define NCASES 46
+#define NCASES 50
 
 static int	failures = 0;
 static int	tests = 0;
@@ -535,6 +535,34 @@ test_rule_sorted_ties(void)
 	report(ok, "one-pass rule: equal sequence numbers never block each other");
 }
 
+/* zklock_nodedata_add and max_holders= (1.4): before the query, once */
+static void
+test_add(void)
+{
+	char		buf[ZKLOCK_MAX_DATA_LEN + 1];
+	size_t		n;
+	ZkNodeData	f = {0};
+
+	n = zklock_nodedata_add(buf, sizeof(buf), "v=2\nscope=session\nquery=SELECT 1",
+							"max_holders=", "3");
+	report(n == strlen(buf) &&
+		   strcmp(buf, "v=2\nscope=session\nmax_holders=3\nquery=SELECT 1") == 0,
+		   "add: a field goes before the query, which stays last");
+	zklock_nodedata_add(buf, sizeof(buf), "v=2\nscope=session", "max_holders=", "7");
+	report(strcmp(buf, "v=2\nscope=session\nmax_holders=7") == 0,
+		   "add: without a query, at the end");
+	zklock_nodedata_add(buf, sizeof(buf), "v=2\nmax_holders=5\nquery=x", "max_holders=", "7");
+	report(strcmp(buf, "v=2\nmax_holders=5\nquery=x") == 0,
+		   "add: a field already there is left as it is");
+	f.scope = "transaction";
+	f.max_holders = "1000";
+	f.query = "Q";
+	zklock_nodedata_encode(buf, sizeof(buf), &f);
+	report(strcmp(buf, "v=2\nscope=transaction\nmax_holders=1000\nquery=Q") == 0 &&
+		   value_is(buf, "max_holders=", "1000"),
+		   "encode: max_holders= before the query");
+}
+
 int
 main(void)
 {
@@ -545,6 +573,7 @@ main(void)
 	test_set();
 	test_rule_sorted();
 	test_rule_sorted_ties();
+	test_add();
 	if (tests != NCASES)
 	{
 		printf("# ran %d cases, planned %d\n", tests, NCASES);
