@@ -104,6 +104,7 @@
 #include "zk_client.h"
 #include "lease.h"
 #include "failpoint.h"
+#include "election.h"		/* election */
 
 #define MAX_CREATE_TRIES	8
 
@@ -275,6 +276,9 @@ start_request(int idx)
 		case ZKR_REVOKE:
 			zklock_admin_start(idx);
 			break;
+		case ZKR_ELECTION:		/* election */
+			zklock_election_query_start(idx);	/* election */
+			break;				/* election */
 		case ZKR_ACQUIRE:
 		case ZKR_TRY_ACQUIRE:
 			if (zklock_root_missing_chroot() != NULL)
@@ -1274,6 +1278,11 @@ zklock_protocol_event(ZkEvent *ev)
 		zklock_orphan_event(ev);
 		return;
 	}
+	if (zklock_election_owns(idx, op))	/* election */
+	{										/* election */
+		zklock_election_event(ev);	/* election */
+		return;						/* election */
+	}								/* election */
 	if (idx >= nwork)
 		return;
 	w = &zklock_work[idx];
@@ -1347,6 +1356,7 @@ zklock_protocol_connected(int64 new_session_id)
 	for (int i = 0; i < nwork; i++)
 		resume(i);
 	zklock_listing_next();		/* listings that waited for a slot */
+	zklock_election_connected(new_session_id);	/* election */
 }
 
 void
@@ -1356,6 +1366,7 @@ zklock_protocol_disconnected(void)
 	zklock_sweep_abandon();		/* its replies fail; sweep again later */
 	zklock_orphan_disconnected();
 	zklock_listing_disconnected();
+	zklock_election_disconnected(); /* election */
 }
 
 /*

@@ -25,5 +25,6 @@ extern char *zklock_allowed_subtrees;
 extern int	zklock_sweep_interval;
 extern int	zklock_lease_margin;
 extern int	zklock_max_explicit_locks_per_role;
+extern char *zklock_elections;
 
 #endif							/* ZKLOCK_SETTINGS_H */

@@ -73,6 +73,7 @@
 #include "protocol.h"
 #include "lease.h"
 #include "failpoint.h"
+#include "election.h"		/* election */
 
 #define RECONNECT_DELAY_MS	500
 /* after a refusal of our credentials: retrying sooner would not help */
@@ -354,6 +355,7 @@ worker_start(void)
 	before_shmem_exit(worker_exit, (Datum) 0);
 
 	zklock_protocol_init(incarnation);
+	zklock_election_init();		/* election */
 	zkc_set_log_level(0);
 }
 
@@ -421,6 +423,7 @@ worker_reload(void)
 
 	ConfigReloadPending = false;
 	ProcessConfigFile(PGC_SIGHUP);
+	zklock_election_reload();	/* election */
 	if (strcmp(old_hosts, zklock_hosts) != 0)
 		hosts_changed();
 	pfree(old_hosts);
@@ -488,6 +491,8 @@ worker_tick(void)
 						   zklock_shared->session_state == ZKS_CONNECTED);
 	if (ms >= 0 && ms < timeout)
 		timeout = ms + 1;
+	ms = zklock_election_tick();	/* election */
+	timeout = (ms >= 0 && ms < timeout) ? ms + 1 : timeout; /* election */
 	return timeout;
 }
 
@@ -724,6 +729,7 @@ mark_session_lost(int64 id, const char *why)
 	int			nlost;
 
 	zklock_lease_end_session();
+	zklock_election_session_lost(); /* election */
 	nlost = zklock_protocol_session_lost(why, pids, MAX_LOST_PIDS, &npids);
 	if (nlost > 0)
 	{

@@ -1,0 +1,197 @@
+/*-------------------------------------------------------------------------
+ *
+ * election_common.c
+ *		What both sides of instance leadership use: the shared state's
+ *		setup, the value of zklock.elections, and the names of instances
+ *		and candidate nodes.  No ZooKeeper here; the recipe is election.c.
+ *
+ * Shared state (election.h): zklock_elections_shared, written by the
+ * worker only (election.c) under zklock_shared->lock in exclusive mode.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "postmaster/postmaster.h"
+#include "storage/shmem.h"
+
+#include "election.h"
+#include "election_int.h"
+
+ZkElectionShared *zklock_elections_shared = NULL;
+
+Size
+zklock_election_shmem_size(void)
+{
+	return sizeof(ZkElectionShared);
+}
+
+/* At startup (shmem.c), under AddinShmemInitLock */
+void
+zklock_election_shmem_init(void)
+{
+	bool		found;
+
+	zklock_elections_shared = ShmemInitStruct("zklock elections",
+											  sizeof(ZkElectionShared),
+											  &found);
+	if (!found)
+		memset(zklock_elections_shared, 0, sizeof(ZkElectionShared));
+}
+
+/* "<system identifier>:<port>": unique to the instance */
+const char *
+zklock_instance_id(void)
+{
+	static char id[ZKLOCK_INSTANCE_ID_LEN + 1];
+
+	if (id[0] == '\0')
+		snprintf(id, sizeof(id), UINT64_FORMAT ":%d",
+				 GetSystemIdentifier(), PostPortNumber);
+	return id;
+}
+
+/* The node name prefix of this instance's candidates */
+void
+zklock_candidate_prefix(char *buf, size_t len)
+{
+	snprintf(buf, len, ZKLOCK_CANDIDATE_PREFIX UINT64_FORMAT "-%d-",
+			 GetSystemIdentifier(), PostPortNumber);
+}
+
+/*
+ * A candidate node's sequence number (its last 10 digits), -1 when the
+ * name is not a candidate's; its instance id into id, "" when none.
+ */
+int64
+zklock_candidate_instance(const char *name, char *id, size_t idlen)
+{
+	size_t		len = strlen(name);
+	size_t		plen = strlen(ZKLOCK_CANDIDATE_PREFIX);
+	int64		seq = 0;
+	const char *p;
+	const char *dash;
+
+	if (id)
+		id[0] = '\0';
+	if (len < plen + 10 || strncmp(name, ZKLOCK_CANDIDATE_PREFIX, plen) != 0)
+		return -1;
+	for (p = name + len - 10; *p; p++)
+	{
+		if (*p < '0' || *p > '9')
+			return -1;
+		seq = seq * 10 + (*p - '0');
+	}
+	dash = strchr(name + plen, '-');
+	if (id && dash && dash < name + len - 10)
+	{
+		size_t		n = Min((size_t) (name + len - 11 - (name + plen)),
+							idlen - 1);
+
+		memcpy(id, name + plen, n);
+		id[n] = '\0';
+		if ((p = strchr(id, '-')) != NULL)
+			*(char *) p = ':';
+	}
+	return seq;
+}
+
+static const char *const phase_names[] = {
+	[ZKEL_FREE] = "free",
+	[ZKEL_WAITING] = "waiting",
+	[ZKEL_JOINING] = "joining",
+	[ZKEL_WATCHING] = "candidate",
+	[ZKEL_TAKING_OVER] = "taking over",
+	[ZKEL_LEADING] = "leading",
+	[ZKEL_RECOVERING] = "recovering",
+	[ZKEL_LEAVING] = "leaving",
+};
+
+const char *
+zklock_election_phase_name(ZkElectionPhase phase)
+{
+	return phase < lengthof(phase_names) ? phase_names[phase] : "unknown";
+}
+
+/*
+ * Parse a value of zklock.elections into names[] (room for
+ * ZKLOCK_MAX_ELECTIONS): the number of groups, or -1 with the problem in
+ * why.  Items are separated by commas, spaces around them ignored.  No
+ * allocation, no error: the check hook calls it.
+ */
+int
+zklock_election_parse(const char *value, char names[][ZKLOCK_MAX_GROUP_LEN + 1],
+					  char *why, size_t whylen)
+{
+	int			n = 0;
+	const char *p = value ? value : "";
+
+	for (;;)
+	{
+		const char *start;
+		size_t		len;
+
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p == '\0' && n == 0)
+			return 0;
+		start = p;
+		while (*p && *p != ',')
+			p++;
+		len = p - start;
+		while (len > 0 && (start[len - 1] == ' ' || start[len - 1] == '\t'))
+			len--;
+		if (len == 0)
+		{
+			snprintf(why, whylen, "A group name must not be empty.");
+			return -1;
+		}
+		if (len > ZKLOCK_MAX_GROUP_LEN)
+		{
+			snprintf(why, whylen, "A group name must not be longer than %d bytes.",
+					 ZKLOCK_MAX_GROUP_LEN);
+			return -1;
+		}
+		for (size_t i = 0; i < len; i++)
+		{
+			char		ch = start[i];
+
+			if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+				  (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' ||
+				  ch == '-'))
+			{
+				snprintf(why, whylen, "Group \"%.*s\" has a character other than A-Z, a-z, 0-9, \"_\", \".\" and \"-\".",
+						 (int) len, start);
+				return -1;
+			}
+		}
+		if ((len == 1 && start[0] == '.') ||
+			(len == 2 && start[0] == '.' && start[1] == '.'))
+		{
+			snprintf(why, whylen, "A group must not be named \".\" or \"..\".");
+			return -1;
+		}
+		if (n == ZKLOCK_MAX_ELECTIONS)
+		{
+			snprintf(why, whylen, "At most %d groups can be named.",
+					 ZKLOCK_MAX_ELECTIONS);
+			return -1;
+		}
+		memcpy(names[n], start, len);
+		names[n][len] = '\0';
+		for (int i = 0; i < n; i++)
+		{
+			if (strcmp(names[i], names[n]) == 0)
+			{
+				snprintf(why, whylen, "Group \"%s\" is named twice.", names[n]);
+				return -1;
+			}
+		}
+		n++;
+		if (*p == '\0')
+			return n;
+		p++;					/* the comma */
+	}
+}
+
