@@ -2,8 +2,7 @@
  *
  * election.c
  *		Instance leadership: ZooKeeper's election recipe, as the worker runs
- *		it for each group of zklock.elections, and the worker's side of
- *		zk_leader and zk_elections (ZKR_ELECTION requests).
+ *		it for each group of zklock.elections.
  *
  * A group "g" is the container node <root>/zklock.elections/g (under the
  * reserved prefix no lock may use).  Each instance that names g in
@@ -46,15 +45,11 @@
  * on.
  *
  * Shared state: zklock_elections_shared (election.h), written here only,
- * under zklock_shared->lock in exclusive mode.  Everything else here is
- * the worker's own memory.  The backend's queries (zk_leader, zk_elections)
- * are in election_query.c.
+ * under zklock_shared->lock in exclusive mode; the rest is worker memory.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
-
-#include <unistd.h>
 
 #include "access/xlog.h"
 #include "miscadmin.h"
@@ -68,7 +63,6 @@
 #include "protocol_int.h"
 #include "settings.h"
 #include "lease.h"
-#include "nodedata.h"
 
 #define EL_RETRY_MS			5000	/* after an error ZooKeeper gave */
 #define EL_RECOVER_MS		100		/* lost replies while connected */
@@ -173,25 +167,6 @@ own_path(char *buf, size_t len, int g)
 	snprintf(buf, len, "%s/%s", parent, cands[g].node);
 }
 
-/* This instance's description, as the candidate node's data */
-static int
-candidate_data(char *buf, size_t len)
-{
-	char		host[64];
-	char		pid[16];
-	ZkCandidateData d;
-
-	if (gethostname(host, sizeof(host)) != 0)
-		strlcpy(host, "localhost", sizeof(host));
-	host[sizeof(host) - 1] = '\0';
-	snprintf(pid, sizeof(pid), "%d", (int) PostmasterPid);
-	d.instance_id = zklock_instance_id();
-	d.node_name = zklock_instance_name();
-	d.host = host;
-	d.pid = pid;
-	return (int) Min(zklock_nodedata_encode_candidate(buf, len, &d), len - 1);
-}
-
 /* ---- the recipe ---- */
 
 /* Not the lowest any more, or never was: no leadership, no guard */
@@ -235,7 +210,7 @@ send_create(int g, bool with_parents)
 			}
 		}
 	}
-	len = candidate_data(data, sizeof(data));
+	len = zklock_candidate_data(data, sizeof(data));
 	zklock_candidate_prefix(prefix, sizeof(prefix));
 	strlcat(path, "/", sizeof(path));
 	strlcat(path, prefix, sizeof(path));
@@ -272,12 +247,21 @@ set_recovering(int g)
 	el_recover = true;
 }
 
+/* The candidacy moves on: neither of its watches is wanted any more */
+static void
+drop_watches(int g)
+{
+	zkc_unwatch(EL_TAG(g, EOP_WATCH));
+	zkc_unwatch(EL_TAG(g, EOP_GUARD));
+}
+
 /* Wait and join again later (an error ZooKeeper gave, not a lost reply) */
 static void
 retry_later(int g, const char *why)
 {
 	Candidacy  *c = &cands[g];
 
+	drop_watches(g);
 	ereport(LOG,
 			(errmsg("zklock: could not join election group \"%s\": %s",
 					c->name, why),
@@ -294,6 +278,7 @@ join(int g)
 {
 	Candidacy  *c = &cands[g];
 
+	drop_watches(g);
 	c->gen = ++el_gen;
 	c->created = false;
 	c->create_unknown = false;
@@ -526,7 +511,7 @@ take_over(int g)
 	}
 	c->phase = ZKEL_TAKING_OVER;
 	own_path(path, sizeof(path), g);
-	len = candidate_data(data, sizeof(data));
+	len = zklock_candidate_data(data, sizeof(data));
 	if (!zkc_set_data(path, data, len, EL_TAG(g, EOP_LEAD)))
 		set_recovering(g);
 }
@@ -596,6 +581,13 @@ on_guard(int g, ZkEvent *ev)
 
 /* ---- the entry points ---- */
 
+/* The handler of each operation of a group, from EOP_CREATE on */
+static void (*const handlers[]) (int g, ZkEvent *ev) = {
+	on_create, on_children, on_adopt, on_watch, on_lead, on_guard, on_delete
+};
+StaticAssertDecl(lengthof(handlers) == EOP_DELETE - EOP_CREATE + 1,
+				 "one handler for each operation from EOP_CREATE to EOP_DELETE");
+
 /* Is this reply or watch one of ours (a group's, or a backend query's)? */
 bool
 zklock_election_owns(int idx, int op)
@@ -617,32 +609,9 @@ zklock_election_event(ZkEvent *ev)
 	}
 	if (TAG_GEN(ev->tag) != cands[g].gen || cands[g].phase == ZKEL_FREE)
 		return;					/* an earlier candidacy's */
-	switch (op)
-	{
-		case EOP_CREATE:
-			on_create(g, ev);
-			break;
-		case EOP_CHILDREN:
-			on_children(g, ev);
-			break;
-		case EOP_ADOPT:
-			on_adopt(g, ev);
-			break;
-		case EOP_WATCH:
-			on_watch(g, ev);
-			break;
-		case EOP_LEAD:
-			on_lead(g, ev);
-			break;
-		case EOP_GUARD:
-			on_guard(g, ev);
-			break;
-		case EOP_DELETE:
-			on_delete(g, ev);
-			break;
-		default:
-			break;				/* EOP_PARENT: the create behind it tells */
-	}
+	if (op >= EOP_CREATE && op <= EOP_DELETE)
+		handlers[op - EOP_CREATE] (g, ev);
+	/* EOP_PARENT has none: the create behind it tells */
 }
 
 /* Worker start: no group leads; take the setting */
@@ -856,6 +825,7 @@ left(int g)
 {
 	ereport(LOG,
 			(errmsg("zklock: left election group \"%s\"", cands[g].name)));
+	drop_watches(g);
 	memset(&cands[g], 0, sizeof(Candidacy));
 	publish(g, false);
 	zklock_election_reload();	/* a group that waited for a slot */

@@ -12,12 +12,17 @@
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
 #include "access/xlog.h"
+#include "miscadmin.h"
 #include "postmaster/postmaster.h"
 #include "storage/shmem.h"
 
 #include "election.h"
 #include "election_int.h"
+#include "nodedata.h"
+#include "shmem.h"
 
 ZkElectionShared *zklock_elections_shared = NULL;
 
@@ -195,3 +200,22 @@ zklock_election_parse(const char *value, char names[][ZKLOCK_MAX_GROUP_LEN + 1],
 	}
 }
 
+
+/* This instance's description, as the candidate node's data */
+int
+zklock_candidate_data(char *buf, size_t len)
+{
+	char		host[64];
+	char		pid[16];
+	ZkCandidateData d;
+
+	if (gethostname(host, sizeof(host)) != 0)
+		strlcpy(host, "localhost", sizeof(host));
+	host[sizeof(host) - 1] = '\0';
+	snprintf(pid, sizeof(pid), "%d", (int) PostmasterPid);
+	d.instance_id = zklock_instance_id();
+	d.node_name = zklock_instance_name();
+	d.host = host;
+	d.pid = pid;
+	return (int) Min(zklock_nodedata_encode_candidate(buf, len, &d), len - 1);
+}

@@ -35,7 +35,8 @@ typedef enum ElectionOp
 	EOP_Q_DATA					/* a backend's query: read a candidate */
 } ElectionOp;
 
-/* election.c */
+/* election_common.c */
+extern int	zklock_candidate_data(char *buf, size_t len);
 extern void zklock_candidate_prefix(char *buf, size_t len);
 extern int64 zklock_candidate_instance(const char *name, char *id,
 									   size_t idlen);

@@ -10,7 +10,14 @@
 #    is deleted; the leadership moves to the next candidate);
 #  - a transaction that saw zk_is_leader true, wrote, and lost the
 #    leadership before COMMIT (its worker stopped past the session timeout,
-#    another instance leads meanwhile) cannot commit: 55P03, nothing lands.
+#    another instance leads meanwhile) cannot commit: 55P03, nothing lands;
+#  - a commit past the leadership fence keeps the node: a reload that
+#    removes the group does not let the next candidate lead until that
+#    commit has ended;
+#  - zk_elections lists a group whose rows outgrow the first shared memory
+#    segment (the backend asks again, bigger);
+#  - the leader's node deleted by someone else ends its leadership; the
+#    worker joins again.
 use strict;
 use warnings;
 
@@ -28,7 +35,11 @@ my $SLACK = 5;              # a loaded test machine
 
 my $hosts = zk_start();
 my $conf = "zklock.elections = 'nightly'";
-my $node1 = zk_node('node1', extra_conf => $conf);
+# node1 can hold a commit past its fence: a session waiting for a
+# synchronous standby that does not exist holds the NOTIFY lock (as in 035)
+my $node1 = zk_node('node1',
+	extra_conf => "$conf\nsynchronous_standby_names = 'zklock_no_such_standby'\n"
+	  . "synchronous_commit = local\nwal_level = replica\nmax_wal_senders = 2");
 my $node2 = zk_node('node2', extra_conf => $conf);
 my @two = ($node1, $node2);
 
@@ -161,5 +172,89 @@ ok( wait_until(
 		timeout => 30),
 	'the stopped instance is a candidate again in its next session');
 
+
+# --- a commit past the fence keeps the node ------------------------------------
+foreach my $n ($node1, $node2)
+{
+	$n->safe_psql('postgres',
+		q{ALTER SYSTEM SET zklock.elections = 'nightly, window'; SELECT pg_reload_conf()});
+	ok(wait_until(sub { psql1($n, q{SELECT zk_leader('window') IS NOT NULL}) eq 't' }, timeout => 20),
+		$n->name . " joins 'window'");
+}
+ok(wait_until(sub { psql1($node2, q{SELECT cardinality(candidates) FROM zk_elections WHERE "group" = 'window'}) eq '2' },
+		timeout => 20), "'window' has two candidates");
+is(psql1($node1, q{SELECT zk_is_leader('window')}), 't', "node1 leads 'window'");
+$node1->safe_psql('postgres', 'CREATE TABLE window_runs(v int)');
+my $sr = zk_session($node1, 'syncrep');
+$sr->query_ok('SET synchronous_commit = on');
+$sr->query_ok('BEGIN');
+$sr->query_ok('INSERT INTO window_runs VALUES (0)');
+$sr->query_ok('NOTIFY zklock_window');
+$sr->send('COMMIT');
+ok( wait_until(
+		sub {
+			psql1($node1, 'SELECT wait_event FROM pg_stat_activity WHERE pid = ' . $sr->pid) eq 'SyncRep';
+		},
+		timeout => 20),
+	'a session waits for a synchronous standby, holding the NOTIFY lock');
+my $b = zk_session($node1, 'job_window');
+$b->query_ok('BEGIN');
+is($b->query_ok(q{SELECT zk_is_leader('window')}), 't', 'the job sees node1 lead');
+$b->query_ok('INSERT INTO window_runs VALUES (1)');
+$b->query_ok('NOTIFY zklock_window');
+$b->send('COMMIT');
+ok( wait_until(
+		sub {
+			psql1($node1, 'SELECT wait_event_type FROM pg_stat_activity WHERE pid = ' . $b->pid) eq 'Lock';
+		},
+		timeout => 20),
+	'its COMMIT passed the leadership fence and waits for the NOTIFY lock');
+$node1->safe_psql('postgres',
+	q{ALTER SYSTEM SET zklock.elections = 'nightly'; SELECT pg_reload_conf()});
+ok(wait_until(sub { psql1($node1, q{SELECT zk_is_leader('window')}) eq 'f' }, timeout => 20),
+	'reload: node1 no longer claims to lead the removed group');
+sleep(2);
+like(psql1($node2, q{SELECT zk_leader('window')}), qr/^node1 /,
+	'but its node stays while the commit past the fence can still land');
+is(psql1($node2, q{SELECT zk_is_leader('window')}), 'f', 'so node2 does not lead yet');
+$node1->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $sr->pid . ')');
+$r = $b->wait(30);
+is($r && $r->{sqlstate}, '00000', 'the COMMIT past the fence succeeds');
+ok(wait_until(sub { psql1($node2, q{SELECT zk_is_leader('window')}) eq 't' }, timeout => 20),
+	'then the node goes and node2 leads');
+is(psql1($node1, 'SELECT count(*) FROM window_runs WHERE v = 1'), '1', 'the job\'s row is committed');
+$node2->safe_psql('postgres',
+	q{ALTER SYSTEM SET zklock.elections = 'nightly'; SELECT pg_reload_conf()});
+
+# --- many candidates, and the leader's node deleted by someone else ---------
+$node3->safe_psql('postgres',
+	q{ALTER SYSTEM SET zklock.elections = 'nightly, many'; SELECT pg_reload_conf()});
+ok(wait_until(sub { psql1($node3, q{SELECT zk_is_leader('many')}) eq 't' }, timeout => 20),
+	"node3 leads 'many' alone");
+my $gpath = zk_path('zklock.elections/many');
+my $fat = "\t" x 400;    # each escaped as two bytes in the rows
+for my $i (1 .. 20)
+{
+	my ($rc, $out, $err) = zkutil('create-seq', $gpath . "/cand-99-$i-",
+		"v=2\\nkind=candidate\\ninstance_id=99:$i\\nnode_name=fake$i$fat\\nhost=h\\npid=1");
+	die "zkutil create-seq: $err" if $rc != 0;
+}
+is(psql1($node3, q{SELECT cardinality(candidates) FROM zk_elections WHERE "group" = 'many'}),
+	'21', 'zk_elections lists 21 candidates whose rows outgrow 16 kB');
+like(psql1($node3, q{SELECT candidates[21] FROM zk_elections WHERE "group" = 'many'}),
+	qr/^fake20\t/, '... in order, the last one last');
+is(psql1($node3, q{SELECT zk_is_leader('many')}), 't', 'node3, the first, still leads');
+my $since0 = psql1($node3, q{SELECT leader_since FROM zk_elections WHERE "group" = 'many'});
+zkutil('delete-r', $gpath);    # may meet node3's new node: NOTEMPTY at the end
+ok( wait_until(
+		sub {
+			psql1($node3,
+				qq{SELECT cardinality(candidates) = 1 AND leader_since > '$since0' AND is_leader FROM zk_elections WHERE "group" = 'many'}
+			) eq 't';
+		},
+		timeout => 20),
+	"someone deletes every node of 'many': node3's worker joins again and leads again, since later");
+ok($node3->log_contains(qr/candidate node "cand-[0-9]+-[0-9]+-[0-9]+" of election group "many" was deleted while it led; joining again/),
+	'the log says so');
 
 done_testing();
