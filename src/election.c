@@ -63,6 +63,7 @@
 #include "protocol_int.h"
 #include "settings.h"
 #include "lease.h"
+#include "failpoint.h"
 
 #define EL_RETRY_MS			5000	/* after an error ZooKeeper gave */
 #define EL_RECOVER_MS		100		/* lost replies while connected */
@@ -188,7 +189,7 @@ send_create(int g, bool with_parents)
 	Candidacy  *c = &cands[g];
 	char		path[EL_MAX_PATH];
 	char		prefix[ZKLOCK_MAX_NODE_NAME_LEN + 1];
-	char		data[256];
+	char		data[EL_MAX_DATA + 1];
 	int			len;
 	bool		ok = true;
 
@@ -300,6 +301,12 @@ on_create(int g, ZkEvent *ev)
 {
 	Candidacy  *c = &cands[g];
 
+	/*
+	 * failpoint "fail": the reply of a create that succeeded is lost; the
+	 * listing behind it finds the node by its prefix (decide, on_adopt)
+	 */
+	if (ev->rc == ZKC_OK && ZKLOCK_FAILPOINT("election-after-create-reply"))
+		return;
 	c->create_rc = ev->rc;
 	c->create_zoo_rc = ev->zoo_rc;
 	if (ev->rc == ZKC_OK)
@@ -496,7 +503,7 @@ take_over(int g)
 {
 	Candidacy  *c = &cands[g];
 	char		path[EL_MAX_PATH];
-	char		data[256];
+	char		data[EL_MAX_DATA + 1];
 	int			len;
 
 	zkc_unwatch(EL_TAG(g, EOP_WATCH));

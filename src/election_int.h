@@ -17,6 +17,9 @@
 	(ZKLOCK_MAX_ROOT_LEN + sizeof(ZKLOCK_ELECTIONS_NODE) + \
 	 ZKLOCK_MAX_GROUP_LEN + ZKLOCK_MAX_NODE_NAME_LEN + 4)
 
+/* A candidate node's data (nodedata.c): what is written, and read back */
+#define EL_MAX_DATA		1024
+
 /* A candidate node: this, the instance id with '-' for ':', '-', 10 digits */
 #define ZKLOCK_CANDIDATE_PREFIX		"cand-"
 

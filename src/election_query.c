@@ -259,7 +259,7 @@ on_query_data(int idx, ZkEvent *ev)
 		else
 		{
 			qn->mtime = ev->mtime;
-			qn->datalen = Min(ev->datalen, ZKLOCK_MAX_DATA_LEN);
+			qn->datalen = Min(ev->datalen, EL_MAX_DATA);
 			qn->data = MemoryContextAlloc(q->cxt, qn->datalen + 1);
 			memcpy(qn->data, ev->data ? ev->data : "", qn->datalen);
 			qn->data[qn->datalen] = '\0';

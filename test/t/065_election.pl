@@ -17,7 +17,10 @@
 #  - zk_elections lists a group whose rows outgrow the first shared memory
 #    segment (the backend asks again, bigger);
 #  - the leader's node deleted by someone else ends its leadership; the
-#    worker joins again.
+#    worker joins again;
+#  - a create whose reply is lost (failpoint election-after-create-reply):
+#    the worker finds its node by its prefix and adopts it, no second node;
+#  - each candidacy holds one watch at most (zk_lock_status.watches).
 use strict;
 use warnings;
 
@@ -256,5 +259,32 @@ ok( wait_until(
 	"someone deletes every node of 'many': node3's worker joins again and leads again, since later");
 ok($node3->log_contains(qr/candidate node "cand-[0-9]+-[0-9]+-[0-9]+" of election group "many" was deleted while it led; joining again/),
 	'the log says so');
+
+# --- a lost create reply ------------------------------------------------------
+my $log_at = -s $node3->logfile;
+ok(zk_set_failpoints($node3, 'election-after-create-reply=fail'), 'failpoint set on node3');
+$node3->safe_psql('postgres',
+	q{ALTER SYSTEM SET zklock.elections = 'nightly, lost'; SELECT pg_reload_conf()});
+ok(wait_until(sub { psql1($node3, q{SELECT zk_is_leader('lost')}) eq 't' }, timeout => 20),
+	"node3 leads 'lost' although its create's reply was lost");
+ok($node3->wait_for_log(qr/adopted candidate node "cand-[0-9-]+" of election group "lost" after its create's reply was lost/, $log_at),
+	'it adopted the node it found by its prefix');
+is(psql1($node3, q{SELECT cardinality(candidates) FROM zk_elections WHERE "group" = 'lost'}),
+	'1', 'one node, not two');
+ok(zk_set_failpoints($node3, ''), 'failpoint cleared');
+
+# --- watches: one per candidacy at most ---------------------------------------
+foreach my $n (@three)
+{
+	my $groups = psql1($n, 'SELECT count(*) FROM zk_elections');
+	my $w;
+	ok( wait_until(
+			sub {
+				$w = psql1($n, 'SELECT watches FROM zk_lock_status');
+				$w <= $groups;
+			},
+			timeout => 10),
+		$n->name . ": at most one watch per group ($w watches, $groups groups)");
+}
 
 done_testing();
