@@ -87,6 +87,7 @@ typedef struct Candidacy
 	char		name[ZKLOCK_MAX_GROUP_LEN + 1];
 	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1];
 	char		watched[ZKLOCK_MAX_NODE_NAME_LEN + 1];
+	char		last_why[128];	/* retry_later's last reason, logged once */
 } Candidacy;
 
 static Candidacy cands[ZKLOCK_MAX_ELECTIONS];
@@ -263,10 +264,13 @@ retry_later(int g, const char *why)
 	Candidacy  *c = &cands[g];
 
 	drop_watches(g);
-	ereport(LOG,
-			(errmsg("zklock: could not join election group \"%s\": %s",
-					c->name, why),
-			 errdetail("The worker tries again in %d ms.", EL_RETRY_MS)));
+	if (strncmp(c->last_why, why, sizeof(c->last_why) - 1) != 0)
+		ereport(LOG,
+				(errmsg("zklock: could not join election group \"%s\": %s",
+						c->name, why),
+				 errdetail("The worker tries again every %d ms; this is logged again only if the reason changes.",
+						   EL_RETRY_MS)));
+	strlcpy(c->last_why, why, sizeof(c->last_why));
 	c->phase = ZKEL_WAITING;
 	c->retry_at_us = zklock_boottime_us() + EL_RETRY_MS * INT64CONST(1000);
 	c->gen = ++el_gen;			/* replies still in flight are ignored */
@@ -533,6 +537,7 @@ on_lead(int g, ZkEvent *ev)
 	if (ev->rc == ZKC_OK)
 	{
 		c->phase = ZKEL_LEADING;
+		c->last_why[0] = '\0';
 		publish(g, true);
 		ereport(LOG,
 				(errmsg("zklock: this instance leads election group \"%s\" (node \"%s\", session 0x%llx)",

@@ -821,7 +821,7 @@ local_state(ZkLockEntry *e)
 {
 	int64		left;
 
-	if (e->kind == ZKR_LIST)
+	if (e->kind == ZKR_LIST || e->kind == ZKR_ELECTION)	/* election */
 		return NULL;
 	switch (e->state)
 	{
