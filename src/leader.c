@@ -54,8 +54,9 @@ PG_FUNCTION_INFO_V1(zklock_leader);
 PG_FUNCTION_INFO_V1(zklock_election_list);
 
 /* The leadership this transaction relied on (zk_is_leader said true) */
-static ZkLeadership relied[ZKLOCK_MAX_ELECTIONS];
+static ZkLeadership relied[2 * ZKLOCK_MAX_ELECTIONS];
 static int	nrelied = 0;
+static bool relied_overflow = false;	/* more than relied[] can hold */
 static bool callback_registered = false;
 
 /* The group argument: not NULL, and a valid group name */
@@ -140,9 +141,17 @@ leader_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
-			if (nrelied > 0 &&
-				TransactionIdIsValid(GetTopTransactionIdIfAny()))
-				zklock_leader_fence(relied, nrelied);
+			if (nrelied == 0 ||
+				!TransactionIdIsValid(GetTopTransactionIdIfAny()))
+				break;
+			/* more candidacies than groups: some of them has ended */
+			if (relied_overflow)
+				ereport(ERROR,
+						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+						 errmsg("zklock leadership of election group \"%s\" was lost; the transaction cannot commit",
+								relied[0].group),
+						 errdetail("The transaction saw zk_is_leader true in more candidacies than there are groups: some of them has ended.")));
+			zklock_leader_fence(relied, nrelied);
 			break;
 		case XACT_EVENT_PRE_PREPARE:
 			if (nrelied > 0)
@@ -158,6 +167,7 @@ leader_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
 			nrelied = 0;
+			relied_overflow = false;
 			break;
 		default:
 			break;
@@ -180,15 +190,10 @@ rely_on(const ZkLeadership *l)
 		RegisterXactCallback(leader_xact_callback, NULL);
 		callback_registered = true;
 	}
-	if (nrelied < ZKLOCK_MAX_ELECTIONS)
+	if (nrelied < lengthof(relied))
 		relied[nrelied++] = *l;
 	else
-	{
-		/* more candidacies than groups: the oldest ones are gone anyway */
-		memmove(&relied[0], &relied[1],
-				sizeof(ZkLeadership) * (ZKLOCK_MAX_ELECTIONS - 1));
-		relied[ZKLOCK_MAX_ELECTIONS - 1] = *l;
-	}
+		relied_overflow = true;	/* some candidacy it saw has ended */
 }
 
 /* zk_is_leader(group text) RETURNS boolean */
