@@ -20,7 +20,10 @@
 #    worker joins again;
 #  - a create whose reply is lost (failpoint election-after-create-reply):
 #    the worker finds its node by its prefix and adopts it, no second node;
-#  - each candidacy holds one watch at most (zk_lock_status.watches).
+#  - each candidacy holds one watch at most (zk_lock_status.watches);
+#  - many sessions calling zk_leader and zk_elections at once, some of them
+#    cancelled in the middle (statement_timeout): every call answers or
+#    fails cleanly, the worker stays, and no entry is left in use.
 use strict;
 use warnings;
 
@@ -286,5 +289,43 @@ foreach my $n (@three)
 			timeout => 10),
 		$n->name . ": at most one watch per group ($w watches, $groups groups)");
 }
+
+# --- queries at once, some cancelled ---------------------------------------------
+my $worker3 = psql1($node3, 'SELECT worker_pid FROM zk_lock_status');
+my @q;
+for my $i (1 .. 8)
+{
+	my $s = zk_session($node3, "query$i");
+	$s->send(q{DO $$ DECLARE n int := 0; BEGIN FOR i IN 1..300 LOOP
+	  BEGIN
+	    PERFORM zk_leader('nightly'), count(*) FROM zk_elections;
+	  EXCEPTION WHEN query_canceled THEN n := n + 1;
+	  END;
+	END LOOP; RAISE NOTICE 'cancelled %', n; END $$});
+	push @q, $s;
+}
+my $t_end = time() + 1.5;
+while (time() < $t_end)
+{
+	$node3->safe_psql('postgres',
+		'SELECT pg_cancel_backend(pid) FROM unnest(ARRAY['
+		  . join(',', map { $q[$_]->pid } grep { $_ % 2 } 0 .. $#q)
+		  . ']) AS pid');
+	sleep(0.02);
+}
+my $bad = 0;
+my $cancelled = 0;
+foreach my $s (@q)
+{
+	my $r = $s->wait(120);
+	$bad++ unless $r && $r->{sqlstate} eq '00000';
+	$cancelled += $1 if $r && $r->{err} =~ /cancelled (\d+)/;
+}
+cmp_ok($cancelled, '>', 10, "queries were cancelled in the middle ($cancelled times)");
+is($bad, 0, 'eight sessions querying at once, half of them cancelled again and again, all end cleanly');
+is(psql1($node3, 'SELECT worker_pid FROM zk_lock_status'), $worker3, 'the worker is the same');
+ok(wait_until(sub { psql1($node3, 'SELECT entries_in_use FROM zk_lock_status') eq '0' }, timeout => 10),
+	'no entry is left in use');
+like(psql1($node3, q{SELECT zk_leader('nightly')}), qr/^node\d /, 'zk_leader still answers');
 
 done_testing();
