@@ -7,9 +7,10 @@
  * A group "g" is the container node <root>/zklock.elections/g (under the
  * reserved prefix no lock may use).  Each instance that names g in
  * zklock.elections has one EPHEMERAL_SEQUENTIAL child there, on the
- * instance's one ZooKeeper session, named "cand-<system id>-<port>-<seq>"
- * (a prefix unique to the instance) and holding its description
- * (nodedata.c, kind=candidate).
+ * instance's one ZooKeeper session, named
+ * "cand-<system id>-<port>-<session>-<seq>" (a prefix unique to the
+ * instance and the session: zklock_candidate_prefix) and holding its
+ * description (nodedata.c, kind=candidate).
  *
  *	1. Join: create the candidate node and, right behind it on the same
  *	   session, list the group's children.  A missing group node (NONODE):
@@ -213,7 +214,7 @@ send_create(int g, bool with_parents)
 		}
 	}
 	len = zklock_candidate_data(data, sizeof(data));
-	zklock_candidate_prefix(prefix, sizeof(prefix));
+	zklock_candidate_prefix(prefix, sizeof(prefix), el_session);
 	strlcat(path, "/", sizeof(path));
 	strlcat(path, prefix, sizeof(path));
 	c->phase = ZKEL_JOINING;
@@ -376,7 +377,7 @@ decide(int g, ZkEvent *ev)
 	int			low = -1;
 	int			pred = -1;
 
-	zklock_candidate_prefix(prefix, sizeof(prefix));
+	zklock_candidate_prefix(prefix, sizeof(prefix), el_session);
 	for (int i = 0; i < ev->nchildren; i++)
 	{
 		const char *n = ev->children[i];
@@ -799,7 +800,7 @@ leave_listed(int g, ZkEvent *ev)
 		set_recovering(g);
 		return;
 	}
-	zklock_candidate_prefix(prefix, sizeof(prefix));
+	zklock_candidate_prefix(prefix, sizeof(prefix), el_session);
 	for (int i = 0; i < ev->nchildren; i++)
 	{
 		const char *n = ev->children[i];

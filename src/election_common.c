@@ -57,48 +57,75 @@ zklock_instance_id(void)
 	return id;
 }
 
-/* The node name prefix of this instance's candidates */
+/*
+ * The node name prefix of this instance's candidates in a session:
+ * "cand-<system identifier>-<port>-<session, 16 hex digits>-".  Unique to
+ * the instance, so that two instances never take each other's nodes; and
+ * to the session, so that a node found by its prefix after a lost reply is
+ * this session's (a node of an earlier session of the instance that still
+ * lives, after zklock.hosts changed, is then an ordinary candidate ahead,
+ * never mistaken for the one whose reply was lost).
+ */
 void
-zklock_candidate_prefix(char *buf, size_t len)
+zklock_candidate_prefix(char *buf, size_t len, int64 session_id)
 {
-	snprintf(buf, len, ZKLOCK_CANDIDATE_PREFIX UINT64_FORMAT "-%d-",
-			 GetSystemIdentifier(), PostPortNumber);
+	snprintf(buf, len, ZKLOCK_CANDIDATE_PREFIX UINT64_FORMAT "-%d-%016llx-",
+			 GetSystemIdentifier(), PostPortNumber,
+			 (unsigned long long) session_id);
+}
+
+/* digits (hex or decimal) from *p up to stop; false when none or others */
+static bool
+skip_digits(const char **p, char stop, bool hex, int exactly)
+{
+	int			n = 0;
+
+	for (; **p && **p != stop; (*p)++, n++)
+	{
+		char		c = **p;
+
+		if (!((c >= '0' && c <= '9') || (hex && c >= 'a' && c <= 'f')))
+			return false;
+	}
+	return n > 0 && (exactly == 0 || n == exactly) && **p == stop;
 }
 
 /*
- * A candidate node's sequence number (its last 10 digits), -1 when the
- * name is not a candidate's; its instance id into id, "" when none.
+ * A candidate node's sequence number, -1 when the name is not a
+ * candidate's; its instance id ("<system identifier>:<port>") into id,
+ * when asked.
  */
 int64
 zklock_candidate_instance(const char *name, char *id, size_t idlen)
 {
-	size_t		len = strlen(name);
-	size_t		plen = strlen(ZKLOCK_CANDIDATE_PREFIX);
+	const char *start = name + strlen(ZKLOCK_CANDIDATE_PREFIX);
+	const char *p = start;
+	const char *port;
+	const char *end;
 	int64		seq = 0;
-	const char *p;
-	const char *dash;
 
-	if (id)
-		id[0] = '\0';
-	if (len < plen + 10 || strncmp(name, ZKLOCK_CANDIDATE_PREFIX, plen) != 0)
+	if (strncmp(name, ZKLOCK_CANDIDATE_PREFIX,
+				strlen(ZKLOCK_CANDIDATE_PREFIX)) != 0 ||
+		!skip_digits(&p, '-', false, 0))
 		return -1;
-	for (p = name + len - 10; *p; p++)
+	port = ++p;
+	if (!skip_digits(&p, '-', false, 0))
+		return -1;
+	end = p++;
+	if (!skip_digits(&p, '-', true, 16))
+		return -1;
+	p++;
+	for (int i = 0; i < 10; i++, p++)
 	{
 		if (*p < '0' || *p > '9')
 			return -1;
 		seq = seq * 10 + (*p - '0');
 	}
-	dash = strchr(name + plen, '-');
-	if (id && dash && dash < name + len - 10)
-	{
-		size_t		n = Min((size_t) (name + len - 11 - (name + plen)),
-							idlen - 1);
-
-		memcpy(id, name + plen, n);
-		id[n] = '\0';
-		if ((p = strchr(id, '-')) != NULL)
-			*(char *) p = ':';
-	}
+	if (*p != '\0')
+		return -1;
+	if (id)
+		snprintf(id, idlen, "%.*s:%.*s", (int) (port - 1 - start), start,
+				 (int) (end - port), port);
 	return seq;
 }
 

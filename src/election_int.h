@@ -20,7 +20,7 @@
 /* A candidate node's data (nodedata.c): what is written, and read back */
 #define EL_MAX_DATA		1024
 
-/* A candidate node: this, the instance id with '-' for ':', '-', 10 digits */
+/* A candidate node: this, then see zklock_candidate_prefix, 10 digits */
 #define ZKLOCK_CANDIDATE_PREFIX		"cand-"
 
 /* Operations, as carried in a tag (ELECTION_OP_FIRST on: no other recipe's) */
@@ -40,7 +40,7 @@ typedef enum ElectionOp
 
 /* election_common.c */
 extern int	zklock_candidate_data(char *buf, size_t len);
-extern void zklock_candidate_prefix(char *buf, size_t len);
+extern void zklock_candidate_prefix(char *buf, size_t len, int64 session_id);
 extern int64 zklock_candidate_instance(const char *name, char *id,
 									   size_t idlen);
 

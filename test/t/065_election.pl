@@ -241,7 +241,7 @@ my $gpath = zk_path('zklock.elections/many');
 my $fat = "\t" x 400;    # each escaped as two bytes in the rows
 for my $i (1 .. 20)
 {
-	my ($rc, $out, $err) = zkutil('create-seq', $gpath . "/cand-99-$i-",
+	my ($rc, $out, $err) = zkutil('create-seq', $gpath . "/cand-99-$i-00000000000000ff-",
 		"v=2\\nkind=candidate\\ninstance_id=99:$i\\nnode_name=fake$i$fat\\nhost=h\\npid=1");
 	die "zkutil create-seq: $err" if $rc != 0;
 }
@@ -260,7 +260,7 @@ ok( wait_until(
 		},
 		timeout => 20),
 	"someone deletes every node of 'many': node3's worker joins again and leads again, since later");
-ok($node3->log_contains(qr/candidate node "cand-[0-9]+-[0-9]+-[0-9]+" of election group "many" was deleted while it led; joining again/),
+ok($node3->log_contains(qr/candidate node "cand-[0-9]+-[0-9]+-[0-9a-f]{16}-[0-9]+" of election group "many" was deleted while it led; joining again/),
 	'the log says so');
 
 # --- a lost create reply ------------------------------------------------------
@@ -270,7 +270,7 @@ $node3->safe_psql('postgres',
 	q{ALTER SYSTEM SET zklock.elections = 'nightly, lost'; SELECT pg_reload_conf()});
 ok(wait_until(sub { psql1($node3, q{SELECT zk_is_leader('lost')}) eq 't' }, timeout => 20),
 	"node3 leads 'lost' although its create's reply was lost");
-ok($node3->wait_for_log(qr/adopted candidate node "cand-[0-9-]+" of election group "lost" after its create's reply was lost/, $log_at),
+ok($node3->wait_for_log(qr/adopted candidate node "cand-[0-9a-f-]+" of election group "lost" after its create's reply was lost/, $log_at),
 	'it adopted the node it found by its prefix');
 is(psql1($node3, q{SELECT cardinality(candidates) FROM zk_elections WHERE "group" = 'lost'}),
 	'1', 'one node, not two');
