@@ -11,6 +11,11 @@
 # true on both at the same time.  (A killed instance cannot be sampled
 # after its death: its samples before the kill, and the survivor's, are
 # checked.)
+#  (d) A candidate's connection is cut for less than the session timeout
+#      while the leader leaves the group: once the connection is back, the
+#      watch on its predecessor, set again by the client, (or the listing
+#      after a lost reply) makes it lead.  Afterwards every instance holds
+#      one watch at most.
 use strict;
 use warnings;
 
@@ -99,5 +104,29 @@ ok(wait_until(sub { psql1($node2, q{SELECT cardinality(candidates) FROM zk_elect
 	'cut: node1 is a candidate again');
 my @l = leaders_now('nightly', $node1, $node2);
 is_deeply(\@l, ['node2'], 'cut: node2 still leads');
+
+# --- (d) a watch across a short cut ---------------------------------------------
+$px->cut('node1');
+sleep(0.5);
+$node2->safe_psql('postgres',
+	q{ALTER SYSTEM SET zklock.elections = ''; SELECT pg_reload_conf()});
+sleep(1);
+is(psql1($node1, q{SELECT zk_is_leader('nightly')}), 'f',
+	'short cut: node1 does not lead while cut off');
+$px->heal('node1');
+my $t_heal = time();
+ok(wait_until(sub { psql1($node1, q{SELECT zk_is_leader('nightly')}) eq 't' }, timeout => 15),
+	sprintf('short cut: node1 leads once its connection is back (after %.1f s)', time() - $t_heal));
+$node2->safe_psql('postgres',
+	q{ALTER SYSTEM SET zklock.elections = 'nightly'; SELECT pg_reload_conf()});
+ok(wait_until(sub { psql1($node1, q{SELECT cardinality(candidates) FROM zk_elections}) eq '2' },
+		timeout => 20),
+	'node2 stands again');
+foreach my $n ($node1, $node2)
+{
+	my $w;
+	ok(wait_until(sub { $w = psql1($n, 'SELECT watches FROM zk_lock_status'); $w <= 1 }, timeout => 10),
+		$n->name . ": one watch at most after all this ($w)");
+}
 
 done_testing();
