@@ -36,7 +36,11 @@ OBJS = \
 	src/lease.o \
 	src/root.o \
 	src/failpoint.o \
-	src/semaphore.o
+	src/semaphore.o \
+	src/election.o \
+	src/election_common.o \
+	src/election_query.o \
+	src/leader.o
 
 EXTENSION = zklock
 DATA = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql zklock--1.2--1.3.sql \
@@ -67,7 +71,7 @@ endif
 # settings of test/installcheck.conf and reach a ZooKeeper; the precheck
 # says what is missing, within seconds.  test/run_tests.sh starts such a
 # server and a ZooKeeper, and runs this.
-REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit limits advisory semaphore
+REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit limits advisory semaphore election
 REGRESS_PREP = zklock-installcheck-precheck
 
 
@@ -97,7 +101,7 @@ $(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
 	src/backend_int.h src/zk_client.h src/zk_events.h src/recipe.h \
 	src/lock_int.h src/lease.h \
 	src/failpoint.h src/grant_rule.h src/nodedata.h src/session_file.h \
-	src/wait_events.h src/functions.h
+	src/wait_events.h src/functions.h src/election.h src/election_int.h
 
 # make zklock-unit: the unit tests of the grant rule and of the node data
 # codec (test/unit/), standalone programs with src/grant_rule.c and

@@ -149,7 +149,8 @@ zklock_channel_init(void)
 static bool
 channel_is_admin_kind(ZkEntryKind kind)
 {
-	return kind == ZKR_LIST || kind == ZKR_FORCE_DELETE || kind == ZKR_REVOKE;
+	return kind == ZKR_LIST || kind == ZKR_FORCE_DELETE || kind == ZKR_REVOKE ||
+		kind == ZKR_ELECTION;	/* election */
 }
 
 /*

@@ -26,6 +26,9 @@
  *						as a connection loss would, so the node is found
  *						again by its prefix and adopted (or not) by its
  *						ephemeralOwner
+ *	election-after-create-reply	election.c: the same for a candidate
+ *						node (found by the instance's prefix, adopted by
+ *						its ephemeralOwner)
  *	before-guard		a lock was granted, or its node changed, and its
  *						guard (a read with a watch) is not set yet; fail:
  *						as if the request's reply was lost

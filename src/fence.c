@@ -19,6 +19,10 @@
  * COMMIT PREPARED.  Both are called from backend.c's transaction callback
  * and read the local lock table only.
  *
+ * Leadership a transaction relied on (zk_is_leader said true, leader.c)
+ * is fenced the same way when the transaction wrote anything
+ * (zklock_leader_fence): as a lock it holds, whose loss fails the commit.
+ *
  * Portions Copyright (c) 2026, zklock developers
  *
  *-------------------------------------------------------------------------
@@ -42,6 +46,7 @@
 #include "shmem.h"
 #include "resource.h"
 #include "lease.h"
+#include "election.h"
 
 /* lost-lock bookkeeping: the shared n_lost when we last looked */
 static uint64 seen_lost = 0;
@@ -241,5 +246,63 @@ zklock_prepare_check(void)
 					 errdetail("COMMIT PREPARED is not fenced: a write could land after the lock was lost."),
 					 errhint("Release the session-level locks with zk_lock_release_all() first, or commit without two-phase commit.")));
 		}
+	}
+}
+
+/*
+ * The leadership fence, at XACT_EVENT_PRE_COMMIT of a transaction that
+ * wrote and relied on zk_is_leader (leader.c): each candidacy it relied on
+ * must still lead (same group, session and node) under a lease that
+ * covers it, or the commit fails (55P03, as a lost lock).  A lease that
+ * runs short is waited for, within the lock fence's bound.  In the locked
+ * section of the last look, the commit window (lease.c) opens for the
+ * session, so that the worker neither ends it nor deletes the group's node
+ * until this transaction has ended.
+ */
+void
+zklock_leader_fence(const ZkLeadership *relied, int n)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	int			bound_ms = zklock_session_timeout + zklock_connect_timeout;
+
+	for (;;)
+	{
+		const ZkLeadership *lost = NULL;
+		bool		all_covered = true;
+
+		LWLockAcquire(zklock_shared->lock, LW_SHARED);
+		for (int i = 0; i < n && lost == NULL; i++)
+		{
+			bool		covered;
+
+			if (!zklock_still_leads_locked(&relied[i], &covered))
+				lost = &relied[i];
+			all_covered = all_covered && covered;
+		}
+		if (lost == NULL && all_covered)
+			zklock_lease_mark_commit_locked(relied[0].session_id);
+		LWLockRelease(zklock_shared->lock);
+
+		if (lost)
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("zklock leadership of election group \"%s\" was lost; the transaction cannot commit",
+							lost->group),
+					 errdetail("The transaction saw zk_is_leader('%s') true and wrote; another instance may lead the group since.",
+							   lost->group)));
+		if (all_covered)
+			return;
+		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), bound_ms))
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("zklock leadership of election group \"%s\" is not proven; the transaction cannot commit",
+							relied[0].group),
+					 errdetail("For %d ms, no answer of the ZooKeeper leader has proven that this instance's session is alive for zklock.lease_margin (%d ms) more.",
+							   bound_ms, zklock_lease_margin),
+					 errhint("Another instance may lead the group. zk_lock_status shows the worker's session and lease.")));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 50, zklock_wait_event(ZKLOCK_WAIT_LEASE));
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
 	}
 }

@@ -317,6 +317,18 @@ zklock_lease_enter_commit(int64 session_id)
 }
 
 /*
+ * Backend side: open the commit window for session_id, for a fence that
+ * has just looked at the lease (and at what it covers) in the locked
+ * section the caller holds (the leadership fence, fence.c).
+ */
+void
+zklock_lease_mark_commit_locked(int64 session_id)
+{
+	pg_atomic_write_u64(&zklock_shared->commit_session[ZKLOCK_MY_PROCNO],
+						(uint64) session_id);
+}
+
+/*
  * Backend side: this backend's transaction has ended (committed, its
  * record written, or aborted), or the backend exits: no commit of it can
  * land any more.  Never fails; cheap when the window is not open.

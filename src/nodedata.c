@@ -52,6 +52,19 @@
  *					to every reader of 1.3 and before)
  *	query=			the holder's statement, last, cut to fit	1.0, backend.c
  *
+ * An election candidate's node (zklock 1.4, election.c) is a record of
+ * another kind, marked by its second line:
+ *
+ *	v=2
+ *	kind=candidate	an election candidate, not a lock holder	1.4
+ *	instance_id=	"<system identifier>:<port>" of the instance	1.4
+ *	node_name=		its zklock.node_name (or host:port)			1.4
+ *	host=			its host name									1.4
+ *	pid=			its postmaster's pid							1.4
+ *
+ * Readers of lock nodes never meet it (the groups live under the reserved
+ * "zklock." prefix, which no lock may use, and zk_locks skips it).
+ *
  * Readers look a field up by its key at the start of a line
  * (zklock_node_field) and ignore every line they do not know.  The readers
  * of zklock 1.0 and 1.1 (up to git revision 2e55121) do the same
@@ -160,6 +173,27 @@ nodedata_encode_n(char *buf, size_t buflen, const ZkNodeData *f,
 	nodedata_field(&out, "revoked_by", f->revoked_by, false);
 	nodedata_field(&out, "max_holders", f->max_holders, false);
 	nodedata_field_n(&out, "query", f->query, query_max, true);
+	if (buflen > 0)
+		buf[Min(out.len, buflen - 1)] = '\0';
+	return out.len;
+}
+
+/*
+ * The data of an election candidate's node (see above); returns the
+ * length the whole data needs, as snprintf does
+ */
+size_t
+zklock_nodedata_encode_candidate(char *buf, size_t buflen,
+								 const ZkCandidateData *f)
+{
+	NodeDataOut out = {buf, buflen, 0};
+
+	nodedata_field(&out, "v", CppAsString2(ZKLOCK_NODEDATA_VERSION), false);
+	nodedata_field(&out, "kind", ZKLOCK_CANDIDATE_KIND, false);
+	nodedata_field(&out, "instance_id", f->instance_id, false);
+	nodedata_field(&out, "node_name", f->node_name, false);
+	nodedata_field(&out, "host", f->host, false);
+	nodedata_field(&out, "pid", f->pid, true);
 	if (buflen > 0)
 		buf[Min(out.len, buflen - 1)] = '\0';
 	return out.len;

@@ -44,6 +44,24 @@ typedef struct ZkNodeData
 	const char *query;
 } ZkNodeData;
 
+/*
+ * An election candidate's node (election.c): which instance stands, in
+ * the same "key=value" lines, after "v=" and "kind=candidate" (a reader of
+ * lock node data finds none of a holder's fields in it).
+ */
+typedef struct ZkCandidateData
+{
+	const char *instance_id;	/* "<system identifier>:<port>" */
+	const char *node_name;		/* zklock.node_name, or host:port */
+	const char *host;
+	const char *pid;			/* the postmaster's */
+} ZkCandidateData;
+
+#define ZKLOCK_CANDIDATE_KIND		"candidate"
+
+extern size_t zklock_nodedata_encode_candidate(char *buf, size_t buflen,
+											   const ZkCandidateData *fields);
+
 /* Encode: returns the length the whole data needs (as snprintf does) */
 extern size_t zklock_nodedata_encode(char *buf, size_t buflen,
 									 const ZkNodeData *fields);

@@ -54,6 +54,7 @@ static const ZkRecipe *const recipes[] = {
 	&zklock_root_recipe,
 	&zklock_sweep_recipe,
 	&zklock_orphan_recipe,
+	&zklock_election_recipe,
 	&zklock_lock_recipe,
 	&zklock_listing_recipe,
 	&zklock_admin_recipe,
@@ -124,6 +125,18 @@ zklock_recipe_init(uint32 worker_incarnation)
 	zklock_work = MemoryContextAllocZero(TopMemoryContext,
 										 mul_size(nwork, sizeof(WorkEntry)));
 	incarnation = worker_incarnation;
+	for (int i = 0; i < (int) NRECIPES; i++)
+		if (recipes[i]->init)
+			recipes[i]->init();
+}
+
+/* The worker reloaded the settings */
+void
+zklock_recipe_reload(void)
+{
+	for (int i = 0; i < (int) NRECIPES; i++)
+		if (recipes[i]->reload)
+			recipes[i]->reload();
 }
 
 int

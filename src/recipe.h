@@ -164,6 +164,10 @@ typedef struct ZkRecipe
 	int			idx_first;		/* its reserved indexes, if idx_count > 0 */
 	int			idx_count;
 
+	/* the worker starts (its table is set up); the settings were reloaded */
+	void		(*init) (void);
+	void		(*reload) (void);
+
 	/* a backend's request: start it (phase PH_IDLE; connected) */
 	void		(*start) (int idx);
 	/* the backend released or withdrew it (w->release is set); not called
@@ -205,6 +209,7 @@ extern const ZkRecipe zklock_admin_recipe;	/* admin.c */
 extern const ZkRecipe zklock_sweep_recipe;	/* sweep.c */
 extern const ZkRecipe zklock_orphan_recipe; /* orphan.c */
 extern const ZkRecipe zklock_root_recipe;	/* root.c */
+extern const ZkRecipe zklock_election_recipe;	/* election.c */
 
 /* recipe.c: the worker's table, one WorkEntry per shared entry */
 extern WorkEntry *zklock_work;
@@ -252,5 +257,6 @@ extern void zklock_recipe_disconnected(void);
 extern int	zklock_recipe_session_lost(const char *why, int *pids,
 									   int maxpids, int *npids);
 extern long zklock_recipe_tick(void);
+extern void zklock_recipe_reload(void);
 
 #endif							/* ZKLOCK_RECIPE_H */

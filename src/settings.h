@@ -26,5 +26,6 @@ extern int	zklock_sweep_interval;
 extern int	zklock_lease_margin;
 extern int	zklock_max_explicit_locks_per_role;
 extern char *zklock_advisory_namespace;
+extern char *zklock_elections;
 
 #endif							/* ZKLOCK_SETTINGS_H */

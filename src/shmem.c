@@ -28,6 +28,7 @@
 #include "compat.h"
 #include "zklock.h"
 #include "settings.h"
+#include "election.h"
 
 ZkLockShared *zklock_shared = NULL;
 
@@ -79,6 +80,7 @@ void
 zklock_shmem_request(void)
 {
 	RequestAddinShmemSpace(zklock_shmem_size());
+	RequestAddinShmemSpace(zklock_election_shmem_size());
 	RequestNamedLWLockTranche("zklock", 1);
 }
 
@@ -116,6 +118,7 @@ zklock_shmem_startup(void)
 			pg_atomic_init_u64(&zklock_shared->commit_session[i], 0);
 		zklock_channel_init();	/* every entry FREE, on the free list */
 	}
+	zklock_election_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

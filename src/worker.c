@@ -256,6 +256,7 @@ worker_reload(void)
 
 	ConfigReloadPending = false;
 	ProcessConfigFile(PGC_SIGHUP);
+	zklock_recipe_reload();
 	if (strcmp(old_hosts, zklock_hosts) != 0)
 		hosts_changed();
 	pfree(old_hosts);

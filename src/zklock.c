@@ -38,6 +38,7 @@
 #include "settings.h"
 #include "zklock.h"
 #include "shmem.h"
+#include "election.h"
 #include "resource.h"
 #include "worker.h"
 #include "backend.h"
@@ -61,6 +62,7 @@ int			zklock_sweep_interval = 60000;
 int			zklock_lease_margin = 2000;
 int			zklock_max_explicit_locks_per_role = 100;
 char	   *zklock_advisory_namespace = NULL;
+char	   *zklock_elections = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -339,6 +341,23 @@ check_node_naming(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/* zklock.elections: the election groups (election_common.c parses it) */
+static bool
+check_elections(char **newval, void **extra, GucSource source)
+{
+	char		names[ZKLOCK_MAX_ELECTIONS][ZKLOCK_MAX_GROUP_LEN + 1];
+	char		why[256];
+
+	if (zklock_election_parse(*newval, names, why, sizeof(why)) < 0)
+	{
+		GUC_check_errdetail("%s", why);
+		GUC_check_errhint("zklock.elections is a comma-separated list of at most %d group names, each 1 to %d bytes of A-Z, a-z, 0-9, \"_\", \".\" and \"-\".",
+						  ZKLOCK_MAX_ELECTIONS, ZKLOCK_MAX_GROUP_LEN);
+		return false;
+	}
+	return true;
+}
+
 static bool
 check_allowed_subtrees(char **newval, void **extra, GucSource source)
 {
@@ -522,6 +541,15 @@ zklock_define_settings(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.elections",
+							   "The election groups this instance is a candidate in.",
+							   "A comma-separated list of group names; the worker keeps a candidacy in each on the instance's ZooKeeper session (zk_is_leader, zk_elections).",
+							   &zklock_elections,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   check_elections, NULL, NULL);
 
 	DefineCustomIntVariable("zklock.lease_margin",
 							"How much of the session lease a commit under a zklock lock must find left.",

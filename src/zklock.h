@@ -91,7 +91,8 @@ typedef enum ZkEntryKind
 	ZKR_TRY_ACQUIRE,			/* grant now or remove the node */
 	ZKR_LIST,					/* list every lock node under the root */
 	ZKR_FORCE_DELETE,			/* delete another holder's node */
-	ZKR_REVOKE					/* ask another holder to give a lock up */
+	ZKR_REVOKE,					/* ask another holder to give a lock up */
+	ZKR_ELECTION				/* list an election group (election_query.c) */
 } ZkEntryKind;
 
 typedef enum ZkEntryState
