@@ -13,7 +13,9 @@
 #  - the namespace is only the database's name by default: a role that may
 #    create databases reaches the keys of a namespace named like the
 #    database it creates (the docs say so, not that nobody can);
-#  - a backend terminated while it holds a key both ways leaves no node.
+#  - a backend terminated while it holds a key both ways leaves no node;
+#  - both ways when the create replies of both nodes were lost: the second
+#    request names the adopted first node, and is granted at once.
 use strict;
 use warnings;
 
@@ -183,6 +185,29 @@ ok(zk_wait_count("$adv/postgres/9", 0, 10),
 	'terminated, it leaves neither node behind');
 is($a->query_ok('SELECT zk_try_advisory_lock(9)'), 't', 'another backend takes the key');
 $a->query_ok('SELECT zk_advisory_unlock_all()');
+
+# --- both ways after lost create replies (adopted nodes) --------------------
+# The second mode's request carries the name of the first mode's node, which
+# the worker learnt by adopting it: the backend must not wait for itself.
+my $log_at = -s $node->logfile;
+ok(zk_set_failpoints($node, 'after-create-reply=fail'),
+	"failpoints set to 'after-create-reply=fail'");
+my $ad = zk_session($node, 'adopter');
+$ad->query_ok('SELECT zk_advisory_lock_shared(11)');
+is($ad->query_ok('SELECT zk_try_advisory_lock(11)'), 't',
+	'holding an adopted SHARED node, the same backend is granted EXCLUSIVE at once');
+ok(zk_log_count($node, qr/adopted lock node "[^"]*zklock\.advisory\/postgres\/11\/[^"]*"/, $log_at) >= 2,
+	'both nodes were adopted after their create replies were lost');
+is($a->query_ok('SELECT zk_try_advisory_lock_shared(11)'), 'f',
+	'another backend is kept out of the key');
+$ad->query_ok('SELECT zk_advisory_unlock_shared(11)');
+$ad->query_ok('SELECT zk_advisory_lock_shared(11)');
+is(zk_count_locks("$adv/postgres/11"), 2,
+	'after dropping SHARED and taking it again under the adopted EXCLUSIVE: two nodes');
+ok(zk_set_failpoints($node, ''), "failpoints set to ''");
+$ad->query_ok('SELECT zk_advisory_unlock_all()');
+ok(zk_wait_count("$adv/postgres/11", 0, 10), 'both go at unlock_all');
+$ad->quit;
 
 $_->quit for @s, $narrow, $one;
 ok(zk_wait_no_locks($adv, 10), 'no advisory lock node is left');
