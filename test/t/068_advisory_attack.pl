@@ -13,6 +13,8 @@
 #  - the namespace is only the database's name by default: a role that may
 #    create databases reaches the keys of a namespace named like the
 #    database it creates (the docs say so, not that nobody can);
+#  - a database's name (a shared catalog's, no encoding of its own) makes
+#    the same namespace from a LATIN1 database as from a UTF8 one;
 #  - a backend terminated while it holds a key both ways leaves no node;
 #  - both ways when the create replies of both nodes were lost: the second
 #    request names the adopted first node, and is granted at once.
@@ -175,6 +177,33 @@ unlike(slurp_file("$FindBin::RealBin/../../doc/settings.md"),
 	qr/a role cannot reach another database's keys/,
 	'doc/settings.md does not promise that only a superuser can reach another database\'s keys');
 $one->query_ok('SELECT zk_advisory_unlock(5)');
+
+# --- a database's name is a shared catalog's: its bytes when UTF-8 ---------
+# A database "caf\u00e9" made from a UTF8 database has the UTF-8 bytes of its
+# name in pg_database whatever its own encoding, as every other database of
+# the cluster sees it (request.c's catalog_name_utf8 writes such names into
+# node data so).  Converted from its LATIN1 encoding, its namespace would be
+# "caf\u00c3\u00a9": not the keys of a UTF8 database "caf\u00e9" on another
+# instance, nor of the namespace 'caf\u00e9' set in one.
+my $e_acute = "\xc3\xa9";
+$node->safe_psql('postgres', q{
+	CREATE DATABASE u8 TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C';
+});
+$node->safe_psql('u8', qq{SET client_encoding = 'UTF8';
+	CREATE DATABASE "caf$e_acute" TEMPLATE template0 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C'});
+$node->safe_psql($_, 'CREATE EXTENSION zklock') foreach ('u8', "caf$e_acute");
+my $lat = zk_session($node, 'latin1', dbname => "caf$e_acute");
+$lat->query_ok(q{SET client_encoding = 'UTF8'});
+$lat->query_ok('SELECT zk_advisory_lock(3)');
+my $u8 = zk_session($node, 'utf8', dbname => 'u8');
+$u8->query_ok(q{SET client_encoding = 'UTF8'});
+$u8->query_ok(qq{SET zklock.advisory_namespace = 'caf$e_acute'});
+is($u8->query_ok('SELECT zk_try_advisory_lock(3)'), 'f',
+	'a LATIN1 database named caf\u00e9 (UTF-8 catalog bytes) holds the keys of namespace caf\u00e9');
+$lat->query_ok('SELECT zk_advisory_unlock(3)');
+is($u8->query_ok('SELECT zk_try_advisory_lock(3)'), 't', 'and gives them back');
+$u8->query_ok('SELECT zk_advisory_unlock(3)');
+$_->quit for ($lat, $u8);
 
 # --- terminated while holding a key both ways -------------------------------
 my $t = zk_session($node, 'terminated');
