@@ -10,6 +10,8 @@
 #    fails with 53400 (PostgreSQL takes thousands), gives back what it took
 #    and leaves no node; doc/sql.md's differences say so;
 #  - zklock.allowed_subtrees does not apply to the keys (as the docs say);
+#    ALTER ROLE ... SET refuses a bad namespace;
+#  - the WARNING of a lost key names the call that releases it;
 #  - the namespace is only the database's name by default: a role that may
 #    create databases reaches the keys of a namespace named like the
 #    database it creates (the docs say so, not that nobody can);
@@ -151,6 +153,27 @@ is($r->{sqlstate}, '42501', 'zk_lock_* refuses it');
 is($narrow->query_ok('SELECT zk_try_advisory_lock(7)'), 't',
 	'its advisory keys are not subject to zklock.allowed_subtrees');
 $narrow->query_ok('SELECT zk_advisory_unlock(7)');
+
+# refused when set per role too (doc/settings.md: SET, ALTER DATABASE/ROLE)
+$r = $s[1]->query(q{ALTER ROLE narrow SET zklock.advisory_namespace = E'x\ty'});
+is($r->{sqlstate}, '22023', 'ALTER ROLE ... SET refuses a bad namespace');
+
+# --- a lost key: the WARNING says how to release it -------------------------
+$a->query_ok('SELECT zk_advisory_lock(8)');
+my ($lost_node) = zk_lock_nodes("$adv/postgres/8");
+is((ZkLockTest::zkutil('delete-r', $lost_node))[0], 0, 'an administrator deletes a key\'s node');
+ok( wait_until(
+		sub {
+			psql1($node,
+				q{SELECT count(*) FROM zk_lock_local WHERE resource LIKE 'zklock.advisory/%/8' AND state = 'lost'}
+			) eq '1';
+		},
+		timeout => 10),
+	'the holder\'s lock is lost');
+$r = $a->query('SELECT zk_advisory_unlock(8)');
+like($r->{err}, qr/HINT:.*zk_advisory_unlock/,
+	'the WARNING names zk_advisory_unlock, which releases it (zk_lock_release cannot name the key)');
+is($r->{out}, 't', 'and zk_advisory_unlock releases it');
 
 # --- the namespace is the name of a database a role can create --------------
 $node->safe_psql('postgres', q{
