@@ -228,6 +228,26 @@ is($u8->query_ok('SELECT zk_try_advisory_lock(3)'), 't', 'and gives them back');
 $u8->query_ok('SELECT zk_advisory_unlock(3)');
 $_->quit for ($lat, $u8);
 
+# --- a PL/pgSQL exception block, as PostgreSQL: the block's transaction-level
+# holds go when it fails, session-level ones stay
+$a->query_ok(q{DO $$
+BEGIN
+  BEGIN
+    PERFORM zk_advisory_xact_lock(4), zk_advisory_lock_shared(4);
+    RAISE EXCEPTION 'undo';
+  EXCEPTION WHEN raise_exception THEN NULL;
+  END;
+END $$});
+is( $a->query_ok(
+		q{SELECT string_agg(mode, ',' ORDER BY mode) FROM zk_lock_local WHERE pid = pg_backend_pid() AND resource LIKE 'zklock.advisory/%/4'}
+	),
+	'shared',
+	'a failed exception block gives back its EXCLUSIVE transaction hold, not its SHARED session hold');
+is($s[1]->query_ok('SELECT zk_try_advisory_lock_shared(4)'), 't', 'another backend shares the key');
+is($s[1]->query_ok('SELECT zk_try_advisory_lock(4)'), 'f', 'but cannot take it exclusively');
+$s[1]->query_ok('SELECT zk_advisory_unlock_all()');
+$a->query_ok('SELECT zk_advisory_unlock_shared(4)');
+
 # --- terminated while holding a key both ways -------------------------------
 my $t = zk_session($node, 'terminated');
 $t->query_ok('SELECT zk_advisory_lock_shared(9), zk_advisory_lock(9)');
