@@ -18,6 +18,7 @@
 #  - a database's name (a shared catalog's, no encoding of its own) makes
 #    the same namespace from a LATIN1 database as from a UTF8 one;
 #  - a backend terminated while it holds a key both ways leaves no node;
+#  - with ZooKeeper unreachable a try raises 08006 (doc/sql.md says so);
 #  - both ways when the create replies of both nodes were lost: the second
 #    request names the adopted first node, and is granted at once.
 use strict;
@@ -127,9 +128,16 @@ is($r->{sqlstate}, '53400',
 	'a transaction taking 33 keys fails with 53400 (zklock.max_locks_per_backend is 32)');
 $a->query_ok('ROLLBACK');
 is($a->query_ok(
-		q{SELECT count(*) FROM zk_lock_local WHERE pid = pg_backend_pid()}),
-	'0', 'and holds nothing after it');
+		q{SELECT count(*) FROM zk_lock_local WHERE pid = pg_backend_pid() AND state <> 'releasing'}),
+	'0', 'and holds nothing after it (its nodes are being removed)');
 ok(zk_wait_no_locks($adv, 10), 'no node of it is left');
+my $apid = $a->pid;
+ok( wait_until(
+		sub {
+			psql1($node, "SELECT count(*) FROM zk_lock_local WHERE pid = $apid") eq '0';
+		},
+		timeout => 10),
+	'and its entries are free again');
 $a->query_ok('BEGIN');
 is($a->query_ok(
 		'SELECT count(zk_advisory_xact_lock(g)) FROM generate_series(1, 32) g'),
@@ -284,4 +292,14 @@ $ad->quit;
 $_->quit for @s, $narrow, $one;
 ok(zk_wait_no_locks($adv, 10), 'no advisory lock node is left');
 zk_done_check();
+
+# --- ZooKeeper unreachable: a try fails, where PostgreSQL's never does ------
+zk_stop();
+my $try = zk_session($node, 'try_without_zk');
+$r = $try->query('SELECT zk_try_advisory_lock(12)', 60);
+is($r->{sqlstate}, '08006',
+	'with ZooKeeper down, zk_try_advisory_lock raises 08006 (pg_try_advisory_lock would answer)');
+like($doc, qr/ZooKeeper unreachable[^.]*08006/,
+	'doc/sql.md lists it among the differences from PostgreSQL');
+$try->quit;
 done_testing();
