@@ -10,8 +10,9 @@
  * "42" for a bigint and "1,2" for a pair of integers, so that the two key
  * spaces stay apart as they do in PostgreSQL.  The namespace is
  * zklock.advisory_namespace, or by default the current database's name
- * (PostgreSQL scopes advisory locks to a database), in UTF-8, escaped into
- * one valid path segment (advisory_segment).  No parents' SHARED locks.
+ * (PostgreSQL scopes advisory locks to a database; its bytes when they are
+ * UTF-8, as for every name of a shared catalog), in UTF-8, escaped into
+ * one valid path segment (namespace_segment).  No parents' SHARED locks.
  *
  * Stacking and scopes are the backend side's (backend.c): a session hold
  * and a transaction hold of one key share one node, each unlock drops one
@@ -200,8 +201,19 @@ advisory_resource(FunctionCallInfo fcinfo)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_DATABASE),
 					 errmsg("current database no longer exists")));
+
+		/*
+		 * A shared catalog's name has no encoding of its own: every
+		 * database of the cluster reads the same bytes.  Taken as they are
+		 * when they are UTF-8 (as request.c's catalog_name_utf8 writes
+		 * such names into node data), so that a database has one
+		 * namespace whatever its encoding; converted otherwise.
+		 */
+		utf8 = pg_verify_mbstr(PG_UTF8, ns, strlen(ns), true) ? (char *) ns :
+			(char *) pg_server_to_any(ns, strlen(ns), PG_UTF8);
 	}
-	utf8 = (char *) pg_server_to_any(ns, strlen(ns), PG_UTF8);
+	else
+		utf8 = (char *) pg_server_to_any(ns, strlen(ns), PG_UTF8);
 	why = namespace_segment(utf8, segment);
 	if (why)
 		advisory_namespace_error(ns, why);

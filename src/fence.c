@@ -102,7 +102,7 @@ zklock_check_lost(int elevel)
 				 errdetail_plural("%d lock of this session was lost: the ZooKeeper session expired, the worker restarted, or the node was deleted.",
 								  "%d locks of this session were lost: the ZooKeeper session expired, the worker restarted, or the node was deleted.",
 								  n, n),
-				 errhint("Release lost session locks with zk_lock_release() or zk_lock_release_all(); a transaction holding a lost lock cannot commit.")));
+				 errhint("Release lost session locks with zk_lock_release(), zk_advisory_unlock() for advisory keys, or zk_lock_release_all(); a transaction holding a lost lock cannot commit.")));
 }
 
 /*
