@@ -371,7 +371,8 @@ open_session(void)
 	}
 	else
 	{
-		zklock_status_handle_failed("start a ZooKeeper session", err, RECONNECT_DELAY_MS);
+		zklock_status_handle_failed("start a ZooKeeper session", err,
+									RECONNECT_DELAY_MS);
 		worker_phase = WP_WAIT_RECONNECT;
 		reconnect_at_us = zklock_boottime_us() + RECONNECT_DELAY_MS * INT64CONST(1000);
 	}
@@ -421,8 +422,8 @@ attach_to_close(void)
 	else
 	{
 		closing_refused = true; /* no handle: again in CLOSING_RETRY_MS */
-		zklock_status_handle_failed("reattach to the previous ZooKeeper session", err,
-					  CLOSING_RETRY_MS);
+		zklock_status_handle_failed("reattach to the previous ZooKeeper session",
+									err, CLOSING_RETRY_MS);
 	}
 }
 
