@@ -61,6 +61,10 @@ pgbin=$(${PG_CONFIG:-pg_config} --bindir 2>/dev/null || true)
 # the worker's session and its watches, the update scripts, and what each
 # major adds.
 MAJOR_TAP_TESTS="
+	test/t/063_advisory.pl
+	test/t/064_semaphore.pl
+	test/t/065_election.pl
+	test/t/066_failover.pl
 	test/t/001_cross_instance.pl
 	test/t/002_fairness.pl
 	test/t/003_trylock_waiters.pl
