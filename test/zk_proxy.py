@@ -256,6 +256,10 @@ class Proxy:
         limit = pipe.first[side] or 4
         keep = data[:max(0, limit - start)]
         pipe.link.swallowed += len(data) - len(keep)
+        if len(keep) < len(data):
+            # the stream lost bytes: heal must close it, not let its
+            # client read replies it cannot match
+            pipe.tainted = True
         if side == 'u' and pipe.first['u'] is not None and \
                 pipe.seen['u'] >= pipe.first['u'] and pipe.close_at is None:
             pipe.close_at = time.monotonic() + 0.2
