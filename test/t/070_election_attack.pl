@@ -9,6 +9,11 @@
 #      node can be listed again the instance waits behind itself forever):
 #      at most one node of the instance, and it leads once the ACL is
 #      opened.
+#  (b) Order of teardown: a reload of zklock.hosts on the leader closes its
+#      session on purpose while a transaction that relied on the leadership
+#      has passed the fence and waits (for the NOTIFY lock) before its
+#      commit record.  The leader stops claiming at once, but the other
+#      candidate must not lead until that commit has ended; the commit lands.
 use strict;
 use warnings;
 
@@ -21,7 +26,11 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 my $hosts = zk_start();
-my $node1 = zk_node('node1');
+# node1 can hold a commit past its fence: a session waiting for a
+# synchronous standby that does not exist holds the NOTIFY lock (as in 035)
+my $node1 = zk_node('node1',
+	extra_conf => "synchronous_standby_names = 'zklock_no_such_standby'\n"
+	  . "synchronous_commit = local\nwal_level = replica\nmax_wal_senders = 2");
 
 # --- (a) a group node squatted with create-but-not-read rights ---------------
 my $squatter = 'squatter:secret';
@@ -56,5 +65,76 @@ ok(wait_until(sub { psql1($node1, q{SELECT zk_is_leader('squat')}) eq 't' }, tim
 	'then the only candidate leads the group');
 $n = own_nodes();
 is($n, 1, "with one node ($n)");
+
+
+# --- (b) zklock.hosts reloaded on the leader, a commit past the fence ------
+my $node2 = zk_node('node2', extra_conf => "zklock.elections = 'win'");
+ok(wait_until(sub { psql1($node2, q{SELECT zk_is_leader('win')}) eq 't' }, timeout => 20),
+	"node2 leads 'win' alone");
+$node2->safe_psql('postgres',
+	q{ALTER SYSTEM SET zklock.elections = 'other'; SELECT pg_reload_conf()});
+$node1->safe_psql('postgres',
+	q{ALTER SYSTEM SET zklock.elections = 'win'; SELECT pg_reload_conf()});
+ok(wait_until(sub { psql1($node1, q{SELECT zk_is_leader('win')}) eq 't' }, timeout => 20),
+	"node2 left 'win': node1 leads it");
+$node2->safe_psql('postgres',
+	q{ALTER SYSTEM SET zklock.elections = 'win'; SELECT pg_reload_conf()});
+ok( wait_until(
+		sub {
+			psql1($node2, q{SELECT cardinality(candidates) FROM zk_elections WHERE "group" = 'win'}) eq '2';
+		},
+		timeout => 20),
+	"node2 is a candidate behind node1");
+$node1->safe_psql('postgres', 'CREATE TABLE win_runs(v int)');
+my $sr = zk_session($node1, 'syncrep');
+$sr->query_ok('SET synchronous_commit = on');
+$sr->query_ok('BEGIN');
+$sr->query_ok('INSERT INTO win_runs VALUES (0)');
+$sr->query_ok('NOTIFY zklock_win');
+$sr->send('COMMIT');
+ok( wait_until(
+		sub {
+			psql1($node1, 'SELECT wait_event FROM pg_stat_activity WHERE pid = ' . $sr->pid) eq 'SyncRep';
+		},
+		timeout => 20),
+	'a session waits for a synchronous standby, holding the NOTIFY lock');
+my $job = zk_session($node1, 'job');
+$job->query_ok('BEGIN');
+is($job->query_ok(q{SELECT zk_is_leader('win')}), 't', 'the job sees node1 lead');
+$job->query_ok('INSERT INTO win_runs VALUES (1)');
+$job->query_ok('NOTIFY zklock_win');
+$job->send('COMMIT');
+ok( wait_until(
+		sub {
+			psql1($node1, 'SELECT wait_event_type FROM pg_stat_activity WHERE pid = ' . $job->pid) eq 'Lock';
+		},
+		timeout => 20),
+	'its COMMIT passed the leadership fence and waits for the NOTIFY lock');
+(my $other_spelling = $hosts) =~ s/127\.0\.0\.1/localhost/g;
+$node1->safe_psql('postgres',
+	"ALTER SYSTEM SET zklock.hosts = '$other_spelling'; SELECT pg_reload_conf()");
+ok(wait_until(sub { psql1($node1, q{SELECT zk_is_leader('win')}) eq 'f' }, timeout => 20),
+	'reload of zklock.hosts: node1 no longer claims to lead');
+my $t_end = time() + 2;
+my $two = 0;
+while (time() < $t_end)
+{
+	$two++ if psql1($node2, q{SELECT zk_is_leader('win')}) eq 't';
+	sleep(0.05);
+}
+is($two, 0, 'node2 does not lead while the commit past the fence can still land');
+$node1->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $sr->pid . ')');
+my $r = $job->wait(30);
+is($r && $r->{sqlstate}, '00000', 'the COMMIT past the fence succeeds');
+is(psql1($node1, 'SELECT count(*) FROM win_runs WHERE v = 1'), '1', 'the job\'s row is committed');
+ok(wait_until(sub { psql1($node2, q{SELECT zk_is_leader('win')}) eq 't' }, timeout => 20),
+	'then node1\'s session is closed and node2 leads');
+ok( wait_until(
+		sub {
+			psql1($node1, q{SELECT cardinality(candidates) FROM zk_elections WHERE "group" = 'win'}) eq '2';
+		},
+		timeout => 20),
+	'node1 is a candidate again in its new session, behind node2');
+is(psql1($node1, q{SELECT zk_is_leader('win')}), 'f', 'and does not lead');
 
 done_testing();
