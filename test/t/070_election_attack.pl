@@ -14,6 +14,12 @@
 #      has passed the fence and waits (for the NOTIFY lock) before its
 #      commit record.  The leader stops claiming at once, but the other
 #      candidate must not lead until that commit has ended; the commit lands.
+#  (c) Edge values and growth: sixteen groups swapped for sixteen others by
+#      reloads in quick succession (removed groups still leaving while new
+#      ones wait for their slots), and reloads to the same list: in the end
+#      each group of the setting has exactly one node of the instance, which
+#      leads it, no node of a removed group is left, the worker is the same,
+#      and it keeps one watch per group at most.
 use strict;
 use warnings;
 
@@ -136,5 +142,44 @@ ok( wait_until(
 		timeout => 20),
 	'node1 is a candidate again in its new session, behind node2');
 is(psql1($node1, q{SELECT zk_is_leader('win')}), 'f', 'and does not lead');
+
+# --- (c) sixteen groups swapped by reloads in quick succession ---------------
+$node2->stop;
+my $worker = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
+my $g = join(',', map { sprintf('g%02d', $_) } 1 .. 16);
+my $h = join(',', map { sprintf('h%02d', $_) } 1 .. 16);
+for my $round (1 .. 6)
+{
+	for my $list ($h, $g, $g)
+	{
+		$node1->safe_psql('postgres',
+			"ALTER SYSTEM SET zklock.elections = '$list'; SELECT pg_reload_conf()");
+		sleep(0.1);
+	}
+}
+ok( wait_until(
+		sub {
+			psql1($node1,
+				q{SELECT count(*) FILTER (WHERE is_leader AND cardinality(candidates) = 1) FROM zk_elections})
+			  eq '16';
+		},
+		timeout => 30),
+	'after the reloads, node1 is the only candidate of each of the sixteen groups and leads each');
+my %left;
+ok( wait_until(
+		sub {
+			my ($rc, $out) = zkutil('ls-r', zk_path('zklock.elections'));
+			%left = ();
+			$left{$_}++ for $out =~ m{/zklock\.elections/([^/]+)/cand-[^/]+$}mg;
+			return 0 if grep { /^h/ || $left{$_} != 1 } keys %left;
+			return scalar(grep { /^g\d\d$/ } keys %left) == 16;
+		},
+		timeout => 20),
+	'one node in each group of the setting, none in a removed one')
+  or diag(join(' ', map { "$_=$left{$_}" } sort keys %left));
+is(psql1($node1, 'SELECT worker_pid FROM zk_lock_status'), $worker, 'the worker is the same');
+my $w;
+ok(wait_until(sub { $w = psql1($node1, 'SELECT watches FROM zk_lock_status'); $w <= 16 }, timeout => 10),
+	"at most one watch per group ($w)");
 
 done_testing();
