@@ -330,6 +330,8 @@ on_children(int g, ZkEvent *ev)
 		leave_listed(g, ev);
 	else if (c->need_parents || ev->rc == ZKC_NONODE)
 	{
+		if (ev->rc == ZKC_NONODE)	/* no group node, so no node of ours */
+			c->created = c->create_unknown = false;
 		if (c->tries >= EL_MAX_TRIES)
 			retry_later(g, "the group node kept disappearing");
 		else
