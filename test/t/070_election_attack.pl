@@ -20,6 +20,9 @@
 #      each group of the setting has exactly one node of the instance, which
 #      leads it, no node of a removed group is left, the worker is the same,
 #      and it keeps one watch per group at most.
+#  (d) Stalls: a backend stopped (SIGSTOP) between zk_is_leader and its
+#      COMMIT while its instance leaves the group and another leads: once
+#      resumed, its write does not commit (55P03), nothing lands.
 use strict;
 use warnings;
 
@@ -181,5 +184,33 @@ is(psql1($node1, 'SELECT worker_pid FROM zk_lock_status'), $worker, 'the worker 
 my $w;
 ok(wait_until(sub { $w = psql1($node1, 'SELECT watches FROM zk_lock_status'); $w <= 16 }, timeout => 10),
 	"at most one watch per group ($w)");
+
+# --- (d) a backend stopped between zk_is_leader and COMMIT -------------------
+$node2->start;
+$node2->safe_psql('postgres',
+	q{ALTER SYSTEM SET zklock.elections = 'g01'; SELECT pg_reload_conf()});
+ok( wait_until(
+		sub {
+			psql1($node1, q{SELECT cardinality(candidates) FROM zk_elections WHERE "group" = 'g01'}) eq '2';
+		},
+		timeout => 20),
+	"node2 is a candidate of 'g01' behind node1");
+my $st = zk_session($node1, 'stalled');
+$st->query_ok('BEGIN');
+is($st->query_ok(q{SELECT zk_is_leader('g01')}), 't', 'the job sees node1 lead g01');
+$st->query_ok('INSERT INTO win_runs VALUES (2)');
+kill 'STOP', $st->pid;
+$node1->safe_psql('postgres',
+	"ALTER SYSTEM SET zklock.elections = '$g'; SELECT pg_reload_conf()");
+$node1->safe_psql('postgres',
+	q{ALTER SYSTEM SET zklock.elections = 'g02'; SELECT pg_reload_conf()});
+my $moved = wait_until(sub { psql1($node2, q{SELECT zk_is_leader('g01')}) eq 't' }, timeout => 20);
+$node1->safe_psql('postgres',
+	q{ALTER SYSTEM SET zklock.elections = 'g01'; SELECT pg_reload_conf()});
+kill 'CONT', $st->pid;
+ok($moved, 'node1 left g01 while the backend was stopped: node2 leads');
+$r = $st->query('COMMIT', 60);
+is($r->{sqlstate}, '55P03', 'the resumed COMMIT fails with 55P03');
+is(psql1($node1, 'SELECT count(*) FROM win_runs WHERE v = 2'), '0', 'nothing it wrote is visible');
 
 done_testing();
