@@ -74,6 +74,17 @@ BEGIN;
 SELECT zk_is_leader('regress_e1') AS is_leader;
 INSERT INTO election_log VALUES (now());
 PREPARE TRANSACTION 'election';
+-- relied on inside a subtransaction rolled back: still fenced at COMMIT
+BEGIN;
+SAVEPOINT s;
+SELECT zk_is_leader('regress_e1') AS is_leader;
+ROLLBACK TO s;
+INSERT INTO election_log VALUES (now());
+SELECT dblink_exec(self_dsn(), $$ALTER SYSTEM SET zklock.elections = ''$$);
+SELECT pg_reload_conf();
+SELECT wait_until($$NOT zk_is_leader('regress_e1')$$, 20) AS lost;
+COMMIT;
+SELECT count(*) FROM election_log;
 -- the groups left: their nodes are gone
 ALTER SYSTEM RESET zklock.elections;
 SELECT pg_reload_conf();

@@ -139,26 +139,9 @@ publish(int g, bool leader)
 	LWLockRelease(zklock_shared->lock);
 }
 
-/* The leader's instance id as the lowest node's name tells it */
-static void
-publish_leader_id(int g, const char *lowest)
-{
-	ZkElectionGroup *s = &zklock_elections_shared->groups[g];
-	char		id[ZKLOCK_INSTANCE_ID_LEN + 1];
-
-	zklock_candidate_instance(lowest, id, sizeof(id));
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	strlcpy(s->leader_id, id, sizeof(s->leader_id));
-	LWLockRelease(zklock_shared->lock);
-}
-
 /* Our node's path */
-static void
-own_path(char *buf, size_t len, int g)
-{
-	snprintf(buf, len, "%s/%s/%s/%s", zklock_root, ZKLOCK_ELECTIONS_NODE,
-			 cands[g].name, cands[g].node);
-}
+#define own_path(buf, len, g) \
+	zklock_election_node_path((buf), (len), cands[g].name, cands[g].node)
 
 /* ---- the recipe ---- */
 
@@ -225,6 +208,7 @@ send_children(int g)
 	char		path[EL_MAX_PATH];
 
 	zklock_election_group_path(path, sizeof(path), cands[g].name);
+	cands[g].retry_at_us = 0;
 	if (cands[g].phase != ZKEL_LEAVING)
 		cands[g].phase = ZKEL_JOINING;
 	if (!zkc_get_children(path, EL_TAG(g, EOP_CHILDREN)))
@@ -248,13 +232,15 @@ drop_watches(int g)
 	zkc_unwatch(EL_TAG(g, EOP_GUARD));
 }
 
-/* Wait and join again later (an error ZooKeeper gave, not a lost reply) */
+/*
+ * Wait and join again later (an error ZooKeeper gave, not a lost reply);
+ * while our node may exist, list again later (no second node of ours)
+ */
 static void
 retry_later(int g, const char *why)
 {
 	Candidacy  *c = &cands[g];
 
-	drop_watches(g);
 	if (strncmp(c->last_why, why, sizeof(c->last_why) - 1) != 0)
 		ereport(LOG,
 				(errmsg("zklock: could not join election group \"%s\": %s",
@@ -262,8 +248,14 @@ retry_later(int g, const char *why)
 				 errdetail("The worker tries again every %d ms; this is logged again only if the reason changes.",
 						   EL_RETRY_MS)));
 	strlcpy(c->last_why, why, sizeof(c->last_why));
-	c->phase = ZKEL_WAITING;
 	c->retry_at_us = zklock_boottime_us() + EL_RETRY_MS * INT64CONST(1000);
+	if (c->created || c->create_unknown)
+	{
+		c->phase = ZKEL_RECOVERING;
+		return;
+	}
+	drop_watches(g);
+	c->phase = ZKEL_WAITING;
 	c->gen = ++el_gen;			/* replies still in flight are ignored */
 	publish(g, false);
 }
@@ -338,6 +330,8 @@ on_children(int g, ZkEvent *ev)
 		leave_listed(g, ev);
 	else if (c->need_parents || ev->rc == ZKC_NONODE)
 	{
+		if (ev->rc == ZKC_NONODE)	/* no group node, so no node of ours */
+			c->created = c->create_unknown = false;
 		if (c->tries >= EL_MAX_TRIES)
 			retry_later(g, "the group node kept disappearing");
 		else
@@ -417,7 +411,7 @@ decide(int g, ZkEvent *ev)
 			pred = i;
 		}
 	}
-	publish_leader_id(g, ev->children[low]);
+	zklock_election_publish_leader_id(g, ev->children[low]);
 	if (pred < 0)
 		take_over(g);
 	else
@@ -703,13 +697,14 @@ zklock_election_tick(void)
 
 		if (c->phase == ZKEL_WAITING && now >= c->retry_at_us)
 			join(g);
-		else if (c->phase == ZKEL_WAITING)
+		else if ((c->phase == ZKEL_WAITING || c->phase == ZKEL_RECOVERING) &&
+				 now < c->retry_at_us)
 		{
 			long		ms = (long) ((c->retry_at_us - now) / 1000) + 1;
 
 			next = (next < 0 || ms < next) ? ms : next;
 		}
-		else if (c->phase == ZKEL_RECOVERING && recover)
+		else if (c->phase == ZKEL_RECOVERING && (recover || c->retry_at_us))
 			send_children(g);
 		else if (c->phase == ZKEL_LEADING && c->guard_needed && recover)
 			send_guard(g);

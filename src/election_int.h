@@ -43,6 +43,9 @@ extern int	zklock_candidate_data(char *buf, size_t len);
 extern void zklock_candidate_prefix(char *buf, size_t len, int64 session_id);
 extern int64 zklock_candidate_instance(const char *name, char *id,
 									   size_t idlen);
+extern void zklock_election_node_path(char *buf, size_t len,
+									  const char *group, const char *node);
+extern void zklock_election_publish_leader_id(int g, const char *lowest);
 
 /* election_query.c */
 extern void zklock_election_query_event(int idx, ZkEvent *ev);

@@ -34,6 +34,13 @@ Usage:
                                          open; print its path
   zkutil.py HOSTS delete-private PATH USER:PASS
                                          delete PATH (and below) as USER:PASS
+  zkutil.py HOSTS create-acl PATH PERMS USER:PASS
+                                         create the persistent node PATH
+                                         (parents as needed) letting anyone
+                                         do PERMS (of "rwcda"), USER:PASS all
+  zkutil.py HOSTS open-acl PATH USER:PASS
+                                         as USER:PASS, let anyone do anything
+                                         on PATH
   zkutil.py HOSTS dump PATH              one line per lock node below PATH:
                                          path <TAB> czxid <TAB> data, with
                                          backslash, tab and newline escaped
@@ -196,6 +203,21 @@ def main(argv):
                              acl=[make_digest_acl(user, password, all=True)],
                              sequence=(args[1] == "seq"))
             sys.stdout.write(made + "\n")
+            return 0
+        if cmd == "create-acl" and len(args) == 2:
+            from kazoo.security import make_acl, make_digest_acl
+            perms, (user, _, password) = args[0], args[1].partition(":")
+            zk.ensure_path(path.rsplit("/", 1)[0] or "/")
+            anyone = make_acl("world", "anyone", read="r" in perms,
+                              write="w" in perms, create="c" in perms,
+                              delete="d" in perms, admin="a" in perms)
+            zk.create(path, b"", acl=[anyone,
+                                      make_digest_acl(user, password, all=True)])
+            return 0
+        if cmd == "open-acl" and len(args) == 1:
+            from kazoo.security import OPEN_ACL_UNSAFE
+            zk.add_auth("digest", args[0])
+            zk.set_acls(path, OPEN_ACL_UNSAFE)
             return 0
         if cmd == "delete-private" and len(args) == 1:
             zk.add_auth("digest", args[0])
