@@ -6,7 +6,9 @@
  *		(explicit requests), lock_semaphore.c (a semaphore's rule and
  *		wait) and lock_held.c (the grant, a lock we hold, the end of a
  *		request); lock_explicit.c calls lock_held.c; lock_semaphore.c calls
- *		lock_held.c and protocol.c's steps 1 and 3 (listing, watching).  No file outside the lock recipe includes it.
+ *		lock_held.c and protocol.c's steps 1 and 3 (listing, watching): a
+ *		circle inside the one recipe.  No file outside the lock recipe
+ *		includes it.
  *
  *-------------------------------------------------------------------------
  */

@@ -81,8 +81,10 @@
  * OP_SELF watches (drop_watches).  A held lock's guard fires when its own
  * node is deleted.  zklock_shared->n_watches shows how many are set.
  *
- * The lock is one recipe of the worker (recipe.h): this file, and two of
- * its own below it, which it calls and which never call it.
+ * The lock is one recipe of the worker (recipe.h): this file, two of its
+ * own below it, which it calls and which never call it, and
+ * lock_semaphore.c beside it (a semaphore's steps 2 and 3), which it calls
+ * and which calls its steps 1 and 3 back (lock_int.h).
  * lock_explicit.c holds what an explicit request's persistent node needs
  * beyond an ephemeral one (its waiter child and watch in step 3, its
  * grant by a rewrite in step 4); lock_held.c the grant (step 4), the

@@ -315,11 +315,19 @@ while (time() < $t_end)
 }
 my $bad = 0;
 my $cancelled = 0;
-foreach my $s (@q)
+foreach my $i (0 .. $#q)
 {
-	my $r = $s->wait(120);
-	$bad++ unless $r && $r->{sqlstate} eq '00000';
+	my $r = $q[$i]->wait(120);
+
+	# A cancel that arrives while the previous one is being cleaned up (or
+	# between two blocks) is processed at the next block's entry, outside
+	# the handler: a cancelled session may end in 57014 itself.
+	$bad++
+	  unless $r
+	  && ($r->{sqlstate} eq '00000'
+		|| ($i % 2 && $r->{sqlstate} eq '57014' && !$r->{exited}));
 	$cancelled += $1 if $r && $r->{err} =~ /cancelled (\d+)/;
+	$cancelled++ if $r && $r->{sqlstate} eq '57014';
 }
 cmp_ok($cancelled, '>', 10, "queries were cancelled in the middle ($cancelled times)");
 is($bad, 0, 'eight sessions querying at once, half of them cancelled again and again, all end cleanly');
