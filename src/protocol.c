@@ -720,13 +720,25 @@ resume(int i)
 }
 
 /*
+ * Is entry i a lock's (or a slot's)?  The hooks below walk the whole table,
+ * where other recipes' requests are too (an election query is CHECKING).
+ */
+static inline bool
+lock_entry(int i)
+{
+	return zklock_work[i].kind == ZKR_ACQUIRE ||
+		zklock_work[i].kind == ZKR_TRY_ACQUIRE;
+}
+
+/*
  * The session is (again) connected: retry what lost its reply.
  */
 static void
 lock_connected(int64 session_id)
 {
 	for (int i = 0; i < zklock_recipe_nentries(); i++)
-		resume(i);
+		if (lock_entry(i))
+			resume(i);
 }
 
 /*
@@ -745,6 +757,8 @@ lock_session_lost(void)
 	{
 		WorkEntry  *w = &zklock_work[i];
 
+		if (!lock_entry(i))
+			continue;
 		switch (w->phase)
 		{
 			case PH_IDLE:
@@ -775,10 +789,11 @@ static void
 lock_retry(void)
 {
 	for (int i = 0; i < zklock_recipe_nentries(); i++)
-		if (zklock_work[i].phase == PH_RECOVERING ||
+		if (lock_entry(i) &&
+			(zklock_work[i].phase == PH_RECOVERING ||
 			(zklock_work[i].phase == PH_HELD &&
 			 (zklock_work[i].guard_needed ||
-			  zklock_work[i].data_version < 0)))
+			  zklock_work[i].data_version < 0))))
 			resume(i);
 }
 
@@ -800,7 +815,8 @@ lock_tick(void)
 		WorkEntry  *w = &zklock_work[i];
 		int64		deadline_us;
 
-		if (w->phase != PH_RECOVERING || w->created || w->release)
+		if (!lock_entry(i) || w->phase != PH_RECOVERING || w->created ||
+			w->release)
 			continue;			/* a held or released node: keep trying */
 		deadline_us = w->since_us + zklock_connect_timeout * INT64CONST(1000);
 		if (now_us >= deadline_us)
