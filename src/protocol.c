@@ -52,8 +52,8 @@
  * Semaphores (1.4).  A semaphore's request is named as an EXCLUSIVE one
  * with "SEMAPHORE-<limit>-" before the mark (resource.c), and decided by
  * grant_rule.c's zklock_semaphore_rule instead of Hive's: granted when
- * fewer than <limit> semaphore nodes are lower; a lower lock node, or any
- * semaphore node of another limit, fails it (its node deleted first).  A
+ * fewer than <limit> semaphore nodes are lower; a lower lock node, or a
+ * lower semaphore node of another limit, fails it (its node deleted first).  A
  * waiter watches the <limit> nearest lower semaphore nodes, all with its
  * one OP_WAIT tag: only a deletion among them can make it eligible, and a
  * deletion notifies at most <limit> waiters.  lock_semaphore.c holds the
