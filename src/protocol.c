@@ -537,13 +537,13 @@ on_wait(int idx, ZkEvent *ev)
 {
 	WorkEntry  *w = &zklock_work[idx];
 
-	if (w->phase != PH_WATCHING)
-		return;
 	if (w->mode == ZKLOCK_SEMAPHORE)
 	{
-		zklock_semaphore_on_wait(idx, ev);
+		zklock_semaphore_on_wait(idx, ev);	/* also while it lists again */
 		return;
 	}
+	if (w->phase != PH_WATCHING)
+		return;
 	/*
 	 * An explicit request has no guard that would notice its own node gone:
 	 * it lists again, and decide() looks for it.
