@@ -10,6 +10,10 @@
 #      that came before it: a waiter that lists again while a wrong
 #      request's node is there (that node being deleted) keeps waiting,
 #      and is granted when a slot frees; the wrong request gets 22023.
+#  (c) a waiter that withdraws while it lists again (its watches of the
+#      nodes still there kept for the listing) leaves no watch behind:
+#      its instance's zk_lock_status.watches comes back to where it was,
+#      though the holders it watched hold on.
 use strict;
 use warnings;
 
@@ -147,6 +151,53 @@ sub granted_within
 		granted_within($w, $bound, 'a slot freed');
 	}
 	$_->quit for ($h1, $h2, $b, $x, $w);
+	ok(zk_wait_no_locks(zk_path('atk'), 10), 'no node left under atk');
+}
+
+# ---------------------------------------------------------------------------
+# (c) H1, H2, X hold or wait on node1; W waits on node2 (it watches H2 and
+# X).  node2's worker is paused (before the delete of an unrelated lock)
+# while X is cancelled on node1 and W is cancelled: once it goes on, W
+# hears X go and lists again, keeping H2's watch, and its withdrawal comes
+# while that listing is in flight.
+{
+	my $res = 'atk/withdraw';
+	my $h1 = zk_session($node1, 'WH1');
+	my $h2 = zk_session($node1, 'WH2');
+	my $x = zk_session($node1, 'WX');
+	my $w = zk_session($node2, 'WW');
+	my $z = zk_session($node2, 'WZ');
+	my $base = psql1($node2, 'SELECT watches FROM zk_lock_status');
+	hold($h1, "SELECT zk_semaphore_acquire_session('$res', 2)");
+	hold($h2, "SELECT zk_semaphore_acquire_session('$res', 2)");
+	enqueue($x, $res, 2);
+	enqueue($w, $res, 2);
+	$z->query_ok(q{SELECT zk_lock_acquire_session('atk/other2', 'exclusive')});
+
+	my $log_at = -s $node2->logfile;
+	ok(zk_set_failpoints($node2, 'before-delete=pause'), 'node2: deletes pause');
+	$z->send(q{SELECT zk_lock_release('atk/other2', 'exclusive')});
+	ok(zk_wait_log($node2, qr/failpoint "before-delete" reached \(pause\)/, $log_at),
+		'node2\'s worker is paused before a delete');
+	$node1->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $x->pid . ')');
+	my $r = $x->wait(10);
+	is($r && $r->{sqlstate}, '57014', 'WX, ahead of WW, was cancelled');
+	ok(zk_wait_count(zk_path($res), 3, 10), 'WX\'s node is gone');
+	$node2->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $w->pid . ')');
+	$r = $w->wait(10);
+	is($r && $r->{sqlstate}, '57014', 'WW was cancelled');
+	ok(zk_set_failpoints($node2, ''), 'node2: failpoints cleared');
+	$z->wait(30);
+	ok(zk_wait_count(zk_path($res), 2, 10), 'WW\'s node is gone');
+	my $now;
+	ok( wait_until(
+			sub {
+				$now = psql1($node2, 'SELECT watches FROM zk_lock_status');
+				return $now <= $base;
+			},
+			timeout => 5),
+		"node2 keeps no watch of WW's wait ($now, $base before it)");
+	$_->quit for ($h1, $h2, $x, $w, $z);
 	ok(zk_wait_no_locks(zk_path('atk'), 10), 'no node left under atk');
 }
 
