@@ -14,6 +14,13 @@
 #      nodes still there kept for the listing) leaves no watch behind:
 #      its instance's zk_lock_status.watches comes back to where it was,
 #      though the holders it watched hold on.
+#  (d) what grows with use: 6 clients on two more instances (session
+#      timeout 60 s) cycle a semaphore of 2 hundreds of times, contended,
+#      some waits ending at a short timeout: no watch is left on the
+#      server (wchs) once nothing is held; then, with waiters queued,
+#      ZooKeeper is restarted: the workers keep their sessions, each
+#      worker's count of watches is the server's for its session, and the
+#      waiters are granted in order as the holders release.
 use strict;
 use warnings;
 
@@ -199,6 +206,105 @@ sub granted_within
 		"node2 keeps no watch of WW's wait ($now, $base before it)");
 	$_->quit for ($h1, $h2, $x, $w, $z);
 	ok(zk_wait_no_locks(zk_path('atk'), 10), 'no node left under atk');
+}
+
+# ---------------------------------------------------------------------------
+# (d) contended cycles, then a restart of ZooKeeper with waiters queued
+{
+	my @n = map { zk_node("node$_", session_timeout => '60s') } 3 .. 4;
+	my $res = 'atkcycles';	# no parent: its SHARED locks would add guards
+	my $loop = q{
+CREATE FUNCTION sem_cycles(res text, n int) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+  got int := 0;
+BEGIN
+  FOR i IN 1..n LOOP
+    BEGIN
+      PERFORM zk_semaphore_acquire_session(res, 2, (random() * 20 + 1)::int * interval '1 ms');
+      got := got + 1;
+      PERFORM zk_semaphore_release(res);
+    EXCEPTION WHEN lock_not_available THEN
+      NULL;
+    END;
+  END LOOP;
+  RETURN got;
+END $$};
+	$_->safe_psql('postgres', $loop) for @n;
+	my @c = map { zk_session($n[ $_ % 2 ], "CY$_") } 1 .. 6;
+	$_->send("SELECT sem_cycles('$res', 300)") for @c;
+	my ($got, $all) = (0, 1);
+	for my $s (@c)
+	{
+		my $r = $s->wait(120);
+		if ($r && $r->{sqlstate} eq '00000') { $got += $r->{out}; }
+		else { $all = 0; diag(explain($r // 'timed out')); }
+	}
+	ok($all, "6 clients cycled 300 times each ($got slots taken)");
+	ok($got > 0 && $got < 1800, 'some waits ended at their timeout, some were granted');
+	my $wchs;
+	ok( wait_until(
+			sub {
+				my $out = zk_server('4lw', 1, 'wchs');
+				$wchs = $out =~ /Total watches:\s*(\d+)/ ? $1 : -1;
+				return $wchs == 0;
+			},
+			timeout => 10),
+		"no watch left on the server after the cycles ($wchs)");
+	is(psql1($_, 'SELECT watches FROM zk_lock_status'), '0',
+		$_->name . ': no watch in the worker') for @n;
+
+	# two holders on node3, three waiters on node4
+	my @h = map { zk_session($n[0], "RH$_") } 1 .. 2;
+	my @w = map { zk_session($n[1], "RW$_") } 1 .. 3;
+	hold($_, "SELECT zk_semaphore_acquire_session('$res', 2)") for @h;
+	enqueue($_, $res, 2) for @w;
+	my %sid = map { ($_->name => psql1($_, 'SELECT session_id FROM zk_lock_status')) } @n;
+	my ($mine, $server);
+	my $counts = sub {
+		$mine = psql1($n[1], 'SELECT watches FROM zk_lock_status');
+		my $out = zk_server('4lw', 1, 'wchc');
+		my $cur = '';
+		$server = 0;
+		for my $line (split /\n/, $out)
+		{
+			if ($line =~ /^(0x[0-9a-f]+)/) { $cur = $1; }
+			elsif ($line =~ m{^\s+/} && $cur eq $sid{ $n[1]->name }) { $server++; }
+		}
+		# 2 per waiter in the worker, on the 4 nodes before the last one
+		return $mine == 6 && $server == 4;
+	};
+	ok(wait_until($counts, timeout => 10),
+		"node4's watches: $mine in the worker (2 per waiter), the server's $server (one per node)");
+	my ($rc) = zk_server('restart-one', 1);
+	is($rc, 0, 'ZooKeeper restarted');
+	for my $node (@n)
+	{
+		ok(zk_wait_connected($node, 90), $node->name . ' reconnected');
+		is(psql1($node, 'SELECT session_id FROM zk_lock_status'), $sid{ $node->name },
+			$node->name . ' kept its session');
+	}
+	ok(wait_until($counts, timeout => 10),
+		"the same after the reconnection: $mine in the worker, the server's $server")
+	  or diag(zk_server('4lw', 1, 'wchc'));
+	$h[0]->query_ok("SELECT zk_semaphore_release('$res')");
+	granted_within($w[0], $bound, 'the first waiter, after the restart');
+	$h[1]->query_ok("SELECT zk_semaphore_release('$res')");
+	granted_within($w[1], $bound, 'the second waiter, after the restart');
+	ok(!$w[2]->done, 'the third still waits: two hold');
+	$w[0]->query_ok("SELECT zk_semaphore_release('$res')");
+	granted_within($w[2], $bound, 'the third waiter');
+	$_->query_ok("SELECT zk_semaphore_release('$res')") for @w[ 1, 2 ];
+	ok(zk_wait_no_locks(zk_path($res), 10), "no node left under $res");
+	ok( wait_until(
+			sub {
+				my $out = zk_server('4lw', 1, 'wchs');
+				$wchs = $out =~ /Total watches:\s*(\d+)/ ? $1 : -1;
+				return $wchs == 0;
+			},
+			timeout => 10),
+		"no watch left on the server at the end ($wchs)");
+	$_->quit for (@c, @h, @w);
 }
 
 zk_done_check();
