@@ -285,8 +285,13 @@ zklock_grant_rule_sorted(ZkGrantNode *nodes, int n)
  *	- a lock node (any client's, not a semaphore node) with a lower sequence
  *	  number: USED_AS_LOCK, *conflict its index.  A resource is a lock or a
  *	  semaphore, never both at once.
- *	- a semaphore node (lower or higher) whose limit is not ours:
- *	  OTHER_LIMIT, *conflict its index.  Everyone must agree on the limit.
+ *	- a lower semaphore node whose limit is not ours: OTHER_LIMIT,
+ *	  *conflict its index.  Everyone must agree on the limit; the request
+ *	  that came later is the one that fails, so that a request of another
+ *	  limit (anyone's, even a try that fails at once) never fails the
+ *	  holders and waiters that were there before it.  No two limits ever
+ *	  hold at once: of two requests of different limits, the later one
+ *	  sees the earlier one's node, which lives as long as it holds.
  *	- fewer than max_holders semaphore nodes with a lower sequence number:
  *	  GRANTED.
  *	- otherwise WAIT: watch[0 .. *nwatch) are the indexes of the
@@ -323,10 +328,10 @@ zklock_semaphore_rule(const char *const *children, int nchildren,
 
 		if (zklock_parse_semaphore_node(children[i], &limit, &s))
 		{
-			if (limit != max_holders && other < 0)
-				other = i;
 			if (s >= my_seq)
 				continue;
+			if (limit != max_holders && other < 0)
+				other = i;
 			lower++;
 			if (n < max_holders)
 			{

@@ -82,6 +82,13 @@ zklock_lock_send_delete(int idx)
 	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
 
 	node_path(path, w, w->node);
+	/*
+	 * A semaphore's waiter keeps the watches of its set while it lists
+	 * again, or after a lost reply: withdrawn or failed then (decide(),
+	 * resume()), they go with its node, not when their holders release.
+	 */
+	if (w->mode == ZKLOCK_SEMAPHORE && w->phase != PH_HELD)
+		zklock_lock_drop_watches(idx);
 	w->phase = PH_DELETING;
 	if (w->persistent)
 	{

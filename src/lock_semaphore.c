@@ -140,6 +140,7 @@ zklock_semaphore_decide(int idx, ZkEvent *ev, int64 my_seq)
  * not watch may have gone too.  Each node counts once: a watch of an
  * earlier set that fired before it was dropped finds its node no longer
  * in the set.  A data change: watch the node again, without listing.
+ * Events while it lists again: see below.
  */
 void
 zklock_semaphore_on_wait(int idx, ZkEvent *ev)
@@ -149,6 +150,24 @@ zklock_semaphore_on_wait(int idx, ZkEvent *ev)
 	int64		seq;
 	int			k;
 
+	if (w->phase != PH_WATCHING)
+	{
+		/*
+		 * Listing again (or about to, after a lost reply), it means to keep
+		 * the watches of its set still there.  A watch of the set that
+		 * fired for anything but its node's deletion (a holder rewriting its
+		 * data), or an exists that failed, leaves a node of the set that
+		 * may still be there unwatched: the listing sets every watch anew.
+		 * (A deletion, or an exists that found no node: the listing, sent
+		 * after it, will not have that node.)
+		 */
+		if ((w->phase == PH_CHECKING || w->phase == PH_RECOVERING) &&
+			!(ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) &&
+			!(ev->kind == ZKEV_STAT &&
+			  (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE)))
+			w->sem_relist = false;
+		return;
+	}
 	if (ev->kind == ZKEV_STAT && ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
 	{
 		if (ev->rc == ZKC_CONNLOSS)

@@ -52,8 +52,8 @@
  * Semaphores (1.4).  A semaphore's request is named as an EXCLUSIVE one
  * with "SEMAPHORE-<limit>-" before the mark (resource.c), and decided by
  * grant_rule.c's zklock_semaphore_rule instead of Hive's: granted when
- * fewer than <limit> semaphore nodes are lower; a lower lock node, or any
- * semaphore node of another limit, fails it (its node deleted first).  A
+ * fewer than <limit> semaphore nodes are lower; a lower lock node, or a
+ * lower semaphore node of another limit, fails it (its node deleted first).  A
  * waiter watches the <limit> nearest lower semaphore nodes, all with its
  * one OP_WAIT tag: only a deletion among them can make it eligible, and a
  * deletion notifies at most <limit> waiters.  lock_semaphore.c holds the
@@ -539,13 +539,13 @@ on_wait(int idx, ZkEvent *ev)
 {
 	WorkEntry  *w = &zklock_work[idx];
 
-	if (w->phase != PH_WATCHING)
-		return;
 	if (w->mode == ZKLOCK_SEMAPHORE)
 	{
-		zklock_semaphore_on_wait(idx, ev);
+		zklock_semaphore_on_wait(idx, ev);	/* also while it lists again */
 		return;
 	}
+	if (w->phase != PH_WATCHING)
+		return;
 	/*
 	 * An explicit request has no guard that would notice its own node gone:
 	 * it lists again, and decide() looks for it.
