@@ -6,17 +6,17 @@
 SELECT dblink_connect('sem2', self_dsn());
 SELECT dblink_connect('sem3', self_dsn());
 
--- arguments: NULLs, limits out of 1 .. 1000, a negative timeout
+-- arguments: NULLs, limits out of 1 .. 64, a negative timeout
 SELECT err($$SELECT zk_semaphore_acquire(NULL, 3)$$);
 SELECT err($$SELECT zk_semaphore_acquire('sem/a', NULL)$$);
 SELECT err($$SELECT zk_semaphore_acquire('sem/a', 0)$$);
 SELECT err($$SELECT zk_semaphore_acquire('sem/a', -1)$$);
-SELECT err($$SELECT zk_semaphore_acquire('sem/a', 1001)$$);
+SELECT err($$SELECT zk_semaphore_acquire('sem/a', 65)$$);
 SELECT err($$SELECT zk_semaphore_acquire('sem/a', 3, '-1 s')$$);
 SELECT err($$SELECT zk_semaphore_try_acquire(NULL, 3)$$);
 SELECT err($$SELECT zk_semaphore_try_acquire('sem/a', NULL)$$);
 SELECT err($$SELECT zk_semaphore_try_acquire('sem/a', 0)$$);
-SELECT err($$SELECT zk_semaphore_acquire_session('sem/a', 1001)$$);
+SELECT err($$SELECT zk_semaphore_acquire_session('sem/a', 65)$$);
 SELECT err($$SELECT zk_semaphore_acquire_session(NULL, 1)$$);
 SELECT err($$SELECT zk_semaphore_try_acquire_session('sem/a', -1)$$);
 SELECT err($$SELECT zk_semaphore_try_acquire_session('sem/a', NULL)$$);

@@ -123,7 +123,7 @@ zklock_parse_node_name(const char *name, ZkLockMode *mode, int64 *seq)
  * sees an EXCLUSIVE lock node and never grants a lock beside its holders.
  * zklock_parse_node_name says EXCLUSIVE for it, as they do.
  *
- * True, with the limit (1 .. ZKLOCK_MAX_SEMAPHORE_HOLDERS) and the sequence
+ * True, with the limit (1 .. ZKLOCK_SEMAPHORE_NAME_MAX) and the sequence
  * number, when the name is such a node; a limit out of range, or a
  * SHARED mark, makes it an ordinary lock node.
  */
@@ -156,7 +156,7 @@ zklock_parse_semaphore_node(const char *name, int *limit, int64 *seq)
 		return false;
 	for (int i = 0; i < ndigits; i++)
 		n = n * 10 + (p[i] - '0');
-	if (n < 1 || n > ZKLOCK_MAX_SEMAPHORE_HOLDERS)
+	if (n < 1 || n > ZKLOCK_SEMAPHORE_NAME_MAX)
 		return false;
 	if (limit)
 		*limit = n;

@@ -458,8 +458,8 @@ run_sem_rule_case(const SemRuleCase *c)
 	int			nchildren = 0;
 	int			my_limit;
 	int64		my_seq;
-	int			watch[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
-	int64		watch_seq[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
+	int			watch[ZKLOCK_SEMAPHORE_NAME_MAX];
+	int64		watch_seq[ZKLOCK_SEMAPHORE_NAME_MAX];
 	int			nwatch = -2;
 	int			nlower = -2;
 	int			conflict = -2;
@@ -482,7 +482,7 @@ run_sem_rule_case(const SemRuleCase *c)
 	else
 	{
 		/* the watched set, sorted, as "a b c" */
-		int64		sorted[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
+		int64		sorted[ZKLOCK_SEMAPHORE_NAME_MAX];
 
 		for (int i = 0; i < nwatch; i++)
 		{
@@ -517,8 +517,8 @@ run_sem_many(void)
 {
 	static char names[600][64];
 	const char *children[600];
-	int			watch[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
-	int64		watch_seq[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
+	int			watch[ZKLOCK_SEMAPHORE_NAME_MAX];
+	int64		watch_seq[ZKLOCK_SEMAPHORE_NAME_MAX];
 	int			nwatch;
 	int			nlower;
 	int			conflict;
