@@ -65,8 +65,8 @@ zklock_utf8_in(char *name)
 }
 
 /* resource and mode arguments; NULLs are errors, not silent NULLs */
-static char *
-resource_arg(FunctionCallInfo fcinfo)
+char *
+zklock_resource_arg(FunctionCallInfo fcinfo)
 {
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -98,8 +98,8 @@ interval_ms(Interval *span)
 }
 
 /* the timeout argument (argument argno) in milliseconds; -1 for none */
-static int
-timeout_arg_n(FunctionCallInfo fcinfo, int argno)
+int
+zklock_timeout_arg(FunctionCallInfo fcinfo, int argno)
 {
 	double		ms;
 
@@ -121,7 +121,7 @@ timeout_arg_n(FunctionCallInfo fcinfo, int argno)
 static int
 timeout_arg(FunctionCallInfo fcinfo)
 {
-	return timeout_arg_n(fcinfo, 2);
+	return zklock_timeout_arg(fcinfo, 2);
 }
 
 /*
@@ -131,7 +131,7 @@ timeout_arg(FunctionCallInfo fcinfo)
 static Datum
 lock_common(FunctionCallInfo fcinfo, bool session, bool wait)
 {
-	char	   *resource = resource_arg(fcinfo);
+	char	   *resource = zklock_resource_arg(fcinfo);
 	ZkLockMode	mode = mode_arg(fcinfo);
 	int			timeout_ms = wait ? timeout_arg(fcinfo) : -1;
 	int			parents_arg = wait ? 3 : 2;
@@ -269,7 +269,7 @@ zklock_try_acquire_all_session(PG_FUNCTION_ARGS)
 Datum
 zklock_release(PG_FUNCTION_ARGS)
 {
-	char	   *resource = resource_arg(fcinfo);
+	char	   *resource = zklock_resource_arg(fcinfo);
 	ZkLockMode	mode = mode_arg(fcinfo);
 
 	PG_RETURN_BOOL(zklock_unlock(resource, mode));
@@ -385,7 +385,7 @@ explicit_ttl_ms(Interval *ttl)
 Datum
 zklock_acquire_explicit(PG_FUNCTION_ARGS)
 {
-	char	   *resource = resource_arg(fcinfo);
+	char	   *resource = zklock_resource_arg(fcinfo);
 	ZkLockMode	mode = mode_arg(fcinfo);
 	int64		ttl_ms;
 
@@ -396,7 +396,7 @@ zklock_acquire_explicit(PG_FUNCTION_ARGS)
 				 errhint("Nothing persistent without an end: give ttl, e.g. '2 hours'.")));
 	ttl_ms = explicit_ttl_ms(PG_GETARG_INTERVAL_P(2));
 	PG_RETURN_INT64(zklock_lock_explicit(resource, mode, ttl_ms,
-										 timeout_arg_n(fcinfo, 3)));
+										 zklock_timeout_arg(fcinfo, 3)));
 }
 
 /*

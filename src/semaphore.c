@@ -25,6 +25,7 @@
 #include "utils/timestamp.h"
 
 #include "zklock.h"
+#include "functions.h"
 #include "shmem.h"
 #include "grant_rule.h"
 #include "backend.h"
@@ -36,20 +37,6 @@ PG_FUNCTION_INFO_V1(zklock_semaphore_try_acquire_session);
 PG_FUNCTION_INFO_V1(zklock_semaphore_release);
 PG_FUNCTION_INFO_V1(zklock_semaphore_node_limit);
 PG_FUNCTION_INFO_V1(zklock_status_notifications);
-
-/* the resource argument, in UTF-8 as zklock keeps names; NULL is an error */
-static char *
-semaphore_resource_arg(FunctionCallInfo fcinfo)
-{
-	char	   *name;
-
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("zklock resource name must not be null")));
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	return (char *) pg_server_to_any(name, strlen(name), PG_UTF8);
-}
 
 /* max_holders: 1 (a mutex) to ZKLOCK_MAX_SEMAPHORE_HOLDERS */
 static int
@@ -71,32 +58,6 @@ max_holders_arg(FunctionCallInfo fcinfo)
 	return n;
 }
 
-/* the timeout (argument 2) in milliseconds; -1 for none (NULL) */
-static int
-semaphore_timeout_arg(FunctionCallInfo fcinfo)
-{
-	Interval   *span;
-	double		ms;
-
-	if (PG_NARGS() <= 2 || PG_ARGISNULL(2))
-		return -1;
-	span = PG_GETARG_INTERVAL_P(2);
-	/* a month is 30 days, as zk_lock_acquire counts it */
-	ms = (double) span->time / 1000.0 +
-		((double) span->day + (double) span->month * DAYS_PER_MONTH) *
-		SECS_PER_DAY * 1000.0;
-	if (ms < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock timeout must not be negative")));
-	if (ms > INT_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock timeout is too large"),
-				 errhint("Use NULL to wait without a limit.")));
-	return (int) ms;
-}
-
 /*
  * The acquire functions: (resource, max_holders, timeout) for the waiting
  * ones, (resource, max_holders) for the try ones.  The token, or NULL for
@@ -105,9 +66,9 @@ semaphore_timeout_arg(FunctionCallInfo fcinfo)
 static Datum
 semaphore_common(FunctionCallInfo fcinfo, bool session, bool wait)
 {
-	char	   *resource = semaphore_resource_arg(fcinfo);
+	char	   *resource = zklock_resource_arg(fcinfo);
 	int			max_holders = max_holders_arg(fcinfo);
-	int			timeout_ms = wait ? semaphore_timeout_arg(fcinfo) : -1;
+	int			timeout_ms = wait ? zklock_timeout_arg(fcinfo, 2) : -1;
 	bool		acquired;
 	int64		token;
 
@@ -146,7 +107,7 @@ zklock_semaphore_try_acquire_session(PG_FUNCTION_ARGS)
 Datum
 zklock_semaphore_release(PG_FUNCTION_ARGS)
 {
-	char	   *resource = semaphore_resource_arg(fcinfo);
+	char	   *resource = zklock_resource_arg(fcinfo);
 
 	PG_RETURN_BOOL(zklock_unlock(resource, ZKLOCK_SEMAPHORE));
 }
