@@ -476,12 +476,10 @@ listing_tick(void)
 	for (int i = 0; i < zklock_recipe_nentries(); i++)
 	{
 		WorkEntry  *w = &zklock_work[i];
-		int64		deadline_us;
 
 		if (!list_is_waiting(i))
 			continue;
-		deadline_us = w->since_us + zklock_connect_timeout * INT64CONST(1000);
-		if (now_us >= deadline_us)
+		if (zklock_recipe_deadline_passed(w, now_us, &next))
 		{
 			char		why[ZKLOCK_MAX_ERROR_LEN + 1];
 
@@ -489,13 +487,6 @@ listing_tick(void)
 					 "could not connect to ZooKeeper at \"%s\" within %d ms",
 					 zklock_hosts, zklock_connect_timeout);
 			list_finish(i, false, ERRCODE_CONNECTION_FAILURE, why);
-		}
-		else
-		{
-			long		ms = (long) ((deadline_us - now_us + 999) / 1000);
-
-			if (next < 0 || ms < next)
-				next = ms;
 		}
 	}
 	return next;

@@ -813,26 +813,17 @@ lock_tick(void)
 	for (int i = 0; i < zklock_recipe_nentries(); i++)
 	{
 		WorkEntry  *w = &zklock_work[i];
-		int64		deadline_us;
 
 		if (!lock_entry(i) || w->phase != PH_RECOVERING || w->created ||
 			w->release)
 			continue;			/* a held or released node: keep trying */
-		deadline_us = w->since_us + zklock_connect_timeout * INT64CONST(1000);
-		if (now_us >= deadline_us)
+		if (zklock_recipe_deadline_passed(w, now_us, &next))
 		{
 			if (w->create_unknown)
 				continue;		/* may exist: find it once connected */
 			fail(i, ERRCODE_CONNECTION_FAILURE,
 				 "could not connect to ZooKeeper at \"%s\" within %d ms",
 				 zklock_hosts, zklock_connect_timeout);
-		}
-		else
-		{
-			long		ms = (long) ((deadline_us - now_us + 999) / 1000);
-
-			if (next < 0 || ms < next)
-				next = ms;
 		}
 	}
 	return next;

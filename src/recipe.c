@@ -454,6 +454,26 @@ watches_upkeep(void)
 }
 
 /*
+ * zklock.connect_timeout for a request that waits for a connection since
+ * w->since_us: true when it has passed; otherwise *next_ms (-1: none) is
+ * lowered to the milliseconds left.
+ */
+bool
+zklock_recipe_deadline_passed(WorkEntry *w, int64 now_us, long *next_ms)
+{
+	int64		deadline_us = w->since_us +
+		zklock_connect_timeout * INT64CONST(1000);
+	long		ms;
+
+	if (now_us >= deadline_us)
+		return true;
+	ms = (long) ((deadline_us - now_us + 999) / 1000);
+	if (*next_ms < 0 || ms < *next_ms)
+		*next_ms = ms;
+	return false;
+}
+
+/*
  * Fail the requests that have waited for a connection longer than
  * zklock.connect_timeout.  Returns the milliseconds until the next such
  * deadline, or -1 when none is pending.
@@ -466,12 +486,10 @@ deferred_deadlines(int64 now_us)
 	for (int i = 0; i < nwork; i++)
 	{
 		WorkEntry  *w = &zklock_work[i];
-		int64		deadline_us;
 
 		if (w->phase != PH_DEFERRED)
 			continue;
-		deadline_us = w->since_us + zklock_connect_timeout * INT64CONST(1000);
-		if (now_us >= deadline_us)
+		if (zklock_recipe_deadline_passed(w, now_us, &next))
 		{
 			char		msg[ZKLOCK_MAX_ERROR_LEN + 1];
 
@@ -479,13 +497,6 @@ deferred_deadlines(int64 now_us)
 					 "could not connect to ZooKeeper at \"%s\" within %d ms",
 					 zklock_hosts, zklock_connect_timeout);
 			end_in_failure(i, ERRCODE_CONNECTION_FAILURE, msg);
-		}
-		else
-		{
-			long		ms = (long) ((deadline_us - now_us + 999) / 1000);
-
-			if (next < 0 || ms < next)
-				next = ms;
 		}
 	}
 	return next;

@@ -237,6 +237,8 @@ extern void zklock_recipe_released(int idx);
 extern bool zklock_recipe_refused(int *sqlstate, char *msg, size_t size);
 extern void zklock_recipe_gate_done(void);
 extern void zklock_recipe_retry_soon(void);
+extern bool zklock_recipe_deadline_passed(WorkEntry *w, int64 now_us,
+										  long *next_ms);
 extern const char *zklock_recipe_loss_why(void);
 extern void zklock_recipe_lost_lock(int pid);
 
