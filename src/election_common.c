@@ -25,6 +25,7 @@
 #include "nodedata.h"
 #include "settings.h"
 #include "shmem.h"
+#include "resource.h"
 
 ZkElectionShared *zklock_elections_shared = NULL;
 

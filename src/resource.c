@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * resource.c
- *		Names: resource paths, lock modes and lock node names.
+ *		Names: resource paths, lock modes, lock node names, and the
+ *		instance's own name in node data.
  *
  * A resource "a/b/c" lives at <zklock.root>/a/b/c.  Names are checked here,
  * before anything reaches ZooKeeper, so that no name can address a znode
@@ -21,8 +22,11 @@
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "postmaster/postmaster.h"
 #include "utils/builtins.h"
 
 #include "resource.h"
@@ -586,4 +590,27 @@ zklock_format_semaphore_request(char *buf, size_t buflen, const char *prefix,
 			 max_holders);
 	zklock_format_node_request(buf, buflen, sem_prefix, ZKLOCK_EXCLUSIVE,
 							   style);
+}
+
+/*
+ * The name this instance gives itself in lock node data: zklock.node_name,
+ * or host name and port.
+ */
+const char *
+zklock_instance_name(void)
+{
+	static char name[128];
+
+	if (zklock_node_name && zklock_node_name[0])
+		return zklock_node_name;
+	if (name[0] == '\0')
+	{
+		char		host[64];
+
+		if (gethostname(host, sizeof(host)) != 0)
+			strlcpy(host, "localhost", sizeof(host));
+		host[sizeof(host) - 1] = '\0';
+		snprintf(name, sizeof(name), "%s:%d", host, PostPortNumber);
+	}
+	return name;
 }

@@ -46,4 +46,7 @@ extern void zklock_format_semaphore_request(char *buf, size_t buflen,
 extern char *zklock_check_node_naming(const char *setting);
 extern ZkNamingStyle zklock_naming_style(const char *resource);
 
+/* the name this instance gives itself in node data */
+extern const char *zklock_instance_name(void);
+
 #endif							/* ZKLOCK_RESOURCE_H */

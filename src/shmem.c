@@ -13,8 +13,6 @@
  */
 #include "postgres.h"
 
-#include <unistd.h>
-
 #include "access/twophase.h"
 #include "miscadmin.h"
 #include "postmaster/postmaster.h"
@@ -139,27 +137,4 @@ zklock_session_state_name(ZkSessionState state)
 			return "auth_failed";
 	}
 	return "unknown";
-}
-
-/*
- * The name this instance gives itself in lock node data: zklock.node_name,
- * or host name and port.
- */
-const char *
-zklock_instance_name(void)
-{
-	static char name[128];
-
-	if (zklock_node_name && zklock_node_name[0])
-		return zklock_node_name;
-	if (name[0] == '\0')
-	{
-		char		host[64];
-
-		if (gethostname(host, sizeof(host)) != 0)
-			strlcpy(host, "localhost", sizeof(host));
-		host[sizeof(host) - 1] = '\0';
-		snprintf(name, sizeof(name), "%s:%d", host, PostPortNumber);
-	}
-	return name;
 }

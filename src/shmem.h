@@ -18,6 +18,5 @@ extern ZkLockShared *zklock_shared;
 extern void zklock_shmem_request(void);
 extern void zklock_shmem_startup(void);
 extern const char *zklock_session_state_name(ZkSessionState state);
-extern const char *zklock_instance_name(void);
 
 #endif							/* ZKLOCK_SHMEM_H */
