@@ -5,9 +5,8 @@
  *		one another: protocol.c (the protocol) calls lock_explicit.c
  *		(explicit requests), lock_semaphore.c (a semaphore's rule and
  *		wait) and lock_held.c (the grant, a lock we hold, the end of a
- *		request); lock_explicit.c calls lock_held.c; lock_semaphore.c calls
- *		lock_held.c and protocol.c's steps 1 and 3 (listing, watching): a
- *		circle inside the one recipe.  No file outside the lock recipe
+ *		request); lock_explicit.c and lock_semaphore.c call lock_held.c;
+ *		none calls protocol.c back.  No file outside the lock recipe
  *		includes it.
  *
  *-------------------------------------------------------------------------
@@ -44,15 +43,14 @@ extern void zklock_lock_fail_msg(int idx, int sqlstate, const char *msg);
 extern void zklock_lock_drop_watches(int idx);
 extern void zklock_lock_fail_deleting(int idx, int sqlstate, const char *fmt,...) pg_attribute_printf(3, 4);
 
-/* protocol.c: steps 1 and 3, for lock_semaphore.c */
-extern void zklock_lock_send_children(int idx);
-extern void zklock_lock_wait_behind(int idx, const char *const *nodes,
-									int nnodes, int nblockers,
-									bool keep_watches);
-
-/* lock_semaphore.c: a semaphore's steps 2 and 3 */
-extern void zklock_semaphore_decide(int idx, ZkEvent *ev, int64 my_seq);
-extern void zklock_semaphore_on_wait(int idx, ZkEvent *ev);
+/*
+ * lock_semaphore.c: a semaphore's steps 2 and 3, as verdicts; protocol.c
+ * watches or lists again as they say
+ */
+extern bool zklock_semaphore_decide(int idx, ZkEvent *ev, int64 my_seq,
+									const char **nodes, int *nnodes,
+									bool *keep_watches);
+extern bool zklock_semaphore_on_wait(int idx, ZkEvent *ev);
 
 /* lock_held.c: a lock we hold */
 extern void zklock_held_guard(int idx);
@@ -77,7 +75,6 @@ extern void zklock_explicit_grant_child_event(int idx, ZkEvent *ev);
 #define send_delete(idx)			zklock_lock_send_delete(idx)
 #define fail(...)					zklock_lock_fail(__VA_ARGS__)
 #define drop_watches(idx)			zklock_lock_drop_watches(idx)
-#define send_children(idx)			zklock_lock_send_children(idx)
 #define grant_persistent(idx)		zklock_explicit_grant(idx)
 #define watch_own_waiting_node(idx) zklock_explicit_watch_own(idx)
 

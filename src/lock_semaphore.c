@@ -41,17 +41,19 @@
 /*
  * Step 2 for a semaphore's request: the semaphore rule (grant_rule.c).
  * Granted, or failed (a lower lock node, a semaphore node of another
- * limit: our node goes first), or, not granted, a try deletes its node
- * and a waiter watches the max_holders nearest lower semaphore nodes.
+ * limit: our node goes first), or, not granted, a try deletes its node;
+ * each done here.  A waiter: returns true, with the nodes protocol.c is to
+ * watch (step 3) in nodes[] (room for ZKLOCK_MAX_SEMAPHORE_HOLDERS), their
+ * number in *nnodes, and in *keep whether the watches still set stay.
  */
-void
-zklock_semaphore_decide(int idx, ZkEvent *ev, int64 my_seq)
+bool
+zklock_semaphore_decide(int idx, ZkEvent *ev, int64 my_seq,
+						const char **nodes, int *nnodes, bool *keep_watches)
 {
 	WorkEntry  *w = &zklock_work[idx];
 	const char *resource = w->parent + strlen(zklock_root) + 1;
 	int			watch[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
 	int64		watch_seq[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
-	const char *nodes[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
 	int			nwatch;
 	int			nlower;
 	int			conflict;
@@ -65,7 +67,7 @@ zklock_semaphore_decide(int idx, ZkEvent *ev, int64 my_seq)
 		zklock_lock_fail_deleting(idx, ERRCODE_INVALID_PARAMETER_VALUE,
 					  "zklock semaphore max_holders %d is out of range",
 					  w->max_holders);
-		return;
+		return false;
 	}
 	switch (zklock_semaphore_rule((const char *const *) ev->children,
 								  ev->nchildren, my_seq, w->max_holders,
@@ -74,19 +76,19 @@ zklock_semaphore_decide(int idx, ZkEvent *ev, int64 my_seq)
 	{
 		case ZKLOCK_SEM_GRANTED:
 			grant(idx);
-			return;
+			return false;
 		case ZKLOCK_SEM_USED_AS_LOCK:
 			zklock_lock_fail_deleting(idx, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 						  "zklock resource \"%s\" is used as a lock (node \"%s\"): it cannot be used as a semaphore at the same time",
 						  resource, ev->children[conflict]);
-			return;
+			return false;
 		case ZKLOCK_SEM_OTHER_LIMIT:
 			(void) zklock_parse_semaphore_node(ev->children[conflict],
 											   &limit, NULL);
 			zklock_lock_fail_deleting(idx, ERRCODE_INVALID_PARAMETER_VALUE,
 						  "zklock semaphore \"%s\" has max_holders %d, not %d",
 						  resource, limit, w->max_holders);
-			return;
+			return false;
 		case ZKLOCK_SEM_WAIT:
 			break;
 	}
@@ -94,7 +96,7 @@ zklock_semaphore_decide(int idx, ZkEvent *ev, int64 my_seq)
 	{
 		w->try_failed = true;
 		send_delete(idx);
-		return;
+		return false;
 	}
 
 	/*
@@ -129,7 +131,9 @@ zklock_semaphore_decide(int idx, ZkEvent *ev, int64 my_seq)
 	w->sem_nwatched = nwatch;
 	w->sem_lower = nlower;
 	w->sem_gone = 0;
-	zklock_lock_wait_behind(idx, nodes, nnew, nlower, keep);
+	*nnodes = nnew;
+	*keep_watches = keep;
+	return true;
 }
 
 /*
@@ -140,9 +144,10 @@ zklock_semaphore_decide(int idx, ZkEvent *ev, int64 my_seq)
  * not watch may have gone too.  Each node counts once: a watch of an
  * earlier set that fired before it was dropped finds its node no longer
  * in the set.  A data change: watch the node again, without listing.
- * Events while it lists again: see below.
+ * Events while it lists again: see below.  Returns true when protocol.c
+ * is to list the children again.
  */
-void
+bool
 zklock_semaphore_on_wait(int idx, ZkEvent *ev)
 {
 	WorkEntry  *w = &zklock_work[idx];
@@ -166,42 +171,39 @@ zklock_semaphore_on_wait(int idx, ZkEvent *ev)
 			!(ev->kind == ZKEV_STAT &&
 			  (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE)))
 			w->sem_relist = false;
-		return;
+		return false;
 	}
 	if (ev->kind == ZKEV_STAT && ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
 	{
 		if (ev->rc == ZKC_CONNLOSS)
 			set_recovering(w);
-		return;
+		return false;
 	}
 	if (ev->kind == ZKEV_STAT && ev->rc == ZKC_OK)
-		return;					/* watched */
+		return false;			/* watched */
 	if (!zklock_parse_node_name(slash ? slash + 1 : ev->path, NULL, &seq))
-		return;
+		return false;
 	for (k = 0; k < w->sem_nwatched && w->sem_watched[k] != seq; k++)
 		;
 	if (k == w->sem_nwatched)
-		return;					/* not of the set we watch now */
+		return false;			/* not of the set we watch now */
 
 	if (ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_CHANGED)
 	{
 		if (!zkc_watch_node(ev->path, TAG(w->generation, OP_WAIT, idx)))
 			set_recovering(w);
-		return;
+		return false;
 	}
 	if (ev->kind == ZKEV_WATCH && ev->watch_type != ZKC_WATCH_DELETED)
-	{
-		send_children(idx);		/* anything else: look again */
-		return;
-	}
+		return true;			/* anything else: look again */
 	/* deleted (a watch), or gone before the watch was set (NONODE) */
 	w->sem_watched[k] = w->sem_watched[--w->sem_nwatched];
 	w->sem_gone++;
 	if (w->sem_lower - w->sem_gone < w->max_holders)
-		grant(idx);
-	else
 	{
-		w->sem_relist = true;	/* the watches left stay */
-		send_children(idx);
+		grant(idx);
+		return false;
 	}
+	w->sem_relist = true;		/* the watches left stay */
+	return true;
 }

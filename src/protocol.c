@@ -81,10 +81,11 @@
  * OP_SELF watches (drop_watches).  A held lock's guard fires when its own
  * node is deleted.  zklock_shared->n_watches shows how many are set.
  *
- * The lock is one recipe of the worker (recipe.h): this file, two of its
- * own below it, which it calls and which never call it, and
- * lock_semaphore.c beside it (a semaphore's steps 2 and 3), which it calls
- * and which calls its steps 1 and 3 back (lock_int.h).
+ * The lock is one recipe of the worker (recipe.h): this file, and three of
+ * its own below it, which it calls and which never call it:
+ * lock_semaphore.c holds a semaphore's steps 2 and 3 as verdicts (granted
+ * or failed there; otherwise which nodes to watch, or whether to list
+ * again, which this file does).
  * lock_explicit.c holds what an explicit request's persistent node needs
  * beyond an ephemeral one (its waiter child and watch in step 3, its
  * grant by a rewrite in step 4); lock_held.c the grant (step 4), the
@@ -126,6 +127,9 @@
 #define MAX_CREATE_TRIES	8
 
 static void send_create(int idx, bool with_parents);
+static void send_children(int idx);
+static void wait_behind(int idx, const char *const *nodes, int nnodes,
+						int nblockers, bool keep_watches);
 static void recover(int idx);
 static void decide(int idx, ZkEvent *ev);
 static bool find_own_node(int idx, ZkEvent *ev, int64 *my_seq);
@@ -218,8 +222,8 @@ send_create(int idx, bool with_parents)
 	send_children(idx);
 }
 
-void
-zklock_lock_send_children(int idx)
+static void
+send_children(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
 
@@ -362,7 +366,12 @@ decide(int idx, ZkEvent *ev)
 	/* a semaphore: its own rule (lock_semaphore.c) */
 	if (my_mode == ZKLOCK_SEMAPHORE)
 	{
-		zklock_semaphore_decide(idx, ev, my_seq);
+		const char *nodes[ZKLOCK_MAX_SEMAPHORE_HOLDERS];
+		int			nnodes;
+		bool		keep;
+
+		if (zklock_semaphore_decide(idx, ev, my_seq, nodes, &nnodes, &keep))
+			wait_behind(idx, nodes, nnodes, w->sem_lower, keep);
 		return;
 	}
 	/* a lock where semaphore requests are ahead: the resource is not a lock */
@@ -404,7 +413,7 @@ decide(int idx, ZkEvent *ev)
 		return;
 	}
 
-	zklock_lock_wait_behind(idx, (const char *const *) &ev->children[pred], 1,
+	wait_behind(idx, (const char *const *) &ev->children[pred], 1,
 							nblockers, false);
 }
 
@@ -487,9 +496,9 @@ on_adopt(int idx, ZkEvent *ev)
  * again behind a deletion keeps the watches still set, and sets only
  * those of nodes new to its set.
  */
-void
-zklock_lock_wait_behind(int idx, const char *const *nodes, int nnodes,
-						int nblockers, bool keep_watches)
+static void
+wait_behind(int idx, const char *const *nodes, int nnodes, int nblockers,
+			bool keep_watches)
 {
 	WorkEntry  *w = &zklock_work[idx];
 	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
@@ -541,7 +550,9 @@ on_wait(int idx, ZkEvent *ev)
 
 	if (w->mode == ZKLOCK_SEMAPHORE)
 	{
-		zklock_semaphore_on_wait(idx, ev);	/* also while it lists again */
+		/* also while it lists again */
+		if (zklock_semaphore_on_wait(idx, ev))
+			send_children(idx);
 		return;
 	}
 	if (w->phase != PH_WATCHING)
