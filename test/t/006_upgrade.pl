@@ -12,6 +12,10 @@
 #    (zk_lock_revocation_data) is 1.1's format() after "v=2".
 #  - the same for a database at 1.2: its zk_lock_status (18 columns) under
 #    the new library, and the watches column (1.3) after the update.
+#  - the same for a database at 1.3 (19 columns), and after its update
+#    (to 1.4, compared with the fresh install script zklock--1.4.sql) a
+#    semaphore, an advisory key, zk_locks.max_holders and
+#    zk_lock_status.notifications.
 #  (test/t/044 does every path again with default privileges in place and
 #  a schema named We%ird s.)
 use strict;
@@ -31,8 +35,10 @@ $node->safe_psql('postgres', 'CREATE DATABASE old');
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('postgres', 'CREATE DATABASE v11');
 $node->safe_psql('postgres', 'CREATE DATABASE v12');
+$node->safe_psql('postgres', 'CREATE DATABASE v13');
 $node->safe_psql('v11', q{CREATE EXTENSION zklock VERSION '1.1'});
 $node->safe_psql('v12', q{CREATE EXTENSION zklock VERSION '1.2'});
+$node->safe_psql('v13', q{CREATE EXTENSION zklock VERSION '1.3'});
 $node->safe_psql('old', q{CREATE EXTENSION zklock VERSION '1.0'});
 $node->safe_psql('fresh', 'CREATE EXTENSION zklock');
 
@@ -55,6 +61,21 @@ is($node->safe_psql('v12',
 		q{SELECT state, lease_margin > 0, (SELECT count(*) FROM pg_attribute
 		   WHERE attrelid = 'zk_lock_status'::regclass AND attnum > 0) FROM zk_lock_status}),
 	'connected|t|18', '1.2 objects: zk_lock_status works with the new library');
+
+# the new library under the 1.3 objects: locks, zk_locks and zk_lock_status
+# (1.3's 19 columns) work; 1.4's functions are not there until the update
+is($node->safe_psql('v13',
+		q{SELECT state, watches >= 0, (SELECT count(*) FROM pg_attribute
+		   WHERE attrelid = 'zk_lock_status'::regclass AND attnum > 0) FROM zk_lock_status}),
+	'connected|t|19', '1.3 objects: zk_lock_status works with the new library');
+is($node->safe_psql('v13',
+		q{SELECT count(*) FROM (SELECT zk_lock_acquire_session('upgrade/v13') AS t) s, zk_locks l
+		  WHERE l.resource = 'upgrade/v13' AND l.mode = 'exclusive'}),
+	'1', '1.3 objects: a lock is taken and zk_locks lists it');
+$node->safe_psql('v13', q{SELECT zk_lock_release_all()});
+is($node->safe_psql('v13',
+		q{SELECT count(*) FROM pg_proc WHERE proname IN ('zk_semaphore_acquire', 'zk_advisory_lock', 'zk_is_leader')}),
+	'0', '1.3 objects: no semaphore, advisory or leadership function before the update');
 
 # the new library under the 1.1 objects, beside a 1.2 database: one queue,
 # holders SHARED, SHARED, then waiters EXCLUSIVE, SHARED, EXCLUSIVE
@@ -121,6 +142,10 @@ $node->safe_psql('v12', 'ALTER EXTENSION zklock UPDATE');
 is($node->safe_psql('v12', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	$default, "1.2: ALTER EXTENSION zklock UPDATE reaches $default");
 
+$node->safe_psql('v13', 'ALTER EXTENSION zklock UPDATE');
+is($node->safe_psql('v13', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
+	$default, "1.3: ALTER EXTENSION zklock UPDATE reaches $default");
+
 $node->safe_psql('old', 'ALTER EXTENSION zklock UPDATE');
 is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	$default, "ALTER EXTENSION zklock UPDATE reaches $default");
@@ -155,6 +180,13 @@ is($node->safe_psql('v11', $describe), $fresh,
 	'the database updated from 1.1 has the same objects as a fresh install');
 is($node->safe_psql('v12', $describe), $fresh,
 	'the database updated from 1.2 has the same objects as a fresh install');
+is($node->safe_psql('v13', $describe), $fresh,
+	'the database updated from 1.3 has the same objects as a fresh install (zklock--1.4.sql)');
+is($node->safe_psql('v13',
+		q{SELECT zk_semaphore_try_acquire('upgrade/sem', 2) > 0, zk_try_advisory_lock(7),
+		         (SELECT max_holders FROM zk_locks WHERE resource = 'upgrade/sem'),
+		         (SELECT notifications >= 0 FROM zk_lock_status)}),
+	't|t|2|t', 'updated from 1.3: a semaphore slot, an advisory key, zk_locks.max_holders, zk_lock_status.notifications');
 like($fresh, qr/^trigger zk_lock_fences_guard on zk_lock_fences /m,
 	'zk_lock_fences is guarded by a trigger');
 

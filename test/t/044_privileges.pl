@@ -103,13 +103,14 @@ sub sqlstate_as
 my @closed_functions = (
 	'zk_lock_admin_node(text,text,text,text)', 'zk_lock_force_release(text,text)',
 	'zk_lock_revoke(text,text)', 'zk_lock_nodes(text)', 'zk_lock_queue(text)',
-	'zk_lock_local()', 'zk_lock_fence(text,bigint)');
+	'zk_lock_local()', 'zk_lock_fence(text,bigint)',
+	'zk_lock_settle_privileges()');
 my @closed_table = qw(INSERT UPDATE DELETE TRUNCATE REFERENCES TRIGGER);
 my $closed_query = join("\nUNION ALL ",
 	(map { my $f = $_; map { qq{SELECT '$_ $f', has_function_privilege('$_', '$qs.$f', 'EXECUTE')} } (qw(app plain), 'Ap%p "x') } @closed_functions),
 	(map { my $p = $_; map { qq{SELECT '$_ zk_lock_fences $p', has_table_privilege('$_', '$qs.zk_lock_fences', '$p')} } (qw(app plain), 'Ap%p "x') } @closed_table),
 	(map { qq{SELECT '$_ zk_lock_local view', has_table_privilege('$_', '$qs.zk_lock_local', 'SELECT')} } (qw(app plain), 'Ap%p "x')),
-	(map { my $v = $_; map { qq{SELECT '$_ $v UPDATE', has_table_privilege('$_', '$qs.$v', 'UPDATE,DELETE,INSERT,TRUNCATE,TRIGGER,REFERENCES')} } qw(app plain) } qw(zk_locks zk_lock_status)));
+	(map { my $v = $_; map { qq{SELECT '$_ $v UPDATE', has_table_privilege('$_', '$qs.$v', 'UPDATE,DELETE,INSERT,TRUNCATE,TRIGGER,REFERENCES')} } qw(app plain) } qw(zk_locks zk_lock_status zk_elections)));
 my $open_query = qq{
 	SELECT has_function_privilege('writer', '$qs.zk_lock_fence(text,bigint)', 'EXECUTE'),
 	       has_function_privilege('mon', '$qs.zk_lock_nodes(text)', 'EXECUTE'),
@@ -151,9 +152,11 @@ my @paths = (
 	[ 'v11_steps',  '1.1', [ '1.2', undef ],       'create' ],
 	[ 'v11_once',   '1.1', [undef],                'create' ],
 	[ 'v12',        '1.2', [undef],                'create' ],
+	[ 'v13',        '1.3', [undef],                'create' ],
 	[ 'v10_late',   '1.0', [undef],                'update' ],
 	[ 'v11_late',   '1.1', [ '1.2', undef ],       'update' ],
 	[ 'v12_late',   '1.2', [undef],                'update' ],
+	[ 'v13_late',   '1.3', [undef],                'update' ],
 );
 
 my $fresh_described;
@@ -251,6 +254,7 @@ foreach my $path (@paths)
 		[ 'app', q{INSERT INTO zk_lock_fences VALUES ('priv/new', 1)} ],
 		[ 'app', q{CREATE TRIGGER mine BEFORE UPDATE ON zk_lock_fences FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()} ],
 		[ 'app', q{SELECT zk_lock_fence('priv/fence', 9223372036854775807)} ],
+		[ 'app', q{SELECT zk_lock_settle_privileges()} ],
 		[ 'plain', q{SELECT zk_lock_force_release('priv/victim')} ],
 		[ 'plain', q{UPDATE zk_lock_fences SET token = 5 WHERE resource = 'priv/fence'} ],
 		[ 'ops', q{SELECT zk_lock_force_release('priv/victim')} ],
