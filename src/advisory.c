@@ -144,8 +144,8 @@ zklock_advisory_namespace_problem(const char *value)
 	return zklock_resource_problem(resource, NULL);
 }
 
-static void advisory_namespace_error(const char *ns, const char *why)
-			pg_attribute_noreturn();
+zklock_noreturn static void advisory_namespace_error(const char *ns,
+													 const char *why);
 
 static void
 advisory_namespace_error(const char *ns, const char *why)

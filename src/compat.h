@@ -61,6 +61,17 @@
 #endif
 
 /*
+ * A function that never returns: 18 has the prefix pg_noreturn and no
+ * longer pg_attribute_noreturn(), which 15 and 17 have (placed after the
+ * declarator; GCC takes the attribute before it as well).
+ */
+#if PG_VERSION_NUM >= 180000
+#define zklock_noreturn			pg_noreturn
+#else
+#define zklock_noreturn			pg_attribute_noreturn()
+#endif
+
+/*
  * Named wait events (WaitEventExtensionNew) exist from 17; before, every
  * wait of zklock shows as PG_WAIT_EXTENSION ("Extension").  See
  * wait_events.c.
