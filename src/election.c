@@ -123,17 +123,6 @@ publish(int g, bool leader)
 	strlcpy(s->name, c->name, sizeof(s->name));
 	strlcpy(s->node, c->created ? c->node : "", sizeof(s->node));
 	s->session_id = c->phase == ZKEL_FREE ? 0 : el_session;
-	if (leader && !s->leader)
-	{
-		s->since_us = zklock_boottime_us();
-		s->since = GetCurrentTimestamp();
-		strlcpy(s->leader_id, zklock_instance_id(), sizeof(s->leader_id));
-	}
-	else if (!leader)
-	{
-		s->since_us = 0;
-		s->since = 0;
-	}
 	s->leader = leader;
 	zklock_elections_shared->changes++;
 	LWLockRelease(zklock_shared->lock);
@@ -358,9 +347,7 @@ decide(int g, ZkEvent *ev)
 	char		prefix[ZKLOCK_MAX_NODE_NAME_LEN + 1];
 	char		path[EL_MAX_PATH];
 	int64		my_seq = -1;
-	int64		low_seq = -1;
 	int64		pred_seq = -1;
-	int			low = -1;
 	int			pred = -1;
 
 	zklock_candidate_prefix(prefix, sizeof(prefix), el_session);
@@ -400,18 +387,12 @@ decide(int g, ZkEvent *ev)
 
 		if (s < 0)
 			continue;
-		if (low_seq < 0 || s < low_seq)
-		{
-			low_seq = s;
-			low = i;
-		}
 		if (s < my_seq && s > pred_seq)
 		{
 			pred_seq = s;
 			pred = i;
 		}
 	}
-	zklock_election_publish_leader_id(g, ev->children[low]);
 	if (pred < 0)
 		take_over(g);
 	else

@@ -61,9 +61,6 @@ typedef struct ZkElectionGroup
 	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1];	/* own node, "" none */
 	int64		session_id;		/* of the candidacy; 0 none */
 	bool		leader;			/* leads in session_id */
-	int64		since_us;		/* CLOCK_BOOTTIME us: leads since */
-	TimestampTz since;			/* the same by the wall clock */
-	char		leader_id[ZKLOCK_INSTANCE_ID_LEN + 1];	/* "" unknown */
 } ZkElectionGroup;
 
 typedef struct ZkElectionShared

@@ -6,8 +6,7 @@
  *		and candidate nodes.  No ZooKeeper here; the recipe is election.c.
  *
  * Shared state (election.h): zklock_elections_shared, written by the
- * worker only (election.c, and zklock_election_publish_leader_id here for
- * it) under zklock_shared->lock in exclusive mode.
+ * worker only (election.c), under zklock_shared->lock in exclusive mode.
  *
  *-------------------------------------------------------------------------
  */
@@ -264,20 +263,4 @@ zklock_election_node_path(char *buf, size_t len, const char *group,
 {
 	snprintf(buf, len, "%s/%s/%s/%s", zklock_root, ZKLOCK_ELECTIONS_NODE,
 			 group, node);
-}
-
-/*
- * Worker side (election.c): group g's leader, as the lowest node's name
- * tells it, to the shared state
- */
-void
-zklock_election_publish_leader_id(int g, const char *lowest)
-{
-	ZkElectionGroup *s = &zklock_elections_shared->groups[g];
-	char		id[ZKLOCK_INSTANCE_ID_LEN + 1];
-
-	zklock_candidate_instance(lowest, id, sizeof(id));
-	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	strlcpy(s->leader_id, id, sizeof(s->leader_id));
-	LWLockRelease(zklock_shared->lock);
 }

@@ -45,7 +45,6 @@ extern int64 zklock_candidate_instance(const char *name, char *id,
 									   size_t idlen);
 extern void zklock_election_node_path(char *buf, size_t len,
 									  const char *group, const char *node);
-extern void zklock_election_publish_leader_id(int g, const char *lowest);
 
 /* election_query.c */
 extern void zklock_election_query_event(int idx, ZkEvent *ev);
