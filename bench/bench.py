@@ -97,7 +97,7 @@ def make_env(a):
     env.idle_sweep = "5s"
     env.idle_secs = 10.0 if a.quick else 20.0
     env.idle_settle = 6.0
-    env.idle_rate_secs = 6.0 if a.quick else 12.0
+    env.idle_rate_secs = 10.5         # one sweep_interval of the instances (10 s) and a bit
     env.setups = a.setups
     env.idle_by_setup = {}
     return env

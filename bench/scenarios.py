@@ -40,7 +40,8 @@ def basic_pg(env, res, title, key, clients, same, shared):
     resource is a flat name taken with parents => false (a flat name has no
     parent; the argument only says so); with 1 client, also the nested name
     bench/h/r with the default parents => true (SHARED on bench and
-    bench/h too), in both scopes."""
+    bench/h too), in both scopes, and one parent level (bench_m/r, SHARED
+    on bench_m), session scope."""
     res_name = "bench_%s_r" % key
     half = clients // 2
 
@@ -81,6 +82,15 @@ def basic_pg(env, res, title, key, clients, same, shared):
                         join_notes(z.note(n), "default parents => true: + SHARED on bench, "
                                    "bench/h", note), zk=z.counts(n))
             res.attempt(title, "zklock nested name " + scope, "zklock", zk_nested)
+
+        def zk_one_level():
+            runs = [(env.pg1, session_script("zklock", "'bench_m/r'", shared), 1)]
+            with ZkCounter(env) as z:
+                cps, p50, p99, note, n, _ = pgbench_cycles(env, runs, "session")
+            res.add(title, "zklock session, one parent level 'bench_m/r' pg1", "zklock",
+                    cps, p50, p99, join_notes(z.note(n), "default parents => true: + SHARED "
+                                              "on bench_m"), zk=z.counts(n))
+        res.attempt(title, "zklock one parent level", "zklock", zk_one_level)
 
     for scope in ("xact", "session"):
         def adv(scope=scope):
