@@ -66,8 +66,11 @@ def parse_args():
                     default=float(os.environ.get("ZKLOCK_SMOKE_MAX_REQUESTS") or 4))
     ab.add_args(ap)
     a = ap.parse_args()
+    # --baseline (ab) compares cycles and latencies: the idle scenario has
+    # neither, and runs there only when --only names it
     a.only_list = a.only.split(",") if a.only else [
-        k for k in SCENARIOS if not (a.quick and k in ("scale", "many"))]
+        k for k in SCENARIOS if not (a.quick and k in ("scale", "many"))
+        and not (a.ab_old and k == "idle")]
     if a.ensemble and a.standalone:
         a.setups = ["standalone", "ensemble"]
     elif a.ensemble or a.standalone:
