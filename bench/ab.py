@@ -13,7 +13,7 @@ from common import log
 from report import Results, num, ratio
 from runner_pg import Pgbench, session_script
 from scenarios import SCENARIOS
-from servers import setup
+from servers import setup, zk_rates
 
 SIDES = ("old", "new")
 
@@ -35,6 +35,8 @@ def run(env, a):
     for side in SIDES:              # warm-up, not counted, as smoke.sh does
         for pg in env.sides[side]:
             Pgbench(env, pg, session_script("zklock", "'bench_ab_warmup'"), 1, txns=200).wait()
+    # what the four idle instances cost ZooKeeper: subtracted from the counts
+    env.idle = zk_rates(env, 10.5)
     figures = {}            # (scenario, contender) -> {side: [row per round]}
     failed = []
     for k in a.only_list:
@@ -71,6 +73,9 @@ def ab_cells(per):
     for key in ("cps", "p50", "p99"):
         old, new = median(per["old"], key), median(per["new"], key)
         cells += [num(old), num(new), num(ratio(new, old), 3)]
+    # ZooKeeper requests and write transactions per cycle (servers.ZkCounter)
+    for key in ("req", "wr"):
+        cells += [num(median(per[side], key), 2) for side in SIDES]
     key = "cps" if any(r["cps"] is not None for r in per["old"] + per["new"]) else "p50"
     rounds = "; ".join("%s %s" % (side, " ".join(
         "FAILED" if r["note"].startswith("FAILED") else num(r[key]) for r in per[side]))
@@ -80,7 +85,8 @@ def ab_cells(per):
 
 def ab_table(figures, notes):
     head = ["contender", "old cyc/s", "new cyc/s", "new/old", "old p50", "new p50",
-            "new/old", "old p99", "new p99", "new/old", "rounds"]
+            "new/old", "old p99", "new p99", "new/old", "old req", "new req", "old wr",
+            "new wr", "rounds"]
     body = []
     scen = None
     for (scenario, contender), per in figures.items():
@@ -112,6 +118,8 @@ def ab_notes(env, a, labels):
         "new/old: above 1 for cycles/s, below 1 for p50/p99 favour the new build.  zklock rows "
         "only; as in the full table (bench/README.md), * txn rows time the whole "
         "BEGIN;acquire;COMMIT.",
+        "req, wr: ZooKeeper requests and write transactions per cycle (its srvr counters, the "
+        "idle rate of the four instances subtracted, as in the full table).",
         "%g s per measurement; 2 cores shared by all: compare the two columns, and the rounds "
         "to see the noise." % env.secs,
     ]

@@ -6,6 +6,7 @@ Started by bench/run.sh (the full comparison) and bench/smoke.sh (the CI
 check), which install what is missing first; run it through them.
 
   bench.py [--quick] [--csv FILE] [--png FILE] [--keep] [--secs S]
+           [--ensemble | --standalone] [--only LIST]
   bench.py --smoke [--min-ratio R]
 
 What it does: starts a standalone ZooKeeper with test/zk_server.sh (the
@@ -34,7 +35,7 @@ from report import Results, table, table_notes, write_csv, write_png
 from runner_curator import compile_curator
 from runner_floor import compile_floor
 from scenarios import SCENARIOS
-from servers import STATE, cleanup, on_signal, setup, versions
+from servers import STATE, cleanup, on_signal, setup, versions, zk_rates
 
 
 def parse_args():
@@ -48,6 +49,11 @@ def parse_args():
     ap.add_argument("--secs", type=float, help="seconds per measurement")
     ap.add_argument("--only", metavar="LIST",
                     help="comma-separated subset of: %s" % ",".join(SCENARIOS))
+    ap.add_argument("--ensemble", action="store_true",
+                    help="a 3-server ZooKeeper ensemble only (default: the standalone "
+                    "server, then the ensemble; --quick: the standalone server)")
+    ap.add_argument("--standalone", action="store_true",
+                    help="the standalone ZooKeeper only")
     ap.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--soak", action="store_true",
                     help="memory over a run at full rate (default 600 s; --secs to change)")
@@ -56,10 +62,21 @@ def parse_args():
     ap.add_argument("--clients", type=int, default=1,
                     help="with --profile: clients, each on its own resource")
     ap.add_argument("--min-ratio", type=float, default=0.25, help=argparse.SUPPRESS)
+    ap.add_argument("--max-requests", type=float, help=argparse.SUPPRESS,
+                    default=float(os.environ.get("ZKLOCK_SMOKE_MAX_REQUESTS") or 4))
     ab.add_args(ap)
     a = ap.parse_args()
+    # --baseline (ab) compares cycles and latencies: the idle scenario has
+    # neither, and runs there only when --only names it
     a.only_list = a.only.split(",") if a.only else [
-        k for k in SCENARIOS if not (a.quick and k in ("scale", "many"))]
+        k for k in SCENARIOS if not (a.quick and k in ("scale", "many"))
+        and not (a.ab_old and k == "idle")]
+    if a.ensemble and a.standalone:
+        a.setups = ["standalone", "ensemble"]
+    elif a.ensemble or a.standalone:
+        a.setups = ["ensemble" if a.ensemble else "standalone"]
+    else:
+        a.setups = ["standalone"] if a.quick else ["standalone", "ensemble"]
     for k in a.only_list:
         if k not in SCENARIOS:
             ap.error("unknown scenario %r (known: %s)" % (k, ",".join(SCENARIOS)))
@@ -78,19 +95,46 @@ def make_env(a):
     env.many = 10000
     env.many_limit = 60
     env.many_idle = 11.0
+    # the idle scenario and the idle rate subtracted from every count
+    env.idle_locks = 3000
+    env.idle_sweep = "5s"
+    env.idle_secs = 10.0 if a.quick else 20.0
+    env.idle_settle = 6.0
+    env.idle_rate_secs = 10.5         # one sweep_interval of the instances (10 s) and a bit
+    env.setups = a.setups
+    env.idle_by_setup = {}
     return env
 
 
+def ensemble_skips(a):
+    """the scenarios the ensemble set-up leaves out unless --only names
+    them: scale and many read per-server figures (watches, the idle rate)
+    inside Curator's and Kazoo's own runs, from one server"""
+    return [] if a.only else ["scale", "many"]
+
+
 def comparison(env, a, t_start):
-    """the side-by-side run: every contender, the table, CSV and chart"""
+    """the side-by-side run: every contender, the table, CSV and chart, on
+    each ZooKeeper set-up in turn (servers stopped and started afresh)"""
     only = a.only_list
-    build = setup(env, 2)
-    compile_floor(env, build)
-    compile_curator(env, build)
     res = Results()
-    for k in SCENARIOS:
-        if k in only:
-            SCENARIOS[k](env, res)
+    for i, which in enumerate(a.setups):
+        if i > 0:
+            cleanup()
+        env.ensemble = which == "ensemble"
+        res.setup = which
+        build = setup(env, 2)
+        compile_floor(env, build)
+        compile_curator(env, build)
+        # what ZooKeeper does with nothing measured running (both
+        # instances' pings and sweeps): subtracted from every count
+        env.idle = zk_rates(env, env.idle_rate_secs)
+        env.idle_by_setup[which] = env.idle
+        log("idle rate (%s): %.2f requests/s, %.2f packets sent/s, %.2f writes/s" % (
+            which, env.idle["req"], env.idle["sent"], env.idle["wr"]))
+        for k in SCENARIOS:
+            if k in only and not (env.ensemble and k in ensemble_skips(a)):
+                SCENARIOS[k](env, res)
     took = time.time() - t_start
     text = table(res.rows, table_notes(env, only, versions(), took))
     print(text, flush=True)
@@ -121,7 +165,7 @@ def main():
     t_start = time.time()
     try:
         if a.smoke:
-            return smoke(env, a.min_ratio)
+            return smoke(env, a.min_ratio, a.max_requests)
         if a.soak:
             env.secs = a.secs or 600
             return soak(env)
@@ -134,7 +178,7 @@ def main():
     except KeyboardInterrupt as e:
         log("interrupted (%s); stopping what was started" % (e or "SIGINT"))
         if a.smoke:
-            print("bench: 0 passed, 1 failed")
+            print("bench: 0 passed, 2 failed")
         return 130
     except (BenchError, subprocess.TimeoutExpired, OSError) as e:
         log("error: %s" % e)
@@ -142,7 +186,7 @@ def main():
             STATE["keep"] = True
             log("logs kept in " + STATE["tmp"])
         if a.smoke:
-            print("bench: 0 passed, 1 failed")
+            print("bench: 0 passed, 2 failed")
         return 1
     finally:
         cleanup()

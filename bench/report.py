@@ -14,13 +14,23 @@ class Results:
         self.rows = []
         self.failed = []
         self.roles = roles          # None: every contender; else these roles only
+        self.setup = "standalone"   # the ZooKeeper set-up the rows are measured on
 
-    def add(self, scenario, contender, role, cps=None, p50=None, p99=None, note=""):
+    def add(self, scenario, contender, role, cps=None, p50=None, p99=None, note="",
+            zk=None):
+        """zk: ZooKeeper's counts (servers.ZkCounter.counts, zk_rates):
+        requests, write transactions and packets sent, per cycle (unit
+        "cycle") or per second (unit "s"), and notifications per cycle"""
+        zk = zk or {}
         self.rows.append(dict(scenario=scenario, contender=contender, role=role,
-                              cps=cps, p50=p50, p99=p99, note=note))
+                              cps=cps, p50=p50, p99=p99, note=note, setup=self.setup,
+                              req=zk.get("req"), wr=zk.get("wr"), sent=zk.get("sent"),
+                              notif=zk.get("notif"),
+                              zk_unit=zk.get("unit", "cycle") if zk else ""))
         log("  %-34s %s" % (contender, " ".join(
             "%s=%s" % (k, "-" if v is None else "%.3f" % v)
-            for k, v in (("cyc/s", cps), ("p50", p50), ("p99", p99)))))
+            for k, v in (("cyc/s", cps), ("p50", p50), ("p99", p99), ("req", zk.get("req")),
+                         ("wr", zk.get("wr")), ("sent", zk.get("sent"))))))
 
     def attempt(self, scenario, contender, role, fn):
         """run one measurement; a failure is a row too, and the run goes on"""
@@ -44,12 +54,18 @@ def ratio(a, b):
 ROLE_ORDER = {"zklock": 0, "advisory": 1, "curator": 2, "kazoo": 3, "floor": 4}
 
 
+def skey(r):
+    """a scenario on one ZooKeeper set-up"""
+    return (r.get("setup", ""), r["scenario"])
+
+
 def grouped(rows):
-    """rows by scenario (in order of first appearance), zklock first in each"""
+    """rows by set-up and scenario (in order of first appearance), zklock
+    first in each"""
     first = {}
     for i, r in enumerate(rows):
-        first.setdefault(r["scenario"], i)
-    return sorted(rows, key=lambda r: (first[r["scenario"]], ROLE_ORDER.get(r["role"], 9)))
+        first.setdefault(skey(r), i)
+    return sorted(rows, key=lambda r: (first[skey(r)], ROLE_ORDER.get(r["role"], 9)))
 
 
 def with_ratios(rows):
@@ -61,7 +77,7 @@ def with_ratios(rows):
         for role in ("curator", "kazoo", "floor"):
             r["cps_" + role] = r["p50_" + role] = None
         if r["role"] == "zklock":
-            peers = [x for x in rows if x["scenario"] == r["scenario"]]
+            peers = [x for x in rows if skey(x) == skey(r)]
             for role in ("curator", "kazoo", "floor"):
                 cands = [x for x in peers if x["role"] == role and
                          (x["cps"] is not None or x["p50"] is not None)]
@@ -96,27 +112,39 @@ def rcell(r, role):
     return "%s / %s" % (num(a, 2), num(b, 2))
 
 
+def zcell(r, key):
+    """a ZooKeeper count: per cycle, or per second (idle rows: "/s")"""
+    if r.get(key) is None:
+        return "-"
+    return "%.2f%s" % (r[key], "/s" if r.get("zk_unit") == "s" else "")
+
+
+SETUP_NAMES = {"standalone": "standalone ZooKeeper", "ensemble": "3-server ensemble"}
+
+
 def table(rows, meta):
     rows = with_ratios(rows)
-    head = ["contender", "cycles/s", "p50 ms", "p99 ms", "zk/Curator", "zk/Kazoo",
-            "zk/floor", "notes"]
+    head = ["contender", "cycles/s", "p50 ms", "p99 ms", "req/cyc", "wr/cyc", "sent/cyc",
+            "zk/Curator", "zk/Kazoo", "zk/floor", "notes"]
+    ncol = len(head) - 1
     lines = []
     body = []
     scen = None
     for r in rows:
-        if r["scenario"] != scen:
-            scen = r["scenario"]
-            body.append(("#", scen))
+        if skey(r) != scen:
+            scen = skey(r)
+            body.append(("#", "%s | %s" % (SETUP_NAMES.get(scen[0], scen[0]), scen[1])))
         body.append([r["contender"], num(r["cps"]), num(r["p50"]), num(r["p99"]),
+                     zcell(r, "req"), zcell(r, "wr"), zcell(r, "sent"),
                      rcell(r, "curator"), rcell(r, "kazoo"), rcell(r, "floor"),
                      r["note"]])
     widths = [max(len(head[i]), *(len(b[i]) for b in body if b[0] != "#"))
-              for i in range(7)]
+              for i in range(ncol)]
     fmt = lambda cells: "  ".join(  # noqa: E731
-        (c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])) if i < 7 else c
+        (c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])) if i < ncol else c
         for i, c in enumerate(cells)).rstrip()
     lines.append(fmt(head))
-    lines.append("-" * (sum(widths) + 2 * 7 + 5))
+    lines.append("-" * (sum(widths) + 2 * ncol + 5))
     for b in body:
         if b[0] == "#":
             lines.append("")
@@ -139,26 +167,39 @@ def table_notes(env, only, versions, took):
         "(>1 / <1 favour zklock); floor = the fastest ZK-floor row.",
         "* txn rows: p50/p99 of the whole BEGIN;acquire;COMMIT (pgbench logs whole transactions "
         "only; the notes give each statement's mean); session rows time each acquire alone.",
-        "ZK per cycle: requests ZooKeeper received (mntr zk_packets_received) and watch "
-        "notifications it sent (zk_sum_node_*_watch_count), divided by the cycles run.",
-        "%g s per measurement%s%s; one standalone ZooKeeper (test/zk_server.sh, tickTime 200, "
-        "forceSync=no) for every contender; PostgreSQL fsync=off, synchronous_commit=off; "
-        "2 cores shared by all." % (
+        "req/wr/sent per cycle: ZooKeeper's own counters (srvr: packets received = requests "
+        "incl. pings, packets sent = replies + watch notifications; write transactions = the "
+        "zxid's advance, a multi counting once), all servers, before and after each "
+        "measurement, minus the idle rate measured in the same run, divided by the cycles run "
+        "(warm-up and the client's session set-up included); idle rows: per second; the "
+        "notes give watch notifications per cycle (mntr zk_sum_node_*_watch_count).",
+        "%g s per measurement%s%s; ZooKeeper: %s (test/zk_server.sh, tickTime 200, "
+        "forceSync=no, loopback) for every contender; PostgreSQL fsync=off, "
+        "synchronous_commit=off; 2 cores shared by all." % (
             env.secs, " (with 10,000 locks held: %g s, one zklock.sweep_interval)" % env.many_idle
             if "many" in only else "",
             ", scale scenarios skipped" if "scale" not in only
             else "; scale: %d waiters (150 per instance for zklock, "
-            "max_connections 200), not 1,000" % env.waiters),
+            "max_connections 200), not 1,000" % env.waiters,
+            " and ".join(SETUP_NAMES[s] for s in env.setups)),
+        "idle rate subtracted (ZooKeeper with both instances connected and idle, nothing "
+        "else): %s." % "; ".join(
+            "%s: %.2f requests/s, %.2f packets sent/s, %.2f writes/s over %.0f s"
+            % (SETUP_NAMES[s], i["req"], i["sent"], i["wr"], i["secs"])
+            for s, i in getattr(env, "idle_by_setup", {}).items()),
         "versions: " + "; ".join(versions) + ".  Run took %.0f s." % took,
     ]
 
 
 def write_csv(rows, fn):
     rows = with_ratios(rows)
-    cols = ["scenario", "contender", "role", "cps", "p50", "p99",
+    cols = ["setup", "scenario", "contender", "role", "cps", "p50", "p99",
+            "req", "wr", "sent", "notif", "zk_unit",
             "cps_curator", "p50_curator", "cps_kazoo", "p50_kazoo",
             "cps_floor", "p50_floor", "note"]
-    names = ["scenario", "contender", "role", "cycles_per_s", "p50_ms", "p99_ms",
+    names = ["setup", "scenario", "contender", "role", "cycles_per_s", "p50_ms", "p99_ms",
+             "zk_requests", "zk_write_txns", "zk_packets_sent", "zk_notifications",
+             "zk_per",
              "zk_over_curator_cycles", "zk_over_curator_p50",
              "zk_over_kazoo_cycles", "zk_over_kazoo_p50",
              "zk_over_floor_cycles", "zk_over_floor_p50", "notes"]
@@ -166,7 +207,7 @@ def write_csv(rows, fn):
         w = csv.writer(f)
         w.writerow(names)
         for r in rows:
-            w.writerow(["" if r[c] is None else (round(r[c], 4) if isinstance(r[c], float)
+            w.writerow(["" if r.get(c) is None else (round(r[c], 4) if isinstance(r[c], float)
                                                   else r[c]) for c in cols])
 
 
@@ -193,9 +234,11 @@ def write_png(rows, fn, tmp, title):
                 ("ZK floor", lambda r: r["role"] == "floor")]
     scen = []
     for r in rows:
-        if r["scenario"] not in scen and not r["scenario"].startswith("drain"):
-            scen.append(r["scenario"])
-    short = {s: short_name(s) for s in scen}
+        if (skey(r) not in scen and not r["scenario"].startswith("drain")
+                and not r["scenario"].startswith("idle")):
+            scen.append(skey(r))
+    short = {k: short_name(k[1]) + (", ensemble" if k[0] == "ensemble" else "")
+             for k in scen}
     data = os.path.join(tmp, "chart.dat")
     with open(data, "w") as f:
         f.write("scenario\t" + "\t".join('"%s"' % n for n, _ in families) + "\t" +
@@ -203,10 +246,10 @@ def write_png(rows, fn, tmp, title):
         for s in scen:
             cps, p50 = [], []
             for _, pred in families:
-                cand = [r for r in rows if r["scenario"] == s and pred(r)]
+                cand = [r for r in rows if skey(r) == s and pred(r)]
                 c = max((r["cps"] for r in cand if r["cps"]), default=None)
                 l = min((r["p50"] for r in cand if r["p50"]), default=None)
-                cps.append("?" if c is None or s.startswith("handoff") else "%.4f" % c)
+                cps.append("?" if c is None or s[1].startswith("handoff") else "%.4f" % c)
                 p50.append("?" if l is None else "%.4f" % l)
             f.write('"%s"\t%s\t%s\n' % (short[s], "\t".join(cps), "\t".join(p50)))
     n = len(families)

@@ -2,12 +2,19 @@
 #
 # run.sh -- zklock side by side with Apache Curator 5.4, Kazoo 2.8,
 # ZooKeeper's own floor (C client) and PostgreSQL's advisory locks, in one
-# run on one standalone ZooKeeper.
+# run on one standalone ZooKeeper and then on a 3-server ensemble, with
+# ZooKeeper's own counters per cycle (requests, write transactions, packets
+# sent).
 #
 #   bash bench/run.sh [--quick] [--csv FILE] [--png FILE] [--keep] [--secs S]
-#                      [--only s1,s32,excl8,shared8,handoff,scale,many,sem]
+#                      [--ensemble | --standalone]
+#                      [--only s1,s32,excl8,shared8,handoff,sem,idle,scale,many]
 #
-#   --quick     about 2 s per measurement, scale scenarios skipped (CI)
+#   --quick     about 2 s per measurement, scale scenarios skipped, the
+#               standalone server only (CI)
+#   --ensemble  a 3-server ZooKeeper ensemble only; --standalone: the
+#               standalone server only (default: both, one after the other;
+#               the ensemble leaves out scale and many unless --only names them)
 #   --csv FILE  also write every figure as CSV
 #   --png FILE  also draw a chart (gnuplot, from Debian's gnuplot-nox)
 #   --keep      keep the temporary work folder (servers' logs, pgbench logs)
@@ -38,7 +45,7 @@ baseline=""
 args=()
 while [ $# -gt 0 ]; do
 	case "$1" in
-	-h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	--png | --png=*) png=1 ;;
 	--baseline) baseline=${2:?--baseline needs a git revision}; shift 2; continue ;;
 	--baseline=*) baseline=${1#*=}; shift; continue ;;

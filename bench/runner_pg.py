@@ -81,23 +81,25 @@ class Pgbench:
 
 # pgbench scripts.  {r} is a resource expression (SQL), {m} a mode.
 SESSION_SCRIPT = {
-    "zklock": ("SELECT zk_lock_acquire_session({r}{m});",
+    "zklock": ("SELECT zk_lock_acquire_session({r}{m}{p});",
                "SELECT zk_lock_release({r}{m});"),
     "advisory": ("SELECT pg_advisory_lock{sh}(hashtext({r}));",
                  "SELECT pg_advisory_unlock{sh}(hashtext({r}));"),
 }
 XACT_SCRIPT = {
-    "zklock": "SELECT zk_lock_acquire({r}{m});",
+    "zklock": "SELECT zk_lock_acquire({r}{m}{p});",
     "advisory": "SELECT pg_advisory_xact_lock{sh}(hashtext({r}));",
 }
 
 
-def fmt_sql(s, resource, shared):
+def fmt_sql(s, resource, shared, flat=False):
+    """flat: zklock's acquire with parents => false"""
     return s.format(r=resource, m=", 'shared'" if shared else "",
-                    sh="_shared" if shared else "")
+                    sh="_shared" if shared else "",
+                    p=", parents => false" if flat else "")
 
 
-def session_script(kind, resource, shared=False):
+def session_script(kind, resource, shared=False, flat=False):
     """
     One acquire or one release per pgbench transaction, alternating (the
     client variable ph survives from one transaction to the next), so that
@@ -105,12 +107,12 @@ def session_script(kind, resource, shared=False):
     acquires.  A cycle is two pgbench transactions.
     """
     acq, rel = SESSION_SCRIPT[kind]
-    return ("\\if :ph = 0\n" + fmt_sql(acq, resource, shared) + "\n\\set ph 1\n"
+    return ("\\if :ph = 0\n" + fmt_sql(acq, resource, shared, flat) + "\n\\set ph 1\n"
             "\\else\n" + fmt_sql(rel, resource, shared) + "\n\\set ph 0\n\\endif\n")
 
 
-def xact_script(kind, resource, shared=False):
-    return "BEGIN;\n" + fmt_sql(XACT_SCRIPT[kind], resource, shared) + "\nCOMMIT;\n"
+def xact_script(kind, resource, shared=False, flat=False):
+    return "BEGIN;\n" + fmt_sql(XACT_SCRIPT[kind], resource, shared, flat) + "\nCOMMIT;\n"
 
 
 def acquire_rows(rows):

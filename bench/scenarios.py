@@ -10,7 +10,8 @@ from runner_curator import curator_cmd
 from runner_floor import floor
 from runner_kazoo import kazoo_cmd
 from runner_pg import Pgbench, pg_handoff, pgbench_cycles, session_script, xact_script
-from servers import PsqlSession, ZkCounter, kill_group, mntr, notifications, run_json
+from servers import (PsqlSession, ZkCounter, kill_group, mntr, mntr_sum, notifications,
+                     run_json, zk_delta, zk_rates, zk_snapshot)
 
 
 def handoff_from_records(recs):
@@ -35,7 +36,12 @@ def scenario_basic(env, res, title, key, clients, same, shared=False):
 
 def basic_pg(env, res, title, key, clients, same, shared):
     """zklock (on pg1, or half of the clients on each instance) in both
-    scopes, and PostgreSQL's advisory locks (all clients on pg1)"""
+    scopes, and PostgreSQL's advisory locks (all clients on pg1).  zklock's
+    resource is a flat name taken with parents => false (a flat name has no
+    parent; the argument only says so); with 1 client, also the nested name
+    bench/h/r with the default parents => true (SHARED on bench and
+    bench/h too), in both scopes, and one parent level (bench_m/r, SHARED
+    on bench_m), session scope."""
     res_name = "bench_%s_r" % key
     half = clients // 2
 
@@ -48,27 +54,43 @@ def basic_pg(env, res, title, key, clients, same, shared):
         def zk(scope=scope):
             mk = xact_script if scope == "xact" else session_script
             if clients == 1:
-                runs = [(env.pg1, mk("zklock", res_expr(""), shared), 1)]
+                runs = [(env.pg1, mk("zklock", res_expr(""), shared, flat=True), 1)]
             else:
-                runs = [(env.pg1, mk("zklock", res_expr("a"), shared), half),
-                        (env.pg2, mk("zklock", res_expr("b"), shared), clients - half)]
+                runs = [(env.pg1, mk("zklock", res_expr("a"), shared, flat=True), half),
+                        (env.pg2, mk("zklock", res_expr("b"), shared, flat=True),
+                         clients - half)]
             with ZkCounter(env) as z:
                 cps, p50, p99, note, n, _ = pgbench_cycles(env, runs, scope)
             where = "pg1" if clients == 1 else "%d+%d on pg1+pg2" % (half, clients - half)
             label = ("zklock txn* (BEGIN;acq;COMMIT)" if scope == "xact"
                      else "zklock session (acq;release)")
             res.add(title, "%s %s" % (label, where), "zklock", cps, p50, p99,
-                    join_notes(z.note(n), note))
+                    join_notes(z.note(n), "flat name, parents => false", note),
+                    zk=z.counts(n))
         res.attempt(title, "zklock " + scope, "zklock", zk)
 
     if clients == 1:
-        def zk_nested():
-            runs = [(env.pg1, session_script("zklock", "'bench/h/r'"), 1)]
+        for scope in ("xact", "session"):
+            def zk_nested(scope=scope):
+                mk = xact_script if scope == "xact" else session_script
+                runs = [(env.pg1, mk("zklock", "'bench/h/r'", shared), 1)]
+                with ZkCounter(env) as z:
+                    cps, p50, p99, note, n, _ = pgbench_cycles(env, runs, scope)
+                label = "zklock txn*" if scope == "xact" else "zklock session"
+                res.add(title, "%s, nested name 'bench/h/r' pg1" % label, "zklock",
+                        cps, p50, p99,
+                        join_notes(z.note(n), "default parents => true: + SHARED on bench, "
+                                   "bench/h", note), zk=z.counts(n))
+            res.attempt(title, "zklock nested name " + scope, "zklock", zk_nested)
+
+        def zk_one_level():
+            runs = [(env.pg1, session_script("zklock", "'bench_m/r'", shared), 1)]
             with ZkCounter(env) as z:
                 cps, p50, p99, note, n, _ = pgbench_cycles(env, runs, "session")
-            res.add(title, "zklock session, name 'bench/h/r' pg1", "zklock", cps, p50, p99,
-                    join_notes(z.note(n), "default parents => true: + SHARED on bench, bench/h"))
-        res.attempt(title, "zklock nested name", "zklock", zk_nested)
+            res.add(title, "zklock session, one parent level 'bench_m/r' pg1", "zklock",
+                    cps, p50, p99, join_notes(z.note(n), "default parents => true: + SHARED "
+                                              "on bench_m"), zk=z.counts(n))
+        res.attempt(title, "zklock one parent level", "zklock", zk_one_level)
 
     for scope in ("xact", "session"):
         def adv(scope=scope):
@@ -94,7 +116,7 @@ def basic_zk_clients(env, res, title, key, clients, same, shared):
         res.add(title, "Curator %s (%s)" % (
             "InterProcessReadWriteLock.readLock" if shared else "InterProcessMutex",
             plural(clients, "session")), "curator", r["cycles_per_s"], r["p50_ms"],
-            r["p99_ms"], z.note(r["all_cycles"]))
+            r["p99_ms"], z.note(r["all_cycles"]), zk=z.counts(r["all_cycles"]))
     res.attempt(title, "Curator", "curator", cur)
 
     def kaz():
@@ -104,7 +126,8 @@ def basic_zk_clients(env, res, title, key, clients, same, shared):
                          env.secs + 180, "kazoo_bench")
         res.add(title, "Kazoo %s (%s)" % (
             "ReadLock" if shared else "Lock", plural(clients, "process", "processes")),
-            "kazoo", r["cycles_per_s"], r["p50_ms"], r["p99_ms"], z.note(r["all_cycles"]))
+            "kazoo", r["cycles_per_s"], r["p50_ms"], r["p99_ms"], z.note(r["all_cycles"]),
+            zk=z.counts(r["all_cycles"]))
     res.attempt(title, "Kazoo", "kazoo", kaz)
 
     if not same or clients == 1:
@@ -113,7 +136,8 @@ def basic_zk_clients(env, res, title, key, clients, same, shared):
                 r = floor(env, "sync", clients)
             res.add(title, "ZK floor: sync create+delete, %s" % plural(clients, "session"),
                     "floor", r["cycles"] / env.secs, r["p50_ms"], r["p99_ms"],
-                    join_notes(z.note(r["all_cycles"]), "C client; latency = the create"))
+                    join_notes(z.note(r["all_cycles"]), "C client; latency = the create"),
+                    zk=z.counts(r["all_cycles"]))
         res.attempt(title, "ZK floor sync", "floor", fl_sync)
     if clients > 1 and not same:
         def fl_async():
@@ -122,8 +146,10 @@ def basic_zk_clients(env, res, title, key, clients, same, shared):
             res.add(title, "ZK floor: 32 in flight on 1 session", "floor",
                     r["cycles"] / env.secs, r["p50_ms"], r["p99_ms"],
                     join_notes(z.note(r["all_cycles"]),
-                               "C client, zoo_acreate/zoo_adelete window 32"))
+                               "C client, zoo_acreate/zoo_adelete window 32"),
+                    zk=z.counts(r["all_cycles"]))
         res.attempt(title, "ZK floor async", "floor", fl_async)
+
 
 def scenario_handoff(env, res):
     title = "handoff: release -> other client's grant"
@@ -219,7 +245,7 @@ def scale_queued(env, waiters, w):
     # its watch is set a round trip or two later: wait for all
     deadline = time.time() + 30
     while time.time() < deadline:
-        watches = int(mntr(env.zk_port).get("zk_watch_count", -1))
+        watches = mntr_sum(env, "zk_watch_count")
         if watches >= w + 1:        # every waiter's + the holder's own
             break
         time.sleep(0.2)
@@ -264,12 +290,12 @@ def scale_zklock(env, res, w, t_unrel, t_drain):
                    for pg, n in ((env.pg1, half), (env.pg2, w - half))]
         watches = scale_queued(env, waiters, w)
         with_ = unrelated_latency(env)
-        n0 = notifications(env.zk_port)
+        n0 = notifications(env)
         t0 = time.time()
         holder.query("SELECT zk_lock_release('bench_scale')")
         drain = scale_drained(env, w, t0)
         time.sleep(0.5)
-        n1 = notifications(env.zk_port)
+        n1 = notifications(env)
         for g in gates:
             g.close()
         for pb in waiters:
@@ -355,13 +381,12 @@ def scenario_many(env, res):
             cnt, p50, p99 = out[-1].split("|")
             cnt = int(cnt)
             m = mntr(env.zk_port)
+            watches = mntr_sum(env, "zk_watch_count")
             # what ZooKeeper receives while nothing happens, over one
             # zklock.sweep_interval (set to 10 s here; 1 min by default)
             # and a bit
             idle = env.many_idle
-            r0 = int(m.get("zk_packets_received", 0))
-            time.sleep(idle)
-            bg = (int(mntr(env.zk_port).get("zk_packets_received", 0)) - r0) / idle
+            bg = zk_rates(env, idle)["req"]
             # over one sweep interval at least, so that a sweep falls inside
             secs, env.secs = env.secs, max(env.secs, env.many_idle)
             try:
@@ -386,7 +411,7 @@ def scenario_many(env, res):
                 "%d taken in %.1f s; %s watches, %s znodes held; idle, ZK receives %.0f "
                 "requests/s; release_all + deletes %.2f s; zk_locks (from pg2) listed %s rows "
                 "in %.2f s; latency server-side (plpgsql)"
-                % (cnt, took, m.get("zk_watch_count"), m.get("zk_znode_count"), bg, rel_s,
+                % (cnt, took, watches, m.get("zk_znode_count"), bg, rel_s,
                    rows, list_s))
         res.add(t_unrel, "zklock session, pg1", "zklock", *with_[:3],
                 note="max %.1f (acquire latency, ms)" % with_[5])
@@ -461,16 +486,16 @@ def scenario_semaphore(env, res):
                 with ZkCounter(env) as z:
                     cps, p50, p99, _, n, _ = pgbench_cycles(env, runs(script), "session")
                 if kind not in best or cps > best[kind][0]:
-                    best[kind] = (cps, p50, p99, z.note(n))
+                    best[kind] = (cps, p50, p99, z.note(n), z.counts(n))
         where = "pg1" if clients == 1 else "%d+%d on pg1+pg2" % (clients // 2, clients - clients // 2)
         lc, sc = best["lock"], best["semaphore"]
         ratio_ = sc[0] / lc[0] if lc[0] else 0
         res.add(title, "zklock lock session, %s %s" % (label, where), "zklock",
-                lc[0], lc[1], lc[2], join_notes(lc[3], "best of %d rounds" % rounds))
+                lc[0], lc[1], lc[2], join_notes(lc[3], "best of %d rounds" % rounds), zk=lc[4])
         res.add(title, "zklock semaphore(%d) session, %s %s" % (limit, label, where),
                 "zklock", sc[0], sc[1], sc[2],
                 join_notes(sc[3], "semaphore/lock cycles: %.2f (best of %d rounds each, "
-                           "alternating)" % (ratio_, rounds)))
+                           "alternating)" % (ratio_, rounds)), zk=sc[4])
         log("  semaphore/lock cycles/s (%s): %.2f" % (label, ratio_))
 
     res.attempt(title, "zklock semaphore vs lock, 1 client", "zklock",
@@ -488,9 +513,96 @@ def scenario_semaphore(env, res):
         res.add(title, "zklock semaphore(3) session, 8 clients 4+4 on pg1+pg2", "zklock",
                 cps, p50, p99,
                 join_notes(z.note(n), "zk_lock_status.notifications per release: %.2f "
-                           "(the waiters' and each holder's own guard)" % per))
+                           "(the waiters' and each holder's own guard)" % per), zk=z.counts(n))
         log("  semaphore(3), 8 clients: %.2f notifications per release" % per)
     res.attempt(title, "zklock semaphore(3), 8 clients", "zklock", herd)
+
+
+# ------------------------------------------------------------- idle cost
+
+IDLE_TAKE_SQL = """
+DO $$
+BEGIN
+  FOR i IN 1..{count} LOOP
+    PERFORM zk_lock_acquire_session('bench_idle_' || i, parents => false);
+  END LOOP;
+END $$"""
+
+
+def set_sweep_interval(env, value):
+    """zklock.sweep_interval (a SIGHUP setting) on both instances; None: back
+    to the bench's own (postgresql.conf)"""
+    for pg in (env.pg1, env.pg2):
+        if value is None:
+            pg.psql("ALTER SYSTEM RESET zklock.sweep_interval")
+        else:
+            pg.psql("ALTER SYSTEM SET zklock.sweep_interval = '%s'" % value)
+        pg.psql("SELECT pg_reload_conf()")
+
+
+def znodes(env):
+    return int(mntr(env.zk_port).get("zk_znode_count", 0))
+
+
+def scenario_idle(env, res):
+    """
+    What holding locks costs ZooKeeper when nothing happens: its request
+    rate over env.idle_secs with both instances idle, then with one backend
+    of pg1 holding env.idle_locks session locks (flat names), both
+    instances sweeping every env.idle_sweep.  The target (issue 18): the
+    second within 1 request/s of the first.
+    """
+    n, secs = env.idle_locks, env.idle_secs
+    title = "idle: %d session locks held vs none, zklock.sweep_interval = %s" % (
+        n, env.idle_sweep)
+    log("scenario: " + title)
+
+    def rate_row(label, r, note=""):
+        res.add(title, label, "zklock", note=join_notes(
+            "ZooKeeper over %.0f s: %.2f requests/s, %.2f packets sent/s, %.2f write "
+            "transactions/s" % (r["secs"], r["req"], r["sent"], r["wr"]), note),
+            zk=dict(r, unit="s"))
+
+    def zk():
+        set_sweep_interval(env, env.idle_sweep)
+        sess = None
+        try:
+            # the new interval applies from the next sweep on: let one pass
+            time.sleep(env.idle_settle)
+            none = zk_rates(env, secs)
+            rate_row("zklock, no lock held (pg1, pg2 idle)", none)
+            z0 = znodes(env)
+            sess = PsqlSession(env.pg1)
+            t0 = time.time()
+            sess.query(IDLE_TAKE_SQL.format(count=n), timeout=300)
+            took = time.time() - t0
+            held = int(env.pg1.psql("SELECT count(*) FROM zk_lock_local "
+                                    "WHERE state = 'granted'"))
+            time.sleep(env.idle_settle)
+            with_ = zk_rates(env, secs)
+            diff = with_["req"] - none["req"]
+            ok = abs(diff) <= 1.0
+            rate_row("zklock, %d session locks held on pg1" % n, with_,
+                     "%d taken in %.1f s (zk_lock_local: %d granted); difference %+.2f "
+                     "requests/s (target: within 1/s): %s"
+                     % (n, took, held, diff, "met" if ok else "MISSED"))
+            log("  idle: %.2f requests/s with %d held, %.2f with none: %+.2f (target: within "
+                "1/s): %s" % (with_["req"], n, none["req"], diff, "met" if ok else "MISSED"))
+            sess.query("SELECT zk_lock_release_all()", timeout=300)
+            sess.close()
+            sess = None
+            # the resource nodes are containers, which ZooKeeper removes on
+            # its own (test/zk_server.sh: checked every second); let them
+            # go, so that the sweeps do not list them under later scenarios
+            deadline = time.time() + 90
+            while time.time() < deadline and znodes(env) > z0 + 10:
+                time.sleep(1)
+        finally:
+            if sess:
+                sess.close()
+            set_sweep_interval(env, None)
+    res.attempt(title, "zklock", "zklock", zk)
+
 
 SCENARIOS = {
     "s1": lambda env, res: scenario_basic(
@@ -502,7 +614,11 @@ SCENARIOS = {
     "shared8": lambda env, res: scenario_basic(
         env, res, "8 clients, 1 resource, SHARED", "s4", 8, True, shared=True),
     "handoff": lambda env, res: scenario_handoff(env, res),
+    "sem": lambda env, res: scenario_semaphore(env, res),
+    # after the cycles: the scenarios that leave many resource nodes behind
+    # for a while (which every sweep lists: the idle rate subtracted from
+    # the counts would no longer hold)
+    "idle": lambda env, res: scenario_idle(env, res),
     "scale": lambda env, res: scenario_scale(env, res),
     "many": lambda env, res: scenario_many(env, res),
-    "sem": lambda env, res: scenario_semaphore(env, res),
 }

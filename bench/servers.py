@@ -7,6 +7,7 @@ import json
 import os
 import pwd
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -102,14 +103,16 @@ def free_port(count=1):
 
 # ---------------------------------------------------------------- ZooKeeper
 
-def zk_start(tmp):
+def zk_start(tmp, servers=1):
+    """a standalone ZooKeeper (servers=1) or a 3-server ensemble, on
+    loopback, with test/zk_server.sh; returns (connect string, client ports)"""
     zkdir = os.path.join(tmp, "zk")
-    base = free_port(3)
+    base = free_port(3 * servers)
     r = run(["bash", os.path.join(ROOT, "test", "zk_server.sh"), "start", zkdir,
-             "--servers", "1", "--base-port", str(base),
-             "--owner-pid", str(os.getpid())], timeout=90)
+             "--servers", str(servers), "--base-port", str(base),
+             "--owner-pid", str(os.getpid())], timeout=120)
     STATE["zkdir"] = zkdir
-    return r.stdout.strip().splitlines()[-1], base
+    return r.stdout.strip().splitlines()[-1], [base + 3 * i for i in range(servers)]
 
 
 def zk_stop():
@@ -141,36 +144,104 @@ def mntr(port):
     return m
 
 
+def mntr_sum(env, key):
+    """a per-server mntr figure summed over the servers (watches, ...)"""
+    return sum(int(mntr(p).get(key, 0)) for p in env.zk_ports)
+
+
+def srvr(port):
+    """ZooKeeper's own counters from the srvr four-letter word: packets
+    received and sent (the counters mntr calls zk_packets_received/sent;
+    srvr's answer is one small packet, mntr's a variable number) and the
+    last zxid the server applied"""
+    out = fourlw(port, "srvr")
+    get = lambda k: re.search(r"^%s: (\S+)" % k, out, re.M)   # noqa: E731
+    rec, sent, zxid = get("Received"), get("Sent"), get("Zxid")
+    if not (rec and sent and zxid):
+        raise BenchError("srvr on port %d: no counters in %r" % (port, out[:200]))
+    return int(rec.group(1)), int(sent.group(1)), int(zxid.group(1), 16)
+
+
+def zk_snapshot(env):
+    """(time, packets received, packets sent, zxid) of the whole ZooKeeper:
+    packets summed over the servers (each client talks to one; quorum
+    traffic is not counted there), the zxid the newest any server has (one
+    per write transaction, a multi included, and per session created or
+    closed).  Each read is one srvr request to each server: between two
+    snapshots, the second's requests and the first's answers are ours,
+    which ZkCounter and zk_rates subtract."""
+    t = time.time()
+    rec = sent = zxid = 0
+    for p in env.zk_ports:
+        r, s, z = srvr(p)
+        rec, sent, zxid = rec + r, sent + s, max(zxid, z)
+    return t, rec, sent, zxid
+
+
+def zk_delta(env, a, b):
+    """(seconds, requests, packets sent, write transactions) from snapshot
+    a to b, our own srvr requests and answers taken out"""
+    n = len(env.zk_ports)
+    return b[0] - a[0], b[1] - a[1] - n, b[2] - a[2] - n, b[3] - a[3]
+
+
+def zk_rates(env, secs):
+    """ZooKeeper's rates over a quiet interval (nothing measured runs):
+    requests/s, packets sent/s, write transactions/s"""
+    a = zk_snapshot(env)
+    time.sleep(secs)
+    dt, req, sent, wr = zk_delta(env, a, zk_snapshot(env))
+    return {"req": req / dt, "sent": sent / dt, "wr": wr / dt, "secs": dt}
+
+
+NO_IDLE = {"req": 0.0, "sent": 0.0, "wr": 0.0, "secs": 0.0}
+
+
 class ZkCounter:
-    """ZooKeeper requests and watch notifications during a measurement"""
+    """ZooKeeper requests, packets sent, write transactions and watch
+    notifications during a measurement; counts() gives them per cycle with
+    the idle rate (env.idle, measured by bench.py over a quiet interval of
+    the same run: the instances' pings and sweeps) taken out"""
 
     def __init__(self, env):
-        self.port = env.zk_port
+        self.env = env
 
     def __enter__(self):
-        m = mntr(self.port)
-        self.req0 = int(m.get("zk_packets_received", 0))
-        self.n0 = notifications(self.port)
+        self.n0 = notifications(self.env)
+        self.s0 = zk_snapshot(self.env)
         return self
 
     def __exit__(self, *exc):
-        m = mntr(self.port)
-        self.req = int(m.get("zk_packets_received", 0)) - self.req0
-        self.notif = notifications(self.port) - self.n0
+        s1 = zk_snapshot(self.env)
+        self.notif = notifications(self.env) - self.n0
+        self.secs, self.req, self.sent, self.wr = zk_delta(self.env, self.s0, s1)
         return False
+
+    def counts(self, cycles):
+        """{req, wr, sent, notif} per cycle, idle rate subtracted"""
+        if not cycles:
+            return None
+        idle = getattr(self.env, "idle", None) or NO_IDLE
+        return {"req": (self.req - idle["req"] * self.secs) / cycles,
+                "wr": (self.wr - idle["wr"] * self.secs) / cycles,
+                "sent": (self.sent - idle["sent"] * self.secs) / cycles,
+                "notif": self.notif / cycles, "unit": "cycle"}
 
     def note(self, cycles):
         if not cycles:
             return ""
-        return "ZK per cycle: %.2f requests, %.2f notifications" % (
-            self.req / cycles, self.notif / cycles)
+        return "%.2f watch notifications per cycle" % (self.notif / cycles)
 
 
-def notifications(port):
-    """watch notifications ZooKeeper has sent so far, all event types"""
-    m = mntr(port)
-    return sum(int(m.get("zk_sum_node_%s_watch_count" % k, 0))
-               for k in ("created", "deleted", "children", "changed"))
+def notifications(env):
+    """watch notifications ZooKeeper has sent so far, all event types,
+    all servers"""
+    n = 0
+    for p in env.zk_ports:
+        m = mntr(p)
+        n += sum(int(m.get("zk_sum_node_%s_watch_count" % k, 0))
+                 for k in ("created", "deleted", "children", "changed"))
+    return n
 
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -371,8 +442,11 @@ def setup(env, instances, builds=None):
             os.chown(d, pw.pw_uid, pw.pw_gid)
     log("work folder " + tmp)
 
-    env.hosts, env.zk_port = zk_start(tmp)
-    log("ZooKeeper (standalone, test/zk_server.sh) at " + env.hosts)
+    servers = 3 if getattr(env, "ensemble", False) else 1
+    env.hosts, env.zk_ports = zk_start(tmp, servers)
+    env.zk_port = env.zk_ports[0]
+    log("ZooKeeper (%s, test/zk_server.sh) at %s" % (
+        "3-server ensemble" if servers > 1 else "standalone", env.hosts))
 
     build = os.path.join(tmp, "build")
     os.makedirs(build)
