@@ -226,13 +226,14 @@ zklock_explicit_grant_child_event(int idx, ZkEvent *ev)
 /*
  * Before each create of an explicit request's node: its index entry, and
  * the index node, both persistent (NODEEXISTS is success).  A create tried
- * again (w->tries > 1) rewrites the entry first, so that a sweep that read
- * it before (an entry old and without its node) cannot delete it: its
- * version and mtime moved (explicit_index.c).  false when something could
- * not be sent.
+ * again after a lost reply (w->tries > 1, and not the create with the
+ * parents, which follows a NONODE by one round trip) rewrites the entry
+ * first, so that a sweep that read it before (an entry old and without
+ * its node) cannot delete it: its version and mtime moved
+ * (explicit_index.c).  false when something could not be sent.
  */
 bool
-zklock_explicit_record(int idx, const char *request)
+zklock_explicit_record(int idx, const char *request, bool with_parents)
 {
 	WorkEntry  *w = &zklock_work[idx];
 	char		dir[ZKLOCK_EXPLICIT_INDEX_MAX_PATH];
@@ -249,7 +250,8 @@ zklock_explicit_record(int idx, const char *request)
 	}
 	zklock_explicit_index_dir(dir, sizeof(dir));
 	return zkc_create(dir, NULL, -1, 0, tag) &&
-		(w->tries <= 1 || zkc_set_data(path, NULL, -1, tag)) &&
+		(w->tries <= 1 || with_parents ||
+		 zkc_set_data(path, NULL, -1, tag)) &&
 		zkc_create(path, NULL, -1, 0, tag);
 }
 

@@ -211,7 +211,8 @@ send_create(int idx, bool with_parents)
 	w->create_rc = ZKC_OK;
 	w->tries++;
 	/* an explicit request: its index entry first (lock_explicit.c) */
-	if (!ok || (w->persistent && !zklock_explicit_record(idx, request)) ||
+	if (!ok || (w->persistent &&
+		 !zklock_explicit_record(idx, request, with_parents)) ||
 		!zkc_create(path, data, strlen(data),
 					w->persistent ? ZKC_PERSISTENT_SEQUENTIAL : ZKC_EPHEMERAL_SEQUENTIAL,
 					TAG(w->generation, OP_CREATE, idx)))

@@ -706,9 +706,13 @@ sweep_tick(void)
 	int64		now_us = zklock_boottime_us();
 	char		path[ZKLOCK_MAX_PATH + 1];
 
-	if (!zklock_connected ||
-		now_us - last_sweep_us < zklock_sweep_interval * INT64CONST(1000))
+	int64		left_us = last_sweep_us +
+		zklock_sweep_interval * INT64CONST(1000) - now_us;
+
+	if (!zklock_connected)
 		return -1;
+	if (left_us > 0)
+		return (long) Min(left_us / 1000 + 1, 1000);	/* wake then */
 	last_sweep_us = now_us;
 	snprintf(path, sizeof(path), "%s/" SWEEPER_NODE, zklock_root);
 	claim_generation++;
@@ -716,7 +720,7 @@ sweep_tick(void)
 					  TAG(claim_generation, OP_CLAIM_CHECK, SWEEP_IDX));
 	if (sweep_all_nodes || claim_state == CLAIM_OURS)
 		sweep_start(sweep_all_nodes);
-	return -1;
+	return zklock_sweep_interval;
 }
 
 /* The connection went: the sweep's replies fail; whose is unknown */
