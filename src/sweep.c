@@ -18,11 +18,17 @@
  * At most SWEEP_IN_FLIGHT requests are in flight: a trickle, not a burst.
  *
  * One sweeper at a time.  Every zklock.sweep_interval each instance's
- * worker reads <root>/zklock.sweeper (exists, no watch), an ephemeral node
- * of the sweeping instance's session: nobody's, it creates it (NODEEXISTS:
- * someone was first) and reads it again, right behind the create; its own,
- * it sweeps (at once when it has just become the sweeper); another's, it
- * does not.  So when the sweeper's instance dies or its session ends, the
+ * worker reads <root>/zklock.sweeper (getData, no watch), an ephemeral node
+ * of the sweeping instance's session whose data names that session:
+ * nobody's, it creates it (NODEEXISTS: someone was first) and reads it
+ * again, right behind the create; its own, it sweeps (at once when it has
+ * just become the sweeper); another's, it does not.  A node of that name
+ * that is not a sweeper's (persistent, not naming its session, or not
+ * readable: another client's, since no resource may begin with "zklock.")
+ * switches the
+ * election off with a WARNING: every instance sweeps, as before 1.5, and
+ * nobody's node can stop the sweep.  Likewise an index that cannot be read
+ * (NOAUTH) makes that sweep walk the tree.  So when the sweeper's instance dies or its session ends, the
  * node goes with the session (at once when the worker closes it, at most a
  * session timeout after), and another instance takes over within one sweep
  * interval after that.  A waiting request whose waiter is gone keeps its
@@ -169,7 +175,8 @@ typedef enum ClaimState
 {
 	CLAIM_UNKNOWN,				/* not read yet, or the read failed */
 	CLAIM_OTHER,				/* another session's */
-	CLAIM_OURS					/* this session's: we sweep */
+	CLAIM_OURS,					/* this session's: we sweep */
+	CLAIM_SQUATTED				/* not a sweeper's: every instance sweeps */
 } ClaimState;
 
 static ClaimState claim_state = CLAIM_UNKNOWN;
@@ -607,11 +614,30 @@ sweep_claim_checked(ZkEvent *ev)
 	ClaimState was = claim_state;
 	char		path[ZKLOCK_MAX_PATH + 1];
 
-	if (ev->rc == ZKC_OK)
-		claim_state = ev->ephemeral_owner == zklock_recipe_session_id() ?
-			CLAIM_OURS : CLAIM_OTHER;
-	else
+	if (ev->rc == ZKC_OK && ev->kind == ZKEV_DATA)
+	{
+		char		mark[32];
+
+		/* a sweeper's: ephemeral, and its data names its session */
+		snprintf(mark, sizeof(mark), "session=%016llx",
+				 (unsigned long long) ev->ephemeral_owner);
+		if (ev->ephemeral_owner == 0 || ev->data == NULL ||
+			strstr(ev->data, mark) == NULL)
+			claim_state = CLAIM_SQUATTED;
+		else
+			claim_state = ev->ephemeral_owner == zklock_recipe_session_id() ?
+				CLAIM_OURS : CLAIM_OTHER;
+	}
+	else if (ev->rc == ZKC_NONODE || ev->rc == ZKC_CONNLOSS ||
+			 ev->rc == ZKC_EXPIRED)
 		claim_state = CLAIM_UNKNOWN;
+	else
+		claim_state = CLAIM_SQUATTED;	/* unreadable: someone else's */
+	if (claim_state == CLAIM_SQUATTED && was != CLAIM_SQUATTED)
+		ereport(WARNING,
+				(errmsg("zklock: \"%s\" is not the node of a zklock sweeper; every instance sweeps expired explicit locks",
+						ev->path),
+				 errhint("Remove that node: zklock names its own nodes \"zklock.*\".")));
 	if (was == CLAIM_OURS && claim_state != CLAIM_OURS)
 		ereport(LOG,
 				(errmsg("zklock: this instance no longer sweeps expired explicit locks")));
@@ -638,8 +664,8 @@ sweep_claim_checked(ZkEvent *ev)
 				 zklock_node_name ? zklock_node_name : "", MyProcPid);
 		if (zkc_create(path, data, strlen(data), ZKC_EPHEMERAL,
 					   TAG(claim_generation, OP_CLAIM, SWEEP_IDX)))
-			(void) zkc_exists(path, false,
-							  TAG(claim_generation, OP_CLAIM_CHECK, SWEEP_IDX));
+			(void) zkc_get_data(path,
+								TAG(claim_generation, OP_CLAIM_CHECK, SWEEP_IDX));
 	}
 }
 
@@ -672,6 +698,12 @@ sweep_event(ZkEvent *ev)
 		;						/* the clock failed: this sweep is over */
 	else if (op == OP_INDEX_LIST && ev->rc == ZKC_OK)
 		sweep_index_listed(ev);
+	else if (op == OP_INDEX_LIST && ev->rc != ZKC_NONODE)
+	{
+		/* the index cannot be read (someone's ACL): walk the tree */
+		sweep_is_walk = true;
+		sweep_push(zklock_root, OP_LIST_CHILDREN);
+	}
 	else if (op == OP_ENTRY_PARENT)
 		sweep_entries_listed(ev);
 	else if (op == OP_ENTRY_STAT)
@@ -716,9 +748,9 @@ sweep_tick(void)
 	last_sweep_us = now_us;
 	snprintf(path, sizeof(path), "%s/" SWEEPER_NODE, zklock_root);
 	claim_generation++;
-	(void) zkc_exists(path, false,
-					  TAG(claim_generation, OP_CLAIM_CHECK, SWEEP_IDX));
-	if (sweep_all_nodes || claim_state == CLAIM_OURS)
+	(void) zkc_get_data(path, TAG(claim_generation, OP_CLAIM_CHECK, SWEEP_IDX));
+	if (sweep_all_nodes || claim_state == CLAIM_OURS ||
+		claim_state == CLAIM_SQUATTED)
 		sweep_start(sweep_all_nodes);
 	return zklock_sweep_interval;
 }

@@ -100,12 +100,23 @@ sub node_gone
 		timeout => $secs, interval => 0.1);
 }
 
+# --- another client's node in the sweeper's place -----------------------------
+# (made before the first lock: no sweeper while the root does not exist,
+# nothing to sweep) it cannot switch the sweep off: every instance sweeps
+my ($crc, $cout, $cerr) = ZkLockTest::zkutil('create-private', $sweeper, 'other:secret', 'plain');
+is($crc, 0, "another client's unreadable node at <root>/zklock.sweeper") or diag($cerr);
+like(psql1($node1, "SELECT zk_lock_acquire_explicit('squat', ttl => '1 s')"),
+	qr/^\d+$/, 'an explicit lock of 1 s');
+ok(wait_until(sub { zk_count_locks(zk_path('squat')) == 0 }, timeout => 10),
+	'... is removed all the same');
+foreach my $n ($node1, $node2)
+{
+	ok(zk_wait_log($n, qr/is not the node of a zklock sweeper; every instance sweeps/),
+		$n->name . ' warns that it sweeps');
+}
+ZkLockTest::zkutil('delete-private', $sweeper, 'other:secret');
+
 # --- one sweeper ---------------------------------------------------------------
-# (no sweeper while the root does not exist: nothing to sweep; the first
-# explicit lock makes it, and the index, which keeps it)
-like(psql1($node1, "SELECT zk_lock_acquire_explicit('first', ttl => '1 hour')"),
-	qr/^\d+$/, 'a first explicit lock');
-is(psql1($node1, "SELECT zk_lock_release_explicit('first')"), '1', '... released');
 my $who;
 ok(wait_until(sub { ($who = sweeper_of()) ne '' }, timeout => 10),
 	"one instance holds <root>/zklock.sweeper ($who)");
