@@ -28,8 +28,9 @@ use ZkLockTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(sleep time);
+use IPC::Run;
 
-zk_start();
+my $hosts = zk_start();
 my $T = 4;			# zklock.session_timeout, s
 my $I = 1;			# zklock.sweep_interval, s
 my $conf = "zklock.sweep_interval = '${I}s'\nzklock.max_locks_per_backend = 600\nzklock.max_locks = 1200";
@@ -101,10 +102,31 @@ sub node_gone
 }
 
 # --- another client's node in the sweeper's place -----------------------------
-# (made before the first lock: no sweeper while the root does not exist,
-# nothing to sweep) it cannot switch the sweep off: every instance sweeps
-my ($crc, $cout, $cerr) = ZkLockTest::zkutil('create-private', $sweeper, 'other:secret', 'plain');
-is($crc, 0, "another client's unreadable node at <root>/zklock.sweeper") or diag($cerr);
+# it cannot switch the sweep off: every instance sweeps.  (The sweeper's
+# node replaced by another client's in one transaction, with an ACL that
+# lets zklock read nothing.)
+# (no sweeper while the root does not exist: nothing to sweep; the first
+# explicit lock makes it, and the index, which keeps it)
+like(psql1($node1, "SELECT zk_lock_acquire_explicit('first', ttl => '1 hour')"),
+	qr/^\d+$/, 'a first explicit lock');
+is(psql1($node1, "SELECT zk_lock_release_explicit('first')"), '1', '... released');
+ok(wait_until(sub { (ZkLockTest::zkutil('exists', $sweeper))[0] == 0 }, timeout => 10),
+	'an instance made <root>/zklock.sweeper');
+my $py = q{
+import sys
+from kazoo.client import KazooClient
+from kazoo.security import make_digest_acl
+zk = KazooClient(hosts=sys.argv[1]); zk.start(timeout=10)
+t = zk.transaction()
+t.delete(sys.argv[2])
+t.create(sys.argv[2], b"another client's node", acl=[make_digest_acl("other", "secret", all=True)])
+r = t.commit()
+sys.exit(0 if all(x is True or isinstance(x, str) for x in r) else 1)
+};
+my ($pout, $perr) = ('', '');
+IPC::Run::run([ $ENV{ZKLOCK_TEST_PYTHON} || '/usr/bin/python3', '-c', $py, $hosts, $sweeper ],
+	'<', \undef, '>', \$pout, '2>', \$perr);
+is($? >> 8, 0, "another client's unreadable node replaces it") or diag($perr);
 like(psql1($node1, "SELECT zk_lock_acquire_explicit('squat', ttl => '1 s')"),
 	qr/^\d+$/, 'an explicit lock of 1 s');
 ok(wait_until(sub { zk_count_locks(zk_path('squat')) == 0 }, timeout => 10),
@@ -114,6 +136,7 @@ foreach my $n ($node1, $node2)
 	ok(zk_wait_log($n, qr/is not the node of a zklock sweeper; every instance sweeps/),
 		$n->name . ' warns that it sweeps');
 }
+my %off = map { $_ => -s $nodes{$_}->logfile } keys %nodes;
 ZkLockTest::zkutil('delete-private', $sweeper, 'other:secret');
 
 # --- one sweeper ---------------------------------------------------------------
@@ -121,9 +144,9 @@ my $who;
 ok(wait_until(sub { ($who = sweeper_of()) ne '' }, timeout => 10),
 	"one instance holds <root>/zklock.sweeper ($who)");
 my $other = $who eq 'node1' ? 'node2' : 'node1';
-ok(zk_wait_log($nodes{$who}, qr/sweeps expired explicit locks for every instance now/),
+ok(zk_wait_log($nodes{$who}, qr/sweeps expired explicit locks for every instance now/, $off{$who}),
 	'... and says so in its log');
-is(zk_log_count($nodes{$other}, qr/sweeps expired explicit locks for every instance now/),
+is(zk_log_count($nodes{$other}, qr/sweeps expired explicit locks for every instance now/, $off{$other}),
 	0, '... the other does not');
 sleep(1);
 my $idle = rates(8);
