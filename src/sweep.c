@@ -124,7 +124,8 @@ typedef enum SweepOp
 	OP_ENTRY_STAT,				/* stat an entry whose node was not found */
 	OP_ENTRY_WRITE,				/* create or delete an entry (not awaited) */
 	OP_CLAIM,					/* create the sweeper's node (not awaited) */
-	OP_CLAIM_CHECK				/* read whose the sweeper's node is */
+	OP_CLAIM_CHECK,				/* read whose the sweeper's node is */
+	OP_CLAIM_RECHECK			/* the same, right behind our create */
 } SweepOp;
 
 #define SWEEP_IN_FLIGHT 16
@@ -651,8 +652,8 @@ sweep_claim_checked(ZkEvent *ev)
 			sweep_start(false);
 		}
 	}
-	if (ev->rc == ZKC_NONODE && TAG_OP(ev->tag) == OP_CLAIM_CHECK &&
-		TAG_GEN(ev->tag) == claim_generation)
+	/* (not again behind our own create: no root, nothing to sweep) */
+	if (ev->rc == ZKC_NONODE && TAG_OP(ev->tag) == OP_CLAIM_CHECK)
 	{
 		char		data[128];
 
@@ -665,7 +666,7 @@ sweep_claim_checked(ZkEvent *ev)
 		if (zkc_create(path, data, strlen(data), ZKC_EPHEMERAL,
 					   TAG(claim_generation, OP_CLAIM, SWEEP_IDX)))
 			(void) zkc_get_data(path,
-								TAG(claim_generation, OP_CLAIM_CHECK, SWEEP_IDX));
+								TAG(claim_generation, OP_CLAIM_RECHECK, SWEEP_IDX));
 	}
 }
 
@@ -682,7 +683,7 @@ sweep_event(ZkEvent *ev)
 												TAG(0, OP_ENTRY_WRITE, SWEEP_IDX));
 		return;
 	}
-	if (op == OP_CLAIM_CHECK)
+	if (op == OP_CLAIM_CHECK || op == OP_CLAIM_RECHECK)
 	{
 		if (TAG_GEN(ev->tag) == claim_generation)
 			sweep_claim_checked(ev);

@@ -107,6 +107,9 @@ sub node_gone
 # lets zklock read nothing.)
 # (no sweeper while the root does not exist: nothing to sweep; the first
 # explicit lock makes it, and the index, which keeps it)
+my $noroot = rates(3);
+cmp_ok($noroot->{packets}, '<', 15,
+	sprintf('no root yet: %.1f requests/s, the claim is not retried in a loop', $noroot->{packets}));
 like(psql1($node1, "SELECT zk_lock_acquire_explicit('first', ttl => '1 hour')"),
 	qr/^\d+$/, 'a first explicit lock');
 is(psql1($node1, "SELECT zk_lock_release_explicit('first')"), '1', '... released');
