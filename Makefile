@@ -17,6 +17,7 @@ OBJS = \
 	src/listing.o \
 	src/admin.o \
 	src/sweep.o \
+	src/explicit_index.o \
 	src/orphan.o \
 	src/channel.o \
 	src/worker.o \
@@ -101,7 +102,8 @@ $(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
 	src/backend_int.h src/zk_client.h src/zk_events.h src/recipe.h \
 	src/lock_int.h src/lease.h \
 	src/failpoint.h src/grant_rule.h src/nodedata.h src/session_file.h \
-	src/wait_events.h src/functions.h src/election.h src/election_int.h
+	src/wait_events.h src/functions.h src/election.h src/election_int.h \
+	src/explicit_index.h
 
 # make zklock-unit: the unit tests of the grant rule and of the node data
 # codec (test/unit/), standalone programs with src/grant_rule.c and

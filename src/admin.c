@@ -23,6 +23,7 @@
 #include "zklock.h"
 #include "shmem.h"
 #include "zk_client.h"
+#include "explicit_index.h"
 
 /* The administrator's one operation, as carried in a tag */
 #define OP_ADMIN	1
@@ -78,6 +79,10 @@ admin_event(ZkEvent *ev)
 	if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE ||
 		(ev->rc == ZKC_NOTEMPTY && w->kind == ZKR_FORCE_DELETE))
 	{
+		/* an explicit node deleted: its index entry after it */
+		if (ev->rc == ZKC_OK && w->kind == ZKR_FORCE_DELETE)
+			(void) zklock_explicit_index_forget(ev->path, 0,
+												TAG(w->generation, OP_ADMIN, idx));
 		/* token: found it */
 		zklock_channel_done(idx, w->generation, ev->rc == ZKC_OK, 0);
 		w->phase = PH_IDLE;

@@ -15,6 +15,15 @@
  * (zklock_explicit_grant).  The state is the entry's WorkEntry
  * (waiter_child, self_watched, grant_written), the worker's own memory.
  *
+ * The index (explicit_index.c, 1.5): before its node, each create of an
+ * explicit request creates the request's entry under <root>/zklock.explicit
+ * (and that node, persistent, if missing), pipelined on the same session,
+ * so that ZooKeeper applies it first; a create tried again rewrites the
+ * entry first (zklock_explicit_record).  Once the delete of the node is
+ * answered, the entry goes (zklock_explicit_unrecord).  Nothing waits for
+ * these replies: one that fails is logged, and the sweep removes an entry
+ * left without its node (explicit_index.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -29,6 +38,8 @@
 #include "shmem.h"
 #include "zk_client.h"
 #include "failpoint.h"
+#include "explicit_index.h"
+#include "resource.h"
 
 static void granted_data(char *data, size_t size);
 
@@ -211,3 +222,70 @@ zklock_explicit_grant_child_event(int idx, ZkEvent *ev)
 		grant(idx);				/* a child left over goes with our session */
 }
 
+
+/*
+ * Before each create of an explicit request's node: its index entry, and
+ * the index node, both persistent (NODEEXISTS is success).  A create tried
+ * again after a lost reply (w->tries > 1, and not the create with the
+ * parents, which follows a NONODE by one round trip) rewrites the entry
+ * first, so that a sweep that read it before (an entry old and without
+ * its node) cannot delete it: its version and mtime moved
+ * (explicit_index.c).  false when something could not be sent.
+ */
+bool
+zklock_explicit_record(int idx, const char *request, bool with_parents)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		dir[ZKLOCK_EXPLICIT_INDEX_MAX_PATH];
+	char		path[ZKLOCK_EXPLICIT_INDEX_MAX_PATH];
+	uint64		tag = TAG(w->generation, OP_INDEX, idx);
+
+	if (!zklock_explicit_index_path(path, sizeof(path), w->parent, request))
+	{
+		/* cannot happen: the resource and the request fit */
+		ereport(LOG,
+				(errmsg("zklock: explicit lock request \"%s/%s\" has no index entry",
+						w->parent, request)));
+		return true;
+	}
+	zklock_explicit_index_dir(dir, sizeof(dir));
+	return zkc_create(dir, NULL, -1, 0, tag) &&
+		(w->tries <= 1 || with_parents ||
+		 zkc_set_data(path, NULL, -1, tag)) &&
+		zkc_create(path, NULL, -1, 0, tag);
+}
+
+/*
+ * The node of an explicit request is gone (its delete answered): so goes
+ * its index entry.  The request ends with this; no create of it follows.
+ */
+void
+zklock_explicit_unrecord(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		request[ZKLOCK_MAX_NODE_NAME_LEN + 1];
+	char		path[ZKLOCK_EXPLICIT_INDEX_MAX_PATH];
+
+	zklock_format_node_request(request, sizeof(request), w->prefix,
+							   w->mode, w->naming);
+	if (zklock_explicit_index_path(path, sizeof(path), w->parent, request))
+		(void) zkc_delete_version(path, -1, TAG(w->generation, OP_INDEX, idx));
+}
+
+/*
+ * A reply about the index: only a create refused for another reason than
+ * the node being there (or the connection, after which the create is tried
+ * again with its entry) is worth a line: its node may then have no entry,
+ * and only a worker's first walk finds it.
+ */
+void
+zklock_explicit_record_event(int idx, ZkEvent *ev)
+{
+	if (ev->kind != ZKEV_CREATED || ev->rc == ZKC_OK ||
+		ev->rc == ZKC_NODEEXISTS || ev->rc == ZKC_CONNLOSS ||
+		ev->rc == ZKC_EXPIRED || ev->rc == ZKC_NONODE)
+		return;
+	ereport(LOG,
+			(errmsg("zklock: could not record an explicit lock request in \"%s\": %s",
+					ev->path, zkc_result_text(ev->zoo_rc))));
+}

@@ -32,7 +32,8 @@ typedef enum LockOp
 	OP_WAITER_DELETE,			/* explicit: delete it before the node */
 	OP_SELF,					/* explicit: exists+watch on our waiting node */
 	OP_REWRITE,					/* rewrite our granted node's data */
-	OP_REWRITE_READ				/* read it first: its version is unknown */
+	OP_REWRITE_READ,			/* read it first: its version is unknown */
+	OP_INDEX					/* explicit: its entry in the index */
 } LockOp;
 
 /* lock_held.c: the end of a request */
@@ -66,6 +67,10 @@ extern void zklock_explicit_waiter_event(int idx, ZkEvent *ev);
 extern void zklock_explicit_self_event(int idx, ZkEvent *ev);
 extern void zklock_explicit_grant_write_event(int idx, ZkEvent *ev);
 extern void zklock_explicit_grant_child_event(int idx, ZkEvent *ev);
+extern bool zklock_explicit_record(int idx, const char *request,
+								   bool with_parents);
+extern void zklock_explicit_unrecord(int idx);
+extern void zklock_explicit_record_event(int idx, ZkEvent *ev);
 
 /*
  * The steps of the recipe call these by the names they had when all of it

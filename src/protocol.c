@@ -210,7 +210,9 @@ send_create(int idx, bool with_parents)
 	w->create_unknown = false;
 	w->create_rc = ZKC_OK;
 	w->tries++;
-	if (!ok ||
+	/* an explicit request: its index entry first (lock_explicit.c) */
+	if (!ok || (w->persistent &&
+		 !zklock_explicit_record(idx, request, with_parents)) ||
 		!zkc_create(path, data, strlen(data),
 					w->persistent ? ZKC_PERSISTENT_SEQUENTIAL : ZKC_EPHEMERAL_SEQUENTIAL,
 					TAG(w->generation, OP_CREATE, idx)))
@@ -638,6 +640,8 @@ on_delete(int idx, ZkEvent *ev)
 		ev->rc == ZKC_EXPIRED)
 	{
 		w->created = false;
+		if (w->persistent && ev->rc != ZKC_EXPIRED)
+			zklock_explicit_unrecord(idx);	/* its index entry, after it */
 		if (w->try_failed && !w->release)
 		{
 			zklock_channel_not_granted(idx, w->generation);
@@ -673,6 +677,7 @@ static const ProtocolHandler protocol_handlers[] = {
 	[OP_GRANT_WRITE] = zklock_explicit_grant_write_event,
 	[OP_GRANT_CHILD] = zklock_explicit_grant_child_event,
 	[OP_DELETE] = on_delete,
+	[OP_INDEX] = zklock_explicit_record_event,
 };
 
 /*

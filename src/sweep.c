@@ -2,15 +2,59 @@
  *
  * sweep.c
  *		The sweep: removes expired explicit locks, and explicit requests
- *		nobody waits for any more.
+ *		nobody waits for any more.  One instance sweeps for all.
  *
- * Explicit locks are persistent nodes; every instance's worker walks the
- * tree every zklock.sweep_interval and removes the expired ones.  Only
- * zklock's explicit nodes (their request prefix starts "zx") are read;
- * persistent nodes without an expiry (other clients') are left alone.  The
- * walk keeps at most SWEEP_IN_FLIGHT requests in flight, so that a tree of
- * many thousand locks costs ZooKeeper a steady trickle, not a burst that
- * stalls everyone's acquires.
+ * Explicit locks are persistent nodes.  Since 1.5 the sweep finds them
+ * through their index (explicit_index.c): every explicit request's node is
+ * also recorded by an entry under <root>/zklock.explicit, created before
+ * the node and deleted after it.  A sweep lists that one node, lists the
+ * resource node each entry names (once per resource) and reads only the
+ * nodes the entries name: its cost grows with the explicit locks, not with
+ * the session and transaction locks held (before, it listed every resource
+ * node of the tree, one request each, on every instance).  An entry whose
+ * node is not there and whose mtime is more than twice the session timeout
+ * before the sweep's clock is deleted, at the version read (see
+ * explicit_index.c for why a create tried again cannot lose its entry so).
+ * At most SWEEP_IN_FLIGHT requests are in flight: a trickle, not a burst.
+ *
+ * One sweeper at a time.  Every zklock.sweep_interval each instance's
+ * worker reads <root>/zklock.sweeper (getData, no watch), an ephemeral node
+ * of the sweeping instance's session whose data names that session:
+ * nobody's, it creates it (NODEEXISTS: someone was first) and reads it
+ * again, right behind the create; its own, it sweeps (at once when it has
+ * just become the sweeper); another's, it does not.  A node of that name
+ * that is not a sweeper's (persistent, not naming its session, or not
+ * readable: another client's, since no resource may begin with "zklock.")
+ * switches the
+ * election off with a WARNING: every instance sweeps, as before 1.5, and
+ * nobody's node can stop the sweep.  Likewise an index that cannot be read
+ * (NOAUTH) makes that sweep walk the tree.  So when the sweeper's instance dies or its session ends, the
+ * node goes with the session (at once when the worker closes it, at most a
+ * session timeout after), and another instance takes over within one sweep
+ * interval after that.  A waiting request whose waiter is gone keeps its
+ * bound: its waiter child goes when its session ends, and if that session
+ * was the sweeper's, so does the sweeper's node, at the same moment.
+ * Polling instead of a watch costs each other instance one read per
+ * interval, and leaves no watch per instance (watches stay bounded by what
+ * is held and waited for) and nothing to set again after a connection.  A
+ * worker that is not connected does not sweep (a sweeper cut off does not
+ * sweep beside the one that took over).
+ *
+ * The first sweep of each worker is a walk of the whole tree, whether or
+ * not it sweeps for all: it lists every resource node and reads every lock
+ * node, as every sweep did before 1.5.  It removes what has expired, and
+ * records in the index every explicit node it keeps that has none.  This
+ * is the rolling upgrade's argument: zklock 1.4 records nothing in the
+ * index, but it sweeps the whole tree itself, on every instance, so while
+ * any 1.4 instance runs, its nodes (and everyone's) expire; an instance
+ * upgraded from 1.4 starts a new worker, whose first walk finds every
+ * explicit node that instance made unrecorded (it makes none after its
+ * old worker stopped) and records it, after which the sweeper expires it.
+ * Not covered: a 1.4 instance removed for good without an upgrade, while
+ * no 1.4 instance remains: its unexpired explicit locks are recorded by the
+ * next worker start of any instance (a restart, a reload does not), and
+ * until then outlive their time to live.  Node data is what 1.4 writes
+ * and reads.
  *
  * No machine's wall clock is compared with a time another wrote.  Expiry is
  * measured in ZooKeeper's own time: a sweep starts with a write of its own
@@ -21,7 +65,8 @@
  * the write that granted it set (the grant's rewrite of its data, see
  * zklock_explicit_grant in lock_explicit.c).  A lock can so end early only
  * by the difference between the clocks of two successive ZooKeeper leaders,
- * and late by up to one sweep interval (and the walk).
+ * and late by up to one sweep interval and the sweep (plus, when the
+ * sweeper has just gone, the session timeout before its node goes).
  *
  *	- A node whose data has "waiter=" is a request not granted yet (or
  *	  granted, with its rewrite not yet done): it never expires.  Its
@@ -41,9 +86,11 @@
  *	- An explicit node that 1.0's zk_lock_revoke rewrote without its expiry
  *	  goes a year (the longest time to live) after that rewrite.
  *
- * A recipe (recipe.h): its tick starts a sweep every zklock.sweep_interval
- * while connected; recipe.c hands it the replies tagged SWEEP_IDX, and
- * tells it when the connection goes, which abandons the sweep.
+ * A recipe (recipe.h): its tick reads the sweeper's node and starts a sweep
+ * every zklock.sweep_interval while connected; recipe.c hands it the
+ * replies tagged SWEEP_IDX, and tells it when the connection goes, which
+ * abandons the sweep.  All of it is the worker's own memory: a sweep's in
+ * sweep_context, reset when it ends.
  *
  *-------------------------------------------------------------------------
  */
@@ -61,18 +108,28 @@
 #include "grant_rule.h"
 #include "zk_client.h"
 #include "lease.h"
+#include "explicit_index.h"
 
 /* The sweep's operations, as carried in a tag */
 typedef enum SweepOp
 {
 	OP_CLOCK = 1,				/* a write that tells ZooKeeper's time */
-	OP_LIST_CHILDREN,			/* list a node of the tree */
+	OP_LIST_CHILDREN,			/* the walk: list a node of the tree */
 	OP_LIST_DATA,				/* read a granted node */
 	OP_SWEEP_WAITING,			/* read a node that is not granted */
-	OP_DELETE					/* delete a node (its reply is not awaited) */
+	OP_DELETE,					/* delete a node: then its index entry */
+	OP_CLOCK_DELETE,			/* delete the clock node (not awaited) */
+	OP_INDEX_LIST,				/* list the index */
+	OP_ENTRY_PARENT,			/* list the resource node entries name */
+	OP_ENTRY_STAT,				/* stat an entry whose node was not found */
+	OP_ENTRY_WRITE,				/* create or delete an entry (not awaited) */
+	OP_CLAIM,					/* create the sweeper's node (not awaited) */
+	OP_CLAIM_CHECK,				/* read whose the sweeper's node is */
+	OP_CLAIM_RECHECK			/* the same, right behind our create */
 } SweepOp;
 
 #define SWEEP_IN_FLIGHT 16
+#define SWEEPER_NODE	ZKLOCK_RESERVED_PREFIX "sweeper"
 
 static int64 last_sweep_us = PG_INT64_MIN / 2; /* CLOCK_BOOTTIME; the first
 												 * sweep at once */
@@ -82,24 +139,51 @@ static int	sweep_pending = 0;
 
 typedef struct SweepItem
 {
-	int			op;				/* OP_LIST_CHILDREN: walk; OP_LIST_DATA: read
-								 * a granted node; OP_SWEEP_WAITING: read a
-								 * node that is not */
+	int			op;				/* what to send: OP_LIST_CHILDREN and
+								 * OP_ENTRY_PARENT list, OP_LIST_DATA and
+								 * OP_SWEEP_WAITING read, OP_ENTRY_STAT stats */
 	char		path[FLEXIBLE_ARRAY_MEMBER];
 } SweepItem;
+
+/* An entry of the index, as a sweep read it */
+typedef struct SweepEntry
+{
+	char	   *parent;			/* the resource node's path */
+	char	   *request;		/* the request name it records */
+	char	   *name;			/* its own name, under the index */
+} SweepEntry;
 
 static List *sweep_queue = NIL;	/* in sweep_context */
 static MemoryContext sweep_context = NULL;
 static int64 sweep_now = 0;		/* ZooKeeper's time at the sweep's start */
-static bool sweep_walking = false;	/* the clock answered; walking */
+static bool sweep_walking = false;	/* the clock answered; sweeping */
+static bool sweep_is_walk = false;	/* this sweep walks the whole tree */
+static SweepEntry *sweep_entries = NULL;	/* sorted by parent; in
+											 * sweep_context */
+static int	sweep_nentries = 0;
 
 #define SWEEP_MAX_TTL_MS	(INT64CONST(366) * SECS_PER_DAY * 1000)
 
 /*
- * The first sweep of a worker reads every lock node: explicit locks taken
- * before their nodes were named "zx" expire too.
+ * The first sweep of a worker walks the tree and reads every lock node:
+ * explicit locks taken before their nodes were named "zx" expire too, and
+ * explicit nodes without an index entry (zklock 1.4's) get one.
  */
 static bool sweep_all_nodes = true;
+
+/* Who sweeps: what the last read of the sweeper's node said */
+typedef enum ClaimState
+{
+	CLAIM_UNKNOWN,				/* not read yet, or the read failed */
+	CLAIM_OTHER,				/* another session's */
+	CLAIM_OURS,					/* this session's: we sweep */
+	CLAIM_SQUATTED				/* not a sweeper's: every instance sweeps */
+} ClaimState;
+
+static ClaimState claim_state = CLAIM_UNKNOWN;
+static uint32 claim_generation = 0;
+
+static void sweep_start(bool walk);
 
 static void
 sweep_push(const char *path, int op)
@@ -113,26 +197,34 @@ sweep_push(const char *path, int op)
 	MemoryContextSwitchTo(old);
 }
 
-/* Send queued walk requests while fewer than SWEEP_IN_FLIGHT are out */
+/* Send queued requests while fewer than SWEEP_IN_FLIGHT are out */
 static void
 sweep_issue(void)
 {
 	while (sweep_queue != NIL && sweep_pending < SWEEP_IN_FLIGHT)
 	{
 		SweepItem  *item = llast(sweep_queue);
+		uint64		tag = TAG(sweep_generation, item->op, SWEEP_IDX);
 		bool		sent;
 
 		/* depth first: the queue stays short, and a pop costs nothing */
 		sweep_queue = list_delete_last(sweep_queue);
-		sent = item->op == OP_LIST_CHILDREN ?
-			zkc_get_children(item->path, TAG(sweep_generation, OP_LIST_CHILDREN, SWEEP_IDX)) :
-			zkc_get_data(item->path, TAG(sweep_generation, item->op, SWEEP_IDX));
+		if (item->op == OP_LIST_CHILDREN || item->op == OP_ENTRY_PARENT)
+			sent = zkc_get_children(item->path, tag);
+		else if (item->op == OP_ENTRY_STAT)
+			sent = zkc_exists(item->path, false, tag);
+		else
+			sent = zkc_get_data(item->path, tag);
 		if (sent)
 			sweep_pending++;
 		pfree(item);
 	}
 	if (sweep_pending == 0 && sweep_queue == NIL)
+	{
+		sweep_entries = NULL;
+		sweep_nentries = 0;
 		MemoryContextReset(sweep_context);
+	}
 }
 
 /*
@@ -158,10 +250,15 @@ sweep_clock_path(char *path, size_t size)
 			 (unsigned long long) r);
 }
 
+/*
+ * A sweep: first ZooKeeper's time, a write of our own undone right behind
+ * it; then the walk of the tree (walk), or the index's listing, sent right
+ * behind the clock (its reply comes after the clock's).
+ */
 static void
-sweep_start(void)
+sweep_start(bool walk)
 {
-	char		path[ZKLOCK_MAX_PATH + 1];
+	char		path[ZKLOCK_EXPLICIT_INDEX_MAX_PATH];
 
 	if (sweep_pending > 0 || sweep_queue != NIL)
 		return;					/* the last one is still going */
@@ -171,23 +268,32 @@ sweep_start(void)
 											  ALLOCSET_DEFAULT_SIZES);
 	sweep_generation++;
 	sweep_walking = false;
+	sweep_is_walk = walk;
 
-	/* first ZooKeeper's time: a write of our own, undone right behind it */
 	sweep_clock_path(path, sizeof(path));
 	if (!zkc_create(path, NULL, -1, ZKC_EPHEMERAL,
 					TAG(sweep_generation, OP_CLOCK, SWEEP_IDX)))
 		return;
 	sweep_pending = 1;
-	(void) zkc_delete(path, TAG(sweep_generation, OP_DELETE, SWEEP_IDX));
+	(void) zkc_delete(path, TAG(sweep_generation, OP_CLOCK_DELETE, SWEEP_IDX));
+	zklock_explicit_index_dir(path, sizeof(path));
+	if (walk)
+		(void) zkc_create(path, NULL, -1, 0,	/* where the walk records */
+						  TAG(sweep_generation, OP_ENTRY_WRITE, SWEEP_IDX));
+	else if (zkc_get_children(path, TAG(sweep_generation, OP_INDEX_LIST,
+										SWEEP_IDX)))
+		sweep_pending++;
 }
 
-/* Forget a walk in progress (its replies will not come) */
+/* Forget a sweep in progress (its replies will not come) */
 static void
 sweep_abandon(void)
 {
 	sweep_pending = 0;
 	sweep_queue = NIL;
 	sweep_walking = false;
+	sweep_entries = NULL;
+	sweep_nentries = 0;
 	if (sweep_context)
 		MemoryContextReset(sweep_context);
 }
@@ -215,8 +321,102 @@ sweep_child_cmp(const void *a, const void *b)
 	return sa < sb ? -1 : sa > sb ? 1 : 0;
 }
 
-/* A zklock explicit node's data came back: remove it if its time is up */
+/*
+ * The lock nodes of a listing, in sequence order, each with Hive's verdict
+ * among its siblings (grant_rule.c): node.blocker < 0 when granted.  The
+ * walk walks the other children (resource nodes), except the index.
+ */
+static SweepChild *
+sweep_children(ZkEvent *ev, int *nkids)
+{
+	SweepChild *kids = palloc(sizeof(SweepChild) * Max(ev->nchildren, 1));
+	ZkGrantNode *nodes = palloc(sizeof(ZkGrantNode) * Max(ev->nchildren, 1));
+	bool		at_root = strcmp(ev->path, zklock_root) == 0;
+	int			n = 0;
+
+	for (int i = 0; i < ev->nchildren; i++)
+	{
+		const char *c = ev->children[i];
+
+		if (zklock_parse_node_name(c, &kids[n].node.mode, &kids[n].node.seq))
+			kids[n++].child = c;
+		else if (TAG_OP(ev->tag) == OP_LIST_CHILDREN &&
+				 !(at_root && (strcmp(c, ZKLOCK_EXPLICIT_INDEX_NODE) == 0 ||
+							   strcmp(c, SWEEPER_NODE) == 0)))
+		{
+			char	   *child = psprintf("%s/%s", ev->path, c);
+
+			sweep_push(child, OP_LIST_CHILDREN);	/* a resource: walk it */
+			pfree(child);
+		}
+	}
+	qsort(kids, n, sizeof(SweepChild), sweep_child_cmp);
+	for (int i = 0; i < n; i++)
+		nodes[i] = kids[i].node;
+	zklock_grant_rule_sorted(nodes, n);
+	for (int i = 0; i < n; i++)
+		kids[i].node = nodes[i];
+	pfree(nodes);
+	*nkids = n;
+	return kids;
+}
+
+/* The walk listed a resource node: read its explicit lock nodes */
 static void
+sweep_walk_children(ZkEvent *ev)
+{
+	int			n;
+	SweepChild *kids = sweep_children(ev, &n);
+
+	for (int i = 0; i < n; i++)
+	{
+		if (sweep_all_nodes || zklock_node_has_prefix(kids[i].child, "zx"))
+		{
+			char	   *child = psprintf("%s/%s", ev->path, kids[i].child);
+
+			sweep_push(child, kids[i].node.blocker < 0 ? OP_LIST_DATA : OP_SWEEP_WAITING);
+			pfree(child);
+		}
+	}
+	pfree(kids);
+}
+
+/*
+ * The walk keeps an explicit node that a later sweep must see: record it
+ * in the index (NODEEXISTS: it was).  Its entry is made after the node, so
+ * the node may be gone meanwhile: the entry then goes by the sweep's rule.
+ */
+static void
+sweep_record(const char *node_path)
+{
+	const char *slash = strrchr(node_path, '/');
+	char		parent[ZKLOCK_MAX_PATH + 1];
+	char		request[ZKLOCK_MAX_NODE_NAME_LEN + 1];
+	char		path[ZKLOCK_EXPLICIT_INDEX_MAX_PATH];
+
+	if (slash == NULL || (size_t) (slash - node_path) >= sizeof(parent))
+		return;
+	memcpy(parent, node_path, slash - node_path);
+	parent[slash - node_path] = '\0';
+	if (zklock_explicit_index_request_of(slash + 1, request, sizeof(request)) &&
+		zklock_explicit_index_path(path, sizeof(path), parent, request))
+		(void) zkc_create(path, NULL, -1, 0,
+						  TAG(sweep_generation, OP_ENTRY_WRITE, SWEEP_IDX));
+}
+
+/* Remove a node whose time is up; its index entry goes once it is gone */
+static void
+sweep_remove(const char *path)
+{
+	(void) zkc_delete(path, TAG(sweep_generation, OP_DELETE, SWEEP_IDX));
+}
+
+/*
+ * A zklock explicit node's data came back: remove it if its time is up.
+ * Returns true when the node stays and a later sweep must read it again
+ * (it expires later, or someone waits for it).
+ */
+static bool
 sweep_node(ZkEvent *ev, bool granted)
 {
 	const char *data = ev->data;
@@ -230,23 +430,21 @@ sweep_node(ZkEvent *ev, bool granted)
 	{
 		if (ev->num_children > 0 ||
 			sweep_now - ev->mtime < sweep_orphan_grace())
-			return;				/* someone waits for it, or may yet */
+			return true;		/* someone waits for it, or may yet */
 		ereport(LOG,
 				(errmsg("zklock: removing the node of an explicit lock request whose waiter is gone: \"%s\"",
 						ev->path),
 				 errdetail("Its waiting session was %.16s.", waiter)));
-		(void) zkc_delete(ev->path, TAG(sweep_generation, OP_DELETE, SWEEP_IDX));
-		return;
+		sweep_remove(ev->path);
+		return false;
 	}
-	if (!granted)
-		return;					/* a waiting request never expires */
 
 	if (ttl)
 	{
 		int64		ms = strtoll(ttl, NULL, 10);
 
 		if (ms <= 0)
-			return;
+			return false;
 		deadline = ev->mtime + Min(ms, SWEEP_MAX_TTL_MS);
 	}
 	else if (expires)
@@ -257,7 +455,7 @@ sweep_node(ZkEvent *ev, bool granted)
 		long long	b;
 
 		if (since == NULL || e <= 0)
-			return;
+			return false;
 		b = strtoll(since, NULL, 10);
 		deadline = ev->mtime + Min((int64) Max(e - b, 0) * 1000, SWEEP_MAX_TTL_MS);
 	}
@@ -265,14 +463,211 @@ sweep_node(ZkEvent *ev, bool granted)
 			 zklock_node_field(data, "revoke=") != NULL)
 		deadline = ev->mtime + SWEEP_MAX_TTL_MS;	/* stripped by 1.0 */
 	else
-		return;
+		return false;
 
-	if (sweep_now < deadline)
-		return;
+	if (!granted || sweep_now < deadline)
+		return true;			/* a waiting request never expires */
 	ereport(LOG,
 			(errmsg("zklock: removing expired explicit lock node \"%s\"",
 					ev->path)));
-	(void) zkc_delete(ev->path, TAG(sweep_generation, OP_DELETE, SWEEP_IDX));
+	sweep_remove(ev->path);
+	return false;
+}
+
+static int
+sweep_entry_cmp(const void *a, const void *b)
+{
+	return strcmp(((const SweepEntry *) a)->parent,
+				  ((const SweepEntry *) b)->parent);
+}
+
+/*
+ * The index's listing came back: its entries, sorted by resource node, and
+ * one listing of each resource node they name.
+ */
+static void
+sweep_index_listed(ZkEvent *ev)
+{
+	MemoryContext old = MemoryContextSwitchTo(sweep_context);
+	char		parent[ZKLOCK_EXPLICIT_INDEX_MAX_PATH];
+	char		request[ZKLOCK_MAX_NODE_NAME_LEN + 1];
+	int			n = 0;
+
+	sweep_entries = palloc(sizeof(SweepEntry) * Max(ev->nchildren, 1));
+	for (int i = 0; i < ev->nchildren; i++)
+	{
+		if (!zklock_explicit_index_parse(ev->children[i], parent,
+										 sizeof(parent), request,
+										 sizeof(request)) ||
+			strlen(parent) > ZKLOCK_MAX_PATH)
+			continue;			/* not an entry: someone else's node */
+		sweep_entries[n].parent = pstrdup(parent);
+		sweep_entries[n].request = pstrdup(request);
+		sweep_entries[n].name = pstrdup(ev->children[i]);
+		n++;
+	}
+	sweep_nentries = n;
+	qsort(sweep_entries, n, sizeof(SweepEntry), sweep_entry_cmp);
+	MemoryContextSwitchTo(old);
+	for (int i = 0; i < n; i++)
+		if (i == 0 || strcmp(sweep_entries[i].parent,
+							 sweep_entries[i - 1].parent) != 0)
+			sweep_push(sweep_entries[i].parent, OP_ENTRY_PARENT);
+}
+
+/* Is child a node the create of request made (request and ten digits)? */
+static bool
+sweep_made_by(const char *child, const char *request)
+{
+	size_t		len = strlen(request);
+
+	return strncmp(child, request, len) == 0 && strlen(child) == len + 10;
+}
+
+/*
+ * A resource node that index entries name was listed: read the nodes they
+ * name (Hive's rule among all its lock nodes says which are granted), and
+ * look at the entries of nodes not there.
+ */
+static void
+sweep_entries_listed(ZkEvent *ev)
+{
+	SweepEntry	key = {.parent = ev->path};
+	SweepEntry *e = bsearch(&key, sweep_entries, sweep_nentries,
+							sizeof(SweepEntry), sweep_entry_cmp);
+	SweepChild *kids = NULL;
+	int			n = 0;
+	char		path[ZKLOCK_EXPLICIT_INDEX_MAX_PATH];
+
+	if (e == NULL || (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE))
+		return;					/* refused (an ACL): at the next sweep */
+	while (e > sweep_entries && strcmp(e[-1].parent, ev->path) == 0)
+		e--;
+	if (ev->rc == ZKC_OK)
+		kids = sweep_children(ev, &n);
+	zklock_explicit_index_dir(path, sizeof(path));
+	for (; e < sweep_entries + sweep_nentries &&
+		 strcmp(e->parent, ev->path) == 0; e++)
+	{
+		bool		found = false;
+
+		for (int i = 0; i < n; i++)
+		{
+			if (sweep_made_by(kids[i].child, e->request))
+			{
+				char	   *child = psprintf("%s/%s", ev->path, kids[i].child);
+
+				sweep_push(child, kids[i].node.blocker < 0 ? OP_LIST_DATA : OP_SWEEP_WAITING);
+				pfree(child);
+				found = true;
+			}
+		}
+		if (!found)
+		{
+			char	   *entry = psprintf("%s/%s", path, e->name);
+
+			sweep_push(entry, OP_ENTRY_STAT);
+			pfree(entry);
+		}
+	}
+	if (kids)
+		pfree(kids);
+}
+
+/*
+ * The stat of an entry whose node was not there: older than twice the
+ * session timeout by ZooKeeper's time, it goes, at the version read (a
+ * create of its request tried again since moved it: explicit_index.c).
+ */
+static void
+sweep_entry_stat(ZkEvent *ev)
+{
+	if (ev->rc != ZKC_OK || sweep_now - ev->mtime < sweep_orphan_grace())
+		return;
+	ereport(DEBUG1,
+			(errmsg("zklock: removing index entry \"%s\", whose node is gone",
+					ev->path)));
+	(void) zkc_delete_version(ev->path, ev->version,
+							  TAG(sweep_generation, OP_ENTRY_WRITE, SWEEP_IDX));
+}
+
+/* The clock write's reply: ZooKeeper's time, and the sweep begins */
+static void
+sweep_clock(ZkEvent *ev)
+{
+	/* NONODE: no root, nothing to sweep; else try at the next interval */
+	if (ev->rc != ZKC_OK || ev->mtime <= 0)
+		return;
+	sweep_now = ev->mtime;
+	sweep_walking = true;
+	if (sweep_is_walk)
+		sweep_push(zklock_root, OP_LIST_CHILDREN);
+}
+
+/*
+ * Whose is the sweeper's node?  Ours: we sweep, at once if we just took it
+ * (a sweep of ours is then due: the tick did not start one).  Nobody's:
+ * create it, and read it again right behind the create.
+ */
+static void
+sweep_claim_checked(ZkEvent *ev)
+{
+	ClaimState was = claim_state;
+	char		path[ZKLOCK_MAX_PATH + 1];
+
+	if (ev->rc == ZKC_OK && ev->kind == ZKEV_DATA)
+	{
+		char		mark[32];
+
+		/* a sweeper's: ephemeral, and its data names its session */
+		snprintf(mark, sizeof(mark), "session=%016llx",
+				 (unsigned long long) ev->ephemeral_owner);
+		if (ev->ephemeral_owner == 0 || ev->data == NULL ||
+			strstr(ev->data, mark) == NULL)
+			claim_state = CLAIM_SQUATTED;
+		else
+			claim_state = ev->ephemeral_owner == zklock_recipe_session_id() ?
+				CLAIM_OURS : CLAIM_OTHER;
+	}
+	else if (ev->rc == ZKC_NONODE || ev->rc == ZKC_CONNLOSS ||
+			 ev->rc == ZKC_EXPIRED)
+		claim_state = CLAIM_UNKNOWN;
+	else
+		claim_state = CLAIM_SQUATTED;	/* unreadable: someone else's */
+	if (claim_state == CLAIM_SQUATTED && was != CLAIM_SQUATTED)
+		ereport(WARNING,
+				(errmsg("zklock: \"%s\" is not the node of a zklock sweeper; every instance sweeps expired explicit locks",
+						ev->path),
+				 errhint("Remove that node: zklock names its own nodes \"zklock.*\".")));
+	if (was == CLAIM_OURS && claim_state != CLAIM_OURS)
+		ereport(LOG,
+				(errmsg("zklock: this instance no longer sweeps expired explicit locks")));
+	else if (was != CLAIM_OURS && claim_state == CLAIM_OURS)
+	{
+		ereport(LOG,
+				(errmsg("zklock: this instance sweeps expired explicit locks for every instance now")));
+		if (!sweep_all_nodes)
+		{
+			last_sweep_us = zklock_boottime_us();
+			sweep_start(false);
+		}
+	}
+	/* (not again behind our own create: no root, nothing to sweep) */
+	if (ev->rc == ZKC_NONODE && TAG_OP(ev->tag) == OP_CLAIM_CHECK)
+	{
+		char		data[128];
+
+		/* nobody's: ours if we are first */
+		claim_generation++;
+		snprintf(path, sizeof(path), "%s/" SWEEPER_NODE, zklock_root);
+		snprintf(data, sizeof(data), "session=%016llx\nnode=%s\npid=%d\n",
+				 (unsigned long long) zklock_recipe_session_id(),
+				 zklock_node_name ? zklock_node_name : "", MyProcPid);
+		if (zkc_create(path, data, strlen(data), ZKC_EPHEMERAL,
+					   TAG(claim_generation, OP_CLAIM, SWEEP_IDX)))
+			(void) zkc_get_data(path,
+								TAG(claim_generation, OP_CLAIM_RECHECK, SWEEP_IDX));
+	}
 }
 
 static void
@@ -280,82 +675,104 @@ sweep_event(ZkEvent *ev)
 {
 	int			op = TAG_OP(ev->tag);
 
-	if (TAG_GEN(ev->tag) != sweep_generation || op == OP_DELETE ||
-		sweep_pending <= 0)
-		return;					/* a delete's reply was never counted */
+	if (op == OP_DELETE)
+	{
+		/* a node we removed is gone: so goes its index entry */
+		if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE)
+			(void) zklock_explicit_index_forget(ev->path, -1,
+												TAG(0, OP_ENTRY_WRITE, SWEEP_IDX));
+		return;
+	}
+	if (op == OP_CLAIM_CHECK || op == OP_CLAIM_RECHECK)
+	{
+		if (TAG_GEN(ev->tag) == claim_generation)
+			sweep_claim_checked(ev);
+		return;
+	}
+	if (TAG_GEN(ev->tag) != sweep_generation || sweep_pending <= 0 ||
+		op == OP_CLOCK_DELETE || op == OP_ENTRY_WRITE || op == OP_CLAIM)
+		return;					/* replies that were never counted */
 	sweep_pending--;
 	if (op == OP_CLOCK)
+		sweep_clock(ev);
+	else if (!sweep_walking)
+		;						/* the clock failed: this sweep is over */
+	else if (op == OP_INDEX_LIST && ev->rc == ZKC_OK)
+		sweep_index_listed(ev);
+	else if (op == OP_INDEX_LIST && ev->rc != ZKC_NONODE)
 	{
-		/* NONODE: no root, nothing to sweep; else try at the next interval */
-		if (ev->rc == ZKC_OK && ev->mtime > 0)
-		{
-			sweep_now = ev->mtime;
-			sweep_walking = true;
-			sweep_push(zklock_root, OP_LIST_CHILDREN);
-		}
+		/* the index cannot be read (someone's ACL): walk the tree */
+		sweep_is_walk = true;
+		sweep_push(zklock_root, OP_LIST_CHILDREN);
 	}
-	else if (ev->rc == ZKC_OK && ev->kind == ZKEV_CHILDREN)
+	else if (op == OP_ENTRY_PARENT)
+		sweep_entries_listed(ev);
+	else if (op == OP_ENTRY_STAT)
+		sweep_entry_stat(ev);
+	else if (op == OP_LIST_CHILDREN && ev->rc == ZKC_OK)
+		sweep_walk_children(ev);
+	else if ((op == OP_LIST_DATA || op == OP_SWEEP_WAITING) &&
+			 ev->rc == ZKC_OK && ev->kind == ZKEV_DATA &&
+			 ev->ephemeral_owner == 0)
 	{
-		SweepChild *kids = palloc(sizeof(SweepChild) * Max(ev->nchildren, 1));
-		ZkGrantNode *nodes = palloc(sizeof(ZkGrantNode) * Max(ev->nchildren, 1));
-		int			n = 0;
-
-		/* Hive's rule among the siblings (grant_rule.c): who is granted */
-		for (int i = 0; i < ev->nchildren; i++)
-		{
-			const char *c = ev->children[i];
-
-			if (zklock_parse_node_name(c, &kids[n].node.mode, &kids[n].node.seq))
-				kids[n++].child = c;
-			else
-			{
-				char	   *child = psprintf("%s/%s", ev->path, c);
-
-				sweep_push(child, OP_LIST_CHILDREN);	/* a resource: walk it */
-				pfree(child);
-			}
-		}
-		qsort(kids, n, sizeof(SweepChild), sweep_child_cmp);
-		for (int i = 0; i < n; i++)
-			nodes[i] = kids[i].node;
-		zklock_grant_rule_sorted(nodes, n);
-		for (int i = 0; i < n; i++)
-		{
-			if (sweep_all_nodes || zklock_node_has_prefix(kids[i].child, "zx"))
-			{
-				/* an explicit lock: read it */
-				char	   *child = psprintf("%s/%s", ev->path, kids[i].child);
-
-				sweep_push(child, nodes[i].blocker < 0 ? OP_LIST_DATA : OP_SWEEP_WAITING);
-				pfree(child);
-			}
-		}
-		pfree(kids);
-		pfree(nodes);
+		if (sweep_node(ev, op == OP_LIST_DATA) && sweep_is_walk)
+			sweep_record(ev->path);
 	}
-	else if (ev->rc == ZKC_OK && ev->kind == ZKEV_DATA && ev->ephemeral_owner == 0)
-		sweep_node(ev, op == OP_LIST_DATA);
 	sweep_issue();
 	if (sweep_walking && sweep_pending == 0 && sweep_queue == NIL)
 	{
-		sweep_all_nodes = false;	/* a whole sweep is done */
+		if (sweep_is_walk)
+			sweep_all_nodes = false;	/* a whole walk is done */
 		sweep_walking = false;
 	}
 }
 
-/* Every zklock.sweep_interval, while connected: a sweep */
+/*
+ * Every zklock.sweep_interval, while connected: read whose the sweeper's
+ * node is, and sweep if ours (what the read says decides the next one:
+ * sweep_claim_checked); the first sweep of a worker walks the tree,
+ * whoever sweeps.
+ */
 static long
 sweep_tick(void)
 {
 	int64		now_us = zklock_boottime_us();
+	char		path[ZKLOCK_MAX_PATH + 1];
 
-	if (zklock_connected &&
-		now_us - last_sweep_us >= zklock_sweep_interval * INT64CONST(1000))
-	{
-		last_sweep_us = now_us;
-		sweep_start();
-	}
-	return -1;
+	int64		left_us = last_sweep_us +
+		zklock_sweep_interval * INT64CONST(1000) - now_us;
+
+	if (!zklock_connected)
+		return -1;
+	if (left_us > 0)
+		return (long) Min(left_us / 1000 + 1, 1000);	/* wake then */
+	last_sweep_us = now_us;
+	snprintf(path, sizeof(path), "%s/" SWEEPER_NODE, zklock_root);
+	claim_generation++;
+	(void) zkc_get_data(path, TAG(claim_generation, OP_CLAIM_CHECK, SWEEP_IDX));
+	if (sweep_all_nodes || claim_state == CLAIM_OURS ||
+		claim_state == CLAIM_SQUATTED)
+		sweep_start(sweep_all_nodes);
+	return zklock_sweep_interval;
+}
+
+/* The connection went: the sweep's replies fail; whose is unknown */
+static void
+sweep_disconnected(void)
+{
+	sweep_abandon();
+	claim_generation++;
+}
+
+/* The session is gone, and with it the sweeper's node if it was ours */
+static void
+sweep_session_lost(void)
+{
+	if (claim_state == CLAIM_OURS)
+		ereport(LOG,
+				(errmsg("zklock: this instance no longer sweeps expired explicit locks")));
+	claim_state = CLAIM_UNKNOWN;
+	sweep_disconnected();
 }
 
 const ZkRecipe zklock_sweep_recipe = {
@@ -363,7 +780,7 @@ const ZkRecipe zklock_sweep_recipe = {
 	.idx_first = SWEEP_IDX,
 	.idx_count = 1,
 	.event = sweep_event,
-	.disconnected = sweep_abandon,	/* its replies fail; sweep again later */
-	.session_lost = sweep_abandon,
+	.disconnected = sweep_disconnected,	/* its replies fail; again later */
+	.session_lost = sweep_session_lost,
 	.tick = sweep_tick,
 };

@@ -640,6 +640,17 @@ zkc_delete(const char *path, uint64 tag)
 	return sent(zoo_adelete(zh, path, -1, void_completion, op), op);
 }
 
+/* delete only if the node's data version is still "version" (-1: any) */
+bool
+zkc_delete_version(const char *path, int version, uint64 tag)
+{
+	OpContext  *op;
+
+	if (zh == NULL || (op = new_op(ZKEV_DELETED, path, tag)) == NULL)
+		return false;
+	return sent(zoo_adelete(zh, path, version, void_completion, op), op);
+}
+
 /* setData only if the node's data version is still "version" */
 bool
 zkc_set_data_version(const char *path, const char *data, int datalen,

@@ -120,6 +120,7 @@ extern bool zkc_get_data(const char *path, uint64 tag);
 extern bool zkc_get_data_watch(const char *path, uint64 tag);
 extern bool zkc_watch_node(const char *path, uint64 tag);
 extern bool zkc_delete(const char *path, uint64 tag);
+extern bool zkc_delete_version(const char *path, int version, uint64 tag);
 extern bool zkc_set_data_version(const char *path, const char *data,
 								 int datalen, int version, uint64 tag);
 extern bool zkc_set_data(const char *path, const char *data, int datalen,

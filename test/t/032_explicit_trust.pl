@@ -158,6 +158,17 @@ is($crc, 0, 'and one with a time to live of two seconds');
 $s1->query_ok(q{SELECT zk_lock_acquire_explicit('ex/w10', ttl => '1 hour')});
 ($crc) = zkutil('create-seq', zk_path('ex/w10') . '/zx00000000.0.0-LOCK-EXCLUSIVE-', $data);
 is($crc, 0, 'and a waiting one whose expiry passed');
+# Since 1.5 a sweep finds explicit nodes through their index, which these
+# nodes, made by hand as zklock 1.0 made them, are not in: an instance
+# upgraded from 1.0 starts a new worker, whose first sweep walks the tree
+# and records them (test 072).  So does node2's here.
+my $wpid = psql1($node2, 'SELECT worker_pid FROM zk_lock_status');
+kill 'TERM', $wpid;
+ok(wait_until(sub {
+			my $p = eval { psql1($node2, 'SELECT worker_pid FROM zk_lock_status') } // '';
+			$p ne '' && $p ne $wpid }, timeout => 30)
+	  && ZkLockTest::zk_wait_connected($node2),
+	"node2's worker starts again (its first sweep walks the tree)");
 ok(wait_until(sub { explicit_count($node2, 'ex/short10') eq '0' }, timeout => 10),
 	'the two-second 1.0 lock expires (its duration counted from its mtime)');
 sleep(2);
