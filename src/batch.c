@@ -25,7 +25,8 @@
  *	- consecutive writes go as one multi (zkc_multi) of at most
  *	  BATCH_MAX_OPS, each member's reply an ordinary event with its own
  *	  tag (zk_client.c says how a failed multi is answered: no member
- *	  fails for another's fault);
+ *	  fails for another's fault; a create rolled back with a failed multi
+ *	  is sent alone the next time);
  *	- never two creates under one parent (one resource) in one multi: the
  *	  czxid of a create in a multi is the transaction's zxid, so two such
  *	  creates would share a fencing token.  Each goes to the next multi,
@@ -66,6 +67,7 @@
 typedef struct BatchWrite
 {
 	bool		create;
+	bool		alone;			/* never in a multi */
 	int			flags;
 	uint64		tag;
 	char	   *path;
@@ -123,6 +125,11 @@ zklock_batch_create(const char *path, const char *data, int datalen,
 	batch_prepare();
 	bw = &writes[nwrites++];
 	bw->create = true;
+	/* rolled back with a failed multi: this time alone (zk_client.c) */
+	bw->alone = zkc_multi_rolled_back(tag);
+	/* a container (a missing parent) is made alone: a multi knows none */
+	if (!(flags & (ZKC_EPHEMERAL_SEQUENTIAL | ZKC_PERSISTENT_SEQUENTIAL)))
+		bw->alone = true;
 	bw->flags = flags;
 	bw->tag = tag;
 	bw->path = MemoryContextStrdup(batch_context, path);
@@ -184,8 +191,12 @@ group_end(int first)
 {
 	int			end = first + 1;
 
+	if (writes[first].alone)
+		return end;
 	for (; end < nwrites && end - first < BATCH_MAX_OPS; end++)
 	{
+		if (writes[end].alone)
+			return end;
 		for (int k = first; k < end; k++)
 			if (same_parent(k, end))
 				return end;

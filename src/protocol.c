@@ -178,8 +178,8 @@ send_create(int idx, bool with_parents)
 
 				memcpy(path, w->parent, len);
 				path[len] = '\0';
-				ok = zkc_create(path, NULL, -1, ZKC_CONTAINER,
-								TAG(w->generation, OP_PARENT, idx));
+				ok = zklock_batch_create(path, NULL, -1, ZKC_CONTAINER,
+										 TAG(w->generation, OP_PARENT, idx));
 				if (*p == '\0')
 					break;
 			}

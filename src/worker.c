@@ -349,6 +349,8 @@ zklock_worker_main(Datum main_arg)
 		worker_pump_events();
 		worker_take_requests(worker_batch);
 		timeout = worker_tick();
+		/* what backends queued meanwhile joins this pass's writes */
+		worker_take_requests(worker_batch);
 		zklock_batch_flush();	/* the pass's writes, as few transactions */
 	}
 

@@ -886,8 +886,12 @@ zkc_watch_upkeep(void)
  * member.
  *
  * anchor_lost says that a multi found the anchor node missing (someone
- * deleted it): batch.c makes a new one before the next multi.  Guarded by
- * anchor_mutex.
+ * deleted it): batch.c makes a new one before the next multi.  rolled_back
+ * holds the tags of the last ROLLED_BACK_MAX creates rolled back with a
+ * failed multi: their request creates again with the same tag, and batch.c
+ * sends that create alone (zkc_multi_rolled_back), so that one member that
+ * fails again and again cannot hold the others back.  (A tag pushed out of
+ * the ring only goes into a multi again.)  Both guarded by anchor_mutex.
  */
 typedef struct MultiContext
 {
@@ -907,6 +911,10 @@ typedef struct MultiContext
 
 static pthread_mutex_t anchor_mutex = PTHREAD_MUTEX_INITIALIZER;
 static bool anchor_lost = false;
+
+#define ROLLED_BACK_MAX 256
+static uint64 rolled_back[ROLLED_BACK_MAX];
+static int	rolled_back_next = 0;
 
 static void multi_free(MultiContext *ctx);
 
@@ -983,6 +991,10 @@ multi_completion(int rc, const void *data)
 		else if (per_op && !op_failed(err))
 		{
 			/* a rolled-back create: "not made", as a lost reply says */
+			pthread_mutex_lock(&anchor_mutex);
+			rolled_back[rolled_back_next] = tag;
+			rolled_back_next = (rolled_back_next + 1) % ROLLED_BACK_MAX;
+			pthread_mutex_unlock(&anchor_mutex);
 			zkc_deliver(zkc_event_new(kind, tag, ZKC_CONNLOSS,
 									  ZRUNTIMEINCONSISTENCY,
 									  ctx->members[i].path, NULL, 0, NULL,
@@ -1140,4 +1152,26 @@ zkc_fail_locally(ZkEventKind kind, uint64 tag, const char *path)
 {
 	zkc_deliver(make_event(kind, tag, ZCONNECTIONLOSS, path, NULL, NULL,
 						   NULL, 0));
+}
+
+/*
+ * Was the create of this tag rolled back with a failed multi?  Then its
+ * next create goes alone: true once, and the tag is forgotten.
+ */
+bool
+zkc_multi_rolled_back(uint64 tag)
+{
+	bool		found = false;
+
+	pthread_mutex_lock(&anchor_mutex);
+	for (int i = 0; i < ROLLED_BACK_MAX && !found; i++)
+	{
+		if (rolled_back[i] == tag && tag != 0)
+		{
+			rolled_back[i] = 0;
+			found = true;
+		}
+	}
+	pthread_mutex_unlock(&anchor_mutex);
+	return found;
 }

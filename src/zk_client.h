@@ -152,6 +152,7 @@ typedef struct ZkcMultiOp
 extern bool zkc_multi(const ZkcMultiOp *ops, int nops, const char *anchor);
 extern bool zkc_create_anchor(const char *path);
 extern bool zkc_multi_anchor_lost(void);
+extern bool zkc_multi_rolled_back(uint64 tag);
 extern void zkc_fail_locally(ZkEventKind kind, uint64 tag, const char *path);
 
 #endif							/* ZKLOCK_ZK_CLIENT_H */
