@@ -949,11 +949,12 @@ multi_completion(int rc, const void *data)
 	int			n = ctx->nmembers;
 	bool		per_op = false; /* the results name the op that failed */
 
-	if (rc != ZOK)
+	if (rc != ZOK && fold_rc(rc) != ZKC_CONNLOSS && fold_rc(rc) != ZKC_EXPIRED)
 	{
 		/*
-		 * The results are filled only when the server answered; a lost or
-		 * refused request leaves them as multi_send set them (ZOK).
+		 * The server answered: each op's result says whether it failed or
+		 * was only rolled back.  (A multi lost with the connection or the
+		 * session has every result set to that; it is delivered as such.)
 		 */
 		for (int i = 0; i <= n; i++)
 			if (op_failed(ctx->results[i].err))

@@ -176,19 +176,24 @@ $keeper->query_ok(q{SELECT zk_lock_acquire_session('gcflat', 'shared')});
 	my @s = map { zk_session($node1, "gf$_") } 1 .. 16;
 	my $bad = zk_session($node1, 'gfbad');
 	my $wpid = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
-	kill('STOP', $wpid);
 	my @all = (@s[0 .. 7], $bad, @s[8 .. 15]);
+	$_->query_ok('BEGIN') for @all;
+	my $pids = join(',', map { $_->pid } @all);
+	# stopped well within the session timeout (4 s): the requests pile up
+	kill('STOP', $wpid);
 	my $j = 0;
 	foreach my $x (@all)
 	{
 		$j++;
 		my $res = $x == $bad ? 'gfbad/r' : "gf$j/r";
-		$x->query_ok('BEGIN');
 		$x->send(qq{SELECT zk_lock_acquire('$res') > 0});
 	}
-	# every request is in the worker's queue when it goes on
-	my $queued = wait_until(sub { !grep { !is_waiting($node1, $_->pid) } @all },
-		timeout => 20);
+	my $queued = wait_until(
+		sub {
+			psql1($node1, "SELECT count(*) FROM pg_stat_activity WHERE pid IN ($pids) "
+				  . "AND wait_event_type = 'Extension' AND state = 'active'") == 17;
+		},
+		timeout => 2);
 	kill('CONT', $wpid);
 	ok($queued, '(d) 17 requests queued while the worker was stopped');
 	my ($granted, $other) = (0, '');
@@ -204,6 +209,9 @@ $keeper->query_ok(q{SELECT zk_lock_acquire_session('gcflat', 'shared')});
 	like($r && $r->{err}, qr/could not create lock node/, '(d) saying so');
 	ok(zk_wait_count(zk_root(), 16 * 2 + $base, 10),
 		'(d) only the 16 grants\' nodes (and their parents\') and the keeper\'s are there');
+	my %czxid = map { $_->[1] => 1 } grep { $_->[0] =~ m{/gf\d+(/r)?/} } zk_lock_info(zk_root());
+	cmp_ok(scalar(keys %czxid), '<', 32,
+		'(d) their 32 nodes were made in fewer transactions (multis)');
 	$_->query_ok('COMMIT') for @s;
 	$bad->query_ok('ROLLBACK');
 	$_->quit for @all;
