@@ -177,17 +177,19 @@ $keeper->query_ok(q{SELECT zk_lock_acquire_session('gcflat', 'shared')});
 	my $bad = zk_session($node1, 'gfbad');
 	my $wpid = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
 	my @all = (@s[0 .. 7], $bad, @s[8 .. 15]);
+	my @res = map { $all[$_] == $bad ? 'gfbad/r' : 'gf' . ($_ + 1) . '/r' } 0 .. 16;
+	# the others' resource nodes are there already (persistent nodes made
+	# by another client): their creates can share a multi at once
+	foreach my $r (grep { $_ ne 'gfbad/r' } @res)
+	{
+		my ($rc2) = zkutil('create-acl', zk_path($r), 'rwcda', 'other:secret');
+		die "could not make $r" if $rc2 != 0;
+	}
 	$_->query_ok('BEGIN') for @all;
 	my $pids = join(',', map { $_->pid } @all);
 	# stopped well within the session timeout (4 s): the requests pile up
 	kill('STOP', $wpid);
-	my $j = 0;
-	foreach my $x (@all)
-	{
-		$j++;
-		my $res = $x == $bad ? 'gfbad/r' : "gf$j/r";
-		$x->send(qq{SELECT zk_lock_acquire('$res') > 0});
-	}
+	$all[$_]->send(qq{SELECT zk_lock_acquire('$res[$_]') > 0}) for 0 .. 16;
 	my $queued = wait_until(
 		sub {
 			psql1($node1, "SELECT count(*) FROM pg_stat_activity WHERE pid IN ($pids) "
