@@ -44,8 +44,8 @@
  * reset at each flush; the queue is flushed early when it is full.  Writes
  * queued under one session are never sent on another: if the session
  * changed before the flush, each is answered as lost (the session's loss
- * has already ended their requests), and the calls queued behind them are
- * dropped.
+ * has already ended their requests); the calls queued behind them still
+ * run, and see for themselves whether their request still wants them.
  *
  *-------------------------------------------------------------------------
  */
@@ -286,7 +286,6 @@ zklock_batch_flush(void)
 			for (int i = 0; i < nwrites; i++)
 				zkc_fail_locally(writes[i].create ? ZKEV_CREATED : ZKEV_DELETED,
 								 writes[i].tag, writes[i].path);
-			ncalls = 0;
 		}
 		else
 		{

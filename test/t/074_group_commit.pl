@@ -8,7 +8,8 @@
 #      N cycles, the idle change subtracted), as a flat name does; the
 #      requests per cycle (mntr's packets received) are printed
 #  (b) a grant's token is its node's czxid, the parent's and the leaf's
-#      nodes made in one transaction (one czxid)
+#      nodes made in one transaction (one czxid); when the multi's replies
+#      are lost (failpoint), both nodes are found by prefix and adopted
 #  (c) 16 backends acquire 4 nested resources at the same moment, over and
 #      over: the tokens of every resource grow strictly with its grants
 #  (d) 17 backends' requests reach the stopped worker together, one of them
@@ -122,6 +123,27 @@ $keeper->query_ok(q{SELECT zk_lock_acquire_session('gcflat', 'shared')});
 		'(b) the parent\'s SHARED node was made in the same transaction (same czxid)');
 	$s->query_ok('COMMIT');
 	$s->quit;
+}
+
+# (b) again with the replies of the multi's creates dropped, as a
+# connection loss drops them: both nodes are found by their prefix
+{
+	my $log_at = -s $node1->logfile;
+	ok(zk_set_failpoints($node1, 'after-create-reply=fail'),
+		'(b) failpoint after-create-reply=fail');
+	my $s = zk_session($node1, 'lost_replies');
+	$s->query_ok('BEGIN');
+	my $t = $s->query_ok(q{SELECT zk_lock_acquire('gc/r', 'shared', timeout => '20 s')});
+	ok(zk_wait_log($node1, qr{adopted lock node "[^"]*/gc/r/[^"/]*"}, $log_at),
+		'(b) the leaf\'s node, its reply lost, adopted');
+	ok(zk_wait_log($node1, qr{adopted lock node "[^"]*/gc/zk[^"/]*"}, $log_at),
+		'(b) the parent\'s node too');
+	my %czxid = map { $_->[1] => 1 } zk_lock_info(zk_path('gc/r'));
+	ok($czxid{$t}, "(b) the token ($t) is its node's czxid all the same");
+	$s->query_ok('COMMIT');
+	$s->quit;
+	ok(zk_set_failpoints($node1, ''), '(b) failpoints cleared');
+	ok(zk_wait_count(zk_path('gc'), 2, 10), '(b) only the keeper\'s nodes are left');
 }
 
 # ---------------------------------------------------------------------------
