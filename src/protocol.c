@@ -223,7 +223,8 @@ send_create(int idx, bool with_parents)
 	w->create_unknown = true;	/* until its reply says otherwise */
 	/* batch.c sends the create at the end of the pass, the listing behind */
 	w->phase = PH_CHECKING;
-	zklock_batch_then(children_behind_create, TAG(w->generation, OP_CHILDREN, idx));
+	zklock_batch_then(children_behind_create,
+					  TAG(w->generation, OP_CHILDREN, idx));
 }
 
 /* The listing behind a create, once batch.c has sent the create */
