@@ -16,12 +16,15 @@
 #      on a resource node that refuses our creates: the multi fails as a
 #      whole, the other 16 are still granted, the one fails with 38000, and
 #      no lock node is left behind
+#      (and a multi of deletes, one of whose nodes another client deleted:
+#      the other is deleted all the same)
 #  (e) 32 clients on 32 resources: their cycles share transactions (fewer
 #      than 2 per cycle), printed with the requests per cycle
 #  (f) connection losses (a proxy the test owns cuts the link and closes
 #      it) while 16 clients on two instances take a nested lock over and
 #      over: the chaos checker finds nothing granted twice, tokens that
-#      grow, and nothing left behind
+#      grow, and nothing left behind; once the instances stop, their
+#      anchor nodes (batch.c) are gone too
 use strict;
 use warnings;
 
@@ -38,6 +41,7 @@ my ($zk_port) = $hosts =~ /:(\d+)$/;
 
 # no sweep during the test: its clock node would be writes of its own
 my $node1 = zk_node('node1', extra_conf => "zklock.sweep_interval = '1h'");
+my @stop_at_end = ($node1);
 
 # ZooKeeper's zxid (srvr) and packets received (mntr)
 sub zxid
@@ -51,20 +55,25 @@ sub packets
 {
 	my $out = zk_server('4lw', 1, 'mntr');
 	my ($p) = $out =~ /^zk_packets_received\t(\d+)/m;
-	return $p;
+	my ($q) = $out =~ /^zk_packets_sent\t(\d+)/m;
+	return wantarray ? ($p, $q) : $p;
 }
 
 # Writes and requests of $work (a sub), less what the same time idle costs
 sub measure
 {
 	my ($work) = @_;
-	my ($z0, $p0, $t0) = (zxid(), packets(), time());
+	my ($z0, $t0) = (zxid(), time());
+	my ($p0, $q0) = packets();
 	$work->();
 	sleep(0.5);    # the last deletes (COMMIT does not wait for them)
-	my ($z1, $p1, $t1) = (zxid(), packets(), time());
+	my ($z1, $t1) = (zxid(), time());
+	my ($p1, $q1) = packets();
 	sleep($t1 - $t0);
-	my ($z2, $p2) = (zxid(), packets());
-	return ($z1 - $z0 - ($z2 - $z1), $p1 - $p0 - ($p2 - $p1));
+	my $z2 = zxid();
+	my ($p2, $q2) = packets();
+	return ($z1 - $z0 - ($z2 - $z1), $p1 - $p0 - ($p2 - $p1),
+		$q1 - $q0 - ($q2 - $q1));
 }
 
 # Keep the containers of the measured resources alive (ZooKeeper removes
@@ -96,10 +105,11 @@ $keeper->query_ok(q{SELECT zk_lock_acquire_session('gcflat', 'shared')});
 	# one cycle first: the worker's first multi of the session also makes
 	# its anchor node (batch.c), once
 	$cycle->(q{SELECT zk_lock_acquire('gc/r', 'shared')})->() for 1;
-	my ($wn, $pn) = measure($cycle->(q{SELECT zk_lock_acquire('gc/r', 'shared')}));
-	my ($wf, $pf) = measure($cycle->(q{SELECT zk_lock_acquire('gcflat', 'shared', parents => false)}));
-	diag(sprintf('(a) nested name: %.2f write transactions and %.2f requests per cycle; '
-		  . 'flat name: %.2f and %.2f', $wn / $n, $pn / $n, $wf / $n, $pf / $n));
+	my ($wn, $pn, $sn) = measure($cycle->(q{SELECT zk_lock_acquire('gc/r', 'shared')}));
+	my ($wf, $pf, $sf) = measure($cycle->(q{SELECT zk_lock_acquire('gcflat', 'shared', parents => false)}));
+	diag(sprintf('(a) nested name: %.2f write transactions, %.2f requests and %.2f packets sent per cycle; '
+		  . 'flat name: %.2f, %.2f and %.2f', $wn / $n, $pn / $n, $sn / $n,
+		$wf / $n, $pf / $n, $sf / $n));
 	cmp_ok($wn / $n, '<=', 2.0,
 		"(a) a nested name costs at most 2 write transactions per cycle ($wn in $n cycles)");
 	cmp_ok($wn / $n, '>=', 1.0, '(a) and the cycles were counted');
@@ -245,13 +255,37 @@ $keeper->query_ok(q{SELECT zk_lock_acquire_session('gcflat', 'shared')});
 }
 
 # ---------------------------------------------------------------------------
+# (d) a delete in the way: one backend's two locks go back to the worker
+# together (one multi of deletes) after another client deleted one of the
+# nodes; the other node still goes (sent again alone)
+{
+	my $s = zk_session($node1, 'gd');
+	$s->query_ok('BEGIN');
+	$s->query_ok(q{SELECT zk_lock_acquire('gda', parents => false)});
+	$s->query_ok(q{SELECT zk_lock_acquire('gdb', parents => false)});
+	my ($a) = zk_lock_nodes(zk_path('gda'));
+	my $wpid = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
+	kill('STOP', $wpid);
+	my ($rc) = zkutil('delete-r', $a);
+	$s->send('ROLLBACK');
+	sleep(0.3);
+	kill('CONT', $wpid);
+	is($rc, 0, '(d) another client deleted one of the two nodes');
+	my $r = $s->wait(20);
+	ok($r && !$r->{exited}, '(d) the transaction ended');
+	ok(zk_wait_no_locks(zk_path('gdb'), 10), '(d) the other lock\'s node is gone too');
+	ok(zk_wait_no_locks(zk_path('gda'), 10), '(d) and nothing is left of the first');
+	$s->quit;
+}
+
+# ---------------------------------------------------------------------------
 # (e) 32 clients on 32 resources
 {
 	my $k = 15;
 	my $keeper2 = zk_session($node1, 'keeper2');
 	$keeper2->query_ok(join(' ', map { "SELECT zk_lock_acquire_session('g32_$_', 'shared', parents => false);" } 1 .. 32));
 	my @s = map { zk_session($node1, "c32_$_") } 1 .. 32;
-	my ($w, $p) = measure(sub {
+	my ($w, $p, $q) = measure(sub {
 		foreach my $i (1 .. 32)
 		{
 			$s[ $i - 1 ]->send(join(' ', map {
@@ -265,8 +299,8 @@ $keeper->query_ok(q{SELECT zk_lock_acquire_session('gcflat', 'shared')});
 		}
 	});
 	my $cycles = 32 * $k;
-	diag(sprintf('(e) 32 clients on 32 resources: %.2f write transactions and %.2f requests per cycle',
-		$w / $cycles, $p / $cycles));
+	diag(sprintf('(e) 32 clients on 32 resources: %.2f write transactions, %.2f requests and %.2f packets sent per cycle',
+		$w / $cycles, $p / $cycles, $q / $cycles));
 	cmp_ok($w / $cycles, '<', 2.0,
 		'(e) the clients\' creates and deletes share write transactions');
 	$_->quit for @s;
@@ -285,6 +319,7 @@ ok(zk_wait_no_locks(zk_root(), 15), 'no lock node left before the chaos round');
 	$node1->append_conf('postgresql.conf', ZkChaos::node_conf());
 	$node1->restart;
 	zk_wait_connected($node1);
+	push @stop_at_end, $node2;
 	my $chaos = ZkChaos->new(nodes => [ $node1, $node2 ], clients_per_node => 8);
 	my $run = $chaos->start('gc_connloss', duration => 14, settle => 5,
 		resource => 'gcx/chaos/r');
@@ -304,4 +339,12 @@ ok(zk_wait_no_locks(zk_root(), 15), 'no lock node left before the chaos round');
 }
 
 zk_done_check();
+
+# The anchors (<root>/zklock.zxid-..., ephemeral) go with their sessions:
+# once the instances are stopped, no znode of zklock's own is left
+my @anchors = grep { m{/zklock\.zxid-} } zk_list_znodes(zk_root());
+cmp_ok(scalar(@anchors), '>=', 1, 'each running instance has its anchor node');
+$_->stop for @stop_at_end;
+ok(wait_until(sub { !grep { m{/zklock\.zxid-} } zk_list_znodes(zk_root()) }, timeout => 15),
+	'the anchors are gone with the sessions of the stopped instances');
 done_testing();
