@@ -368,21 +368,29 @@ release_session_hold(LocalLock *lock)
 	bool		parents = lock->parents;
 
 	strlcpy(resource, lock->key.resource, sizeof(resource));
-	zklock_drop_hold(lock, true, false);	/* may free lock */
-	if (!parents)
-		return;
-	for (char *p = resource + strlen(resource); p > resource; p--)
+	/* the lock's and its parents' deletes reach the worker together */
+	zklock_channel_hold_wakes();
+	PG_TRY();
 	{
-		if (*p == '/')
+		zklock_drop_hold(lock, true, false);	/* may free lock */
+		for (char *p = resource + strlen(resource); parents && p > resource; p--)
 		{
-			LocalLock  *parent;
+			if (*p == '/')
+			{
+				LocalLock  *parent;
 
-			*p = '\0';
-			parent = zklock_held_lock(resource, NULL);
-			if (parent)
-				zklock_drop_hold(parent, true, true);
+				*p = '\0';
+				parent = zklock_held_lock(resource, NULL);
+				if (parent)
+					zklock_drop_hold(parent, true, true);
+			}
 		}
 	}
+	PG_FINALLY();
+	{
+		zklock_channel_release_wakes();
+	}
+	PG_END_TRY();
 }
 
 /*
@@ -506,15 +514,25 @@ end_xact_holds(void)
 	HASH_SEQ_STATUS seq;
 	LocalLock  *lock;
 
-	hash_seq_init(&seq, zklock_local_locks);
-	while ((lock = hash_seq_search(&seq)) != NULL)
+	/* the deletes reach the worker together (one wake, after the last) */
+	zklock_channel_hold_wakes();
+	PG_TRY();
 	{
-		lock->nxact = 0;
-		if (lock->session_count == 0 && lock->session_implicit == 0)
-			zklock_forget(lock);
-		else
-			show_holds(lock);
+		hash_seq_init(&seq, zklock_local_locks);
+		while ((lock = hash_seq_search(&seq)) != NULL)
+		{
+			lock->nxact = 0;
+			if (lock->session_count == 0 && lock->session_implicit == 0)
+				zklock_forget(lock);
+			else
+				show_holds(lock);
+		}
 	}
+	PG_FINALLY();
+	{
+		zklock_channel_release_wakes();
+	}
+	PG_END_TRY();
 }
 
 /*

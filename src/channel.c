@@ -414,6 +414,33 @@ zklock_channel_set_data(int idx, uint32 generation, const char *data)
 }
 
 /*
+ * A backend that gives back several entries at once (its locks at the end
+ * of a transaction, a lock and its parents) wakes the worker once, after
+ * the last, so that the worker takes them in one pass and sends their
+ * deletes as one transaction (batch.c).  Backend-local; between hold and
+ * release the worker still takes the queue at every pass of its loop (at
+ * least once a second).
+ */
+static int	wake_hold = 0;
+static bool wake_owed = false;
+
+void
+zklock_channel_hold_wakes(void)
+{
+	wake_hold++;
+}
+
+void
+zklock_channel_release_wakes(void)
+{
+	if (wake_hold > 0 && --wake_hold == 0 && wake_owed)
+	{
+		wake_owed = false;
+		zklock_channel_wake_worker();
+	}
+}
+
+/*
  * Give an entry back: a pending or held one goes to the worker for its node
  * to be deleted; a finished one is freed here.  Never raises an ERROR.
  */
@@ -433,7 +460,10 @@ zklock_channel_withdraw(int idx, uint32 generation)
 			case ZKE_LOST:
 				e->state = ZKE_RELEASING;
 				channel_enqueue(idx);
-				channel_wake_worker_locked();
+				if (wake_hold > 0)
+					wake_owed = true;	/* woken once, at the release */
+				else
+					channel_wake_worker_locked();
 				break;
 			case ZKE_NOT_GRANTED:
 			case ZKE_FAILED:

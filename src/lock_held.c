@@ -39,6 +39,7 @@
 #include "shmem.h"
 #include "zk_client.h"
 #include "failpoint.h"
+#include "batch.h"
 
 static void guard_unreadable(int idx);
 static void guard_node_gone(int idx);
@@ -100,7 +101,7 @@ zklock_lock_send_delete(int idx)
 	}
 	/* failpoint "fail": as if the delete's reply was lost */
 	if (ZKLOCK_FAILPOINT("before-delete") ||
-		!zkc_delete(path, TAG(w->generation, OP_DELETE, idx)))
+		!zklock_batch_delete(path, TAG(w->generation, OP_DELETE, idx)))
 		set_recovering(w);
 }
 

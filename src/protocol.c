@@ -123,11 +123,13 @@
 #include "zk_client.h"
 #include "lease.h"
 #include "failpoint.h"
+#include "batch.h"
 
 #define MAX_CREATE_TRIES	8
 
 static void send_create(int idx, bool with_parents);
 static void send_children(int idx);
+static void children_behind_create(uint64 tag);
 static void wait_behind(int idx, const char *const *nodes, int nnodes,
 						int nblockers, bool keep_watches);
 static void recover(int idx);
@@ -176,8 +178,8 @@ send_create(int idx, bool with_parents)
 
 				memcpy(path, w->parent, len);
 				path[len] = '\0';
-				ok = zkc_create(path, NULL, -1, ZKC_CONTAINER,
-								TAG(w->generation, OP_PARENT, idx));
+				ok = zklock_batch_create(path, NULL, -1, ZKC_CONTAINER,
+										 TAG(w->generation, OP_PARENT, idx));
 				if (*p == '\0')
 					break;
 			}
@@ -212,16 +214,29 @@ send_create(int idx, bool with_parents)
 	w->tries++;
 	/* an explicit request: its index entry first (lock_explicit.c) */
 	if (!ok || (w->persistent &&
-		 !zklock_explicit_record(idx, request, with_parents)) ||
-		!zkc_create(path, data, strlen(data),
-					w->persistent ? ZKC_PERSISTENT_SEQUENTIAL : ZKC_EPHEMERAL_SEQUENTIAL,
-					TAG(w->generation, OP_CREATE, idx)))
+				!zklock_explicit_record(idx, request, with_parents)) ||
+		!zklock_batch_create(path, data, strlen(data),
+							 w->persistent ? ZKC_PERSISTENT_SEQUENTIAL : ZKC_EPHEMERAL_SEQUENTIAL,
+							 TAG(w->generation, OP_CREATE, idx)))
 	{
 		set_recovering(w);
 		return;
 	}
 	w->create_unknown = true;	/* until its reply says otherwise */
-	send_children(idx);
+	/* batch.c sends the create at the end of the pass, the listing behind */
+	w->phase = PH_CHECKING;
+	zklock_batch_then(children_behind_create,
+					  TAG(w->generation, OP_CHILDREN, idx));
+}
+
+/* The listing behind a create, once batch.c has sent the create */
+static void
+children_behind_create(uint64 tag)
+{
+	WorkEntry  *w = &zklock_work[TAG_IDX(tag)];
+
+	if (w->generation == TAG_GEN(tag) && w->phase == PH_CHECKING)
+		send_children(TAG_IDX(tag));
 }
 
 static void

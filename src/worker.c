@@ -74,6 +74,7 @@
 #include "recipe.h"
 #include "lease.h"
 #include "failpoint.h"
+#include "batch.h"
 
 #define RECONNECT_DELAY_MS	500
 /* after a refusal of our credentials: retrying sooner would not help */
@@ -348,6 +349,9 @@ zklock_worker_main(Datum main_arg)
 		worker_pump_events();
 		worker_take_requests(worker_batch);
 		timeout = worker_tick();
+		/* what backends queued meanwhile joins this pass's writes */
+		worker_take_requests(worker_batch);
+		zklock_batch_flush();	/* the pass's writes, as few transactions */
 	}
 
 	/* a shutdown is a clean exit; otherwise the postmaster restarts us */
@@ -619,6 +623,7 @@ serve_while_waiting(void)
 						(uint64) zklock_boottime_us());
 	worker_take_requests(worker_batch);
 	(void) zklock_recipe_tick();
+	zklock_batch_flush();
 }
 
 /*

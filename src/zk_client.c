@@ -3,12 +3,14 @@
  * zk_client.c
  *		The worker's one ZooKeeper session, driven asynchronously.
  *
- * This is the only file that includes zookeeper.h.  Everything here runs on
- * the worker's main thread except the functions marked "ZooKeeper thread":
- * libzookeeper_mt calls those on its completion thread.  They only copy
- * what they were given into one malloc'd ZkEvent and queue it, waking the
- * main thread (zk_events.c, which holds the queue, the wake pipe and the
- * client library's last log line); they never call a PostgreSQL function.
+ * This file and zk_multi.c (batch.c's multis, split off for size; they
+ * share zk_client_int.h) are the only files that include zookeeper.h.
+ * Everything here runs on the worker's main thread except the functions
+ * marked "ZooKeeper thread": libzookeeper_mt calls those on its completion
+ * thread.  They only copy what they were given into one malloc'd ZkEvent
+ * and queue it, waking the main thread (zk_events.c, which holds the queue,
+ * the wake pipe and the client library's last log line); they never call a
+ * PostgreSQL function.
  * The watch contexts (watch_list) are guarded by watch_mutex.
  *
  *-------------------------------------------------------------------------
@@ -21,10 +23,7 @@
 #include <signal.h>
 #include <unistd.h>
 
-#define THREADED				/* libzookeeper_mt: its synchronous calls too */
-#include <zookeeper/zookeeper.h>
-
-#include "zk_client.h"
+#include "zk_client_int.h"		/* zookeeper.h, for libzookeeper_mt */
 #include "zk_events.h"
 
 /* Per-operation context handed to ZooKeeper and back (malloc'd) */
@@ -868,4 +867,34 @@ zkc_watch_upkeep(void)
 							  rop);
 		}
 	}
+}
+
+/* What zk_multi.c shares of this file (zk_client_int.h) */
+zhandle_t *
+zkc_handle(void)
+{
+	return zh;
+}
+
+struct ACL_vector *
+zkc_node_acl(void)
+{
+	return node_acl;
+}
+
+int
+zkc_fold_rc(int rc)
+{
+	return fold_rc(rc);
+}
+
+/* (ZooKeeper thread too) a delete on handle h; false when not sent */
+bool
+zkc_delete_on(zhandle_t *h, const char *path, uint64 tag)
+{
+	OpContext  *op = new_op(ZKEV_DELETED, path, tag);
+
+	if (op == NULL)
+		return false;
+	return sent(zoo_adelete(h, path, -1, void_completion, op), op);
 }

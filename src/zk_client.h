@@ -134,4 +134,26 @@ extern uint64 zkc_watch_count(void);
 extern void zkc_unwatch(uint64 tag);
 extern void zkc_watch_upkeep(void);
 
+/*
+ * Several writes as one transaction (a multi), for batch.c: each member's
+ * reply is an ordinary event with its own tag (see zk_client.c); a
+ * create's czxid is the transaction's zxid, read from a setData on the
+ * anchor node that every multi carries
+ */
+typedef struct ZkcMultiOp
+{
+	bool		create;			/* a create, else a delete */
+	const char *path;
+	const char *data;			/* a create's */
+	int			datalen;
+	int			flags;			/* a create's ZKC_* flags (no container) */
+	uint64		tag;
+} ZkcMultiOp;
+
+extern bool zkc_multi(const ZkcMultiOp *ops, int nops, const char *anchor);
+extern bool zkc_create_anchor(const char *path);
+extern bool zkc_multi_anchor_lost(void);
+extern bool zkc_multi_rolled_back(uint64 tag);
+extern void zkc_fail_locally(ZkEventKind kind, uint64 tag, const char *path);
+
 #endif							/* ZKLOCK_ZK_CLIENT_H */
