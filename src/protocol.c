@@ -135,6 +135,7 @@ static void decide(int idx, ZkEvent *ev);
 static bool find_own_node(int idx, ZkEvent *ev, int64 *my_seq);
 static void create_again(int idx, bool with_parents);
 static void lock_release(int idx);
+static void released_nodeless(int idx);
 
 /*
  * Start a lock request, unless the root's check refuses every request
@@ -227,8 +228,21 @@ send_children(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
 
+	bool		ok;
+
 	w->phase = PH_CHECKING;
-	if (!zkc_get_children(w->parent, TAG(w->generation, OP_CHILDREN, idx)))
+	/*
+	 * With a child watch (step 4: it guards a node granted alone), except
+	 * for an explicit request: its node outlives the request, and nothing
+	 * would be left to notice the watch fire.
+	 */
+	if (w->persistent)
+		ok = zkc_get_children(w->parent, TAG(w->generation, OP_CHILDREN, idx));
+	else
+		ok = zkc_get_children_watch(w->parent,
+									TAG(w->generation, OP_CHILDREN, idx),
+									TAG(w->generation, OP_LISTED, idx));
+	if (!ok)
 		set_recovering(w);
 }
 
@@ -243,7 +257,7 @@ create_again(int idx, bool with_parents)
 	WorkEntry  *w = &zklock_work[idx];
 
 	if (w->release)
-		zklock_recipe_released(idx);
+		released_nodeless(idx);
 	else if (w->tries >= MAX_CREATE_TRIES)
 		fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
 			 "could not create lock node under \"%s\" after %d attempts",
@@ -362,6 +376,8 @@ decide(int idx, ZkEvent *ev)
 		send_delete(idx);
 		return;
 	}
+	/* alone: this listing's child watch can guard our node (step 4) */
+	w->listed_alone = (ev->nchildren == 1);
 
 	/* a semaphore: its own rule (lock_semaphore.c) */
 	if (my_mode == ZKLOCK_SEMAPHORE)
@@ -480,7 +496,7 @@ on_adopt(int idx, ZkEvent *ev)
 		/* not ours, or gone: as if the create never happened */
 		w->node[0] = '\0';
 		if (w->release)
-			zklock_recipe_released(idx);
+			released_nodeless(idx);
 		else
 			send_create(idx, false);
 	}
@@ -517,6 +533,7 @@ wait_behind(int idx, const char *const *nodes, int nnodes, int nblockers,
 	 * (A semaphore counts its own way.)
 	 */
 	w->last_blocker = (nblockers == 1 && w->mode != ZKLOCK_SEMAPHORE);
+	w->listed_alone = false;	/* a handoff grants without listing */
 	w->phase = PH_WATCHING;
 	/* a watch of an earlier wait (before a lost reply) is not wanted */
 	if (!keep_watches)
@@ -626,6 +643,17 @@ lock_release(int idx)
 }
 
 /*
+ * Released with no node of ours under the resource: a listing's child
+ * watch that no deletion of our node will fire goes too.
+ */
+static void
+released_nodeless(int idx)
+{
+	zkc_unwatch(TAG(zklock_work[idx].generation, OP_LISTED, idx));
+	zklock_recipe_released(idx);
+}
+
+/*
  * The delete's reply: a try-lock that was not granted reports it; a
  * release is done.
  */
@@ -670,6 +698,7 @@ static const ProtocolHandler protocol_handlers[] = {
 	[OP_GUARD] = zklock_held_guard_event,
 	[OP_REWRITE] = zklock_held_rewrite_event,
 	[OP_REWRITE_READ] = zklock_held_rewrite_read_event,
+	[OP_LISTED] = zklock_held_listing_event,
 	[OP_GRANT_WRITE] = zklock_explicit_grant_write_event,
 	[OP_GRANT_CHILD] = zklock_explicit_grant_child_event,
 	[OP_DELETE] = on_delete,
@@ -685,6 +714,11 @@ lock_event(ZkEvent *ev)
 	int			idx = TAG_IDX(ev->tag);
 	int			op = TAG_OP(ev->tag);
 
+	if (idx == MAILBOX_IDX)
+	{
+		zklock_held_mailbox_event(ev);
+		return;
+	}
 	if (op >= 0 && op < lengthof(protocol_handlers) &&
 		protocol_handlers[op] != NULL)
 		protocol_handlers[op] (idx, ev);
@@ -719,7 +753,7 @@ resume(int i)
 	{
 		if (w->release && !w->created && !w->create_unknown &&
 			w->node[0] == '\0')
-			zklock_recipe_released(i);
+			released_nodeless(i);
 		else if ((w->release || w->try_failed || w->fail_sqlstate != 0) &&
 				 w->created)
 			send_delete(i);
@@ -747,6 +781,7 @@ lock_entry(int i)
 static void
 lock_connected(int64 session_id)
 {
+	zklock_held_mailbox_connected(session_id);
 	for (int i = 0; i < zklock_recipe_nentries(); i++)
 		if (lock_entry(i))
 			resume(i);
@@ -763,6 +798,8 @@ lock_session_lost(void)
 {
 	const char *why = zklock_recipe_loss_why();
 	int			pid;			/* the owner of a lock lost */
+
+	zklock_held_mailbox_lost();
 
 	for (int i = 0; i < zklock_recipe_nentries(); i++)
 	{
@@ -843,6 +880,8 @@ lock_tick(void)
 const ZkRecipe zklock_lock_recipe = {
 	.name = "lock",
 	.kinds = RECIPE_KIND(ZKR_ACQUIRE) | RECIPE_KIND(ZKR_TRY_ACQUIRE),
+	.idx_first = MAILBOX_IDX,
+	.idx_count = 1,
 	.start = lock_start,
 	.release = lock_release,
 	.changed = zklock_held_rewrite,

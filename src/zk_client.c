@@ -41,6 +41,8 @@ typedef struct OpContext
 	bool		node_only;		/* not wanted on a node that is not there */
 	bool		cancelled;		/* its owner no longer wants it */
 	bool		removing;		/* a removal of its path is in flight */
+	bool		child;			/* a child watch (getChildren's), not a data
+								 * one: removed as ZWATCHTYPE_CHILD */
 	char		path[FLEXIBLE_ARRAY_MEMBER];
 } OpContext;
 
@@ -250,6 +252,9 @@ children_completion(int rc, const struct String_vector *strings,
 {
 	OpContext  *op = (OpContext *) data;
 
+	/* getChildren sets its watch only when it listed the node */
+	if (op->watch)
+		watch_answered(op->watch, rc == ZOK, false);
 	zkc_deliver(make_event(ZKEV_CHILDREN, op->tag, rc, op->path, NULL,
 					   rc == ZOK ? strings : NULL, NULL, 0));
 	free(op);
@@ -498,6 +503,7 @@ new_op(ZkEventKind kind, const char *path, uint64 tag)
 	op->kind = kind;
 	op->tag = tag;
 	op->watch = NULL;
+	op->child = false;
 	memcpy(op->path, path, len);
 	return op;
 }
@@ -542,6 +548,44 @@ zkc_get_children(const char *path, uint64 tag)
 		return false;
 	return sent(zoo_aget_children(zh, path, 0, children_completion, op), op);
 }
+
+/*
+ * --- Added for the listing's guard (issue 18): a listing that watches ---
+ *
+ * getChildren that also sets a child watch on the node, in the same
+ * request: the children come back as a ZKEV_CHILDREN tagged "tag", and the
+ * first later change of the children (a child created or deleted) or the
+ * node's deletion fires one ZKEV_WATCH tagged "watch_tag" (a change of a
+ * child's data does not).  ZooKeeper keeps one child watch per path and
+ * session, however many listings set it.  Set only when the listing
+ * succeeds; counted by zkc_watch_count and dropped by zkc_unwatch(watch_tag)
+ * as a data watch is (removed as ZWATCHTYPE_CHILD).
+ */
+bool
+zkc_get_children_watch(const char *path, uint64 tag, uint64 watch_tag)
+{
+	OpContext  *op;
+	OpContext  *wop;
+	int			rc;
+
+	if (zh == NULL || (op = new_op(ZKEV_CHILDREN, path, tag)) == NULL)
+		return false;
+	if ((wop = new_op(ZKEV_WATCH, path, watch_tag)) == NULL)
+	{
+		free(op);
+		return false;
+	}
+	op->watch = wop;
+	wop->child = true;
+	watch_link(wop, false);
+	rc = zoo_awget_children(zh, path, node_watcher, wop, children_completion,
+							op);
+	if (rc != ZOK)
+		watch_free(wop);
+	return sent(rc, op);
+}
+
+/* --- end of the listing's guard's additions --- */
 
 /* exists, with a watch if asked (node_only: see zkc_watch_node) */
 static bool
@@ -752,7 +796,8 @@ remove_completion(int rc, const void *data)
 	for (OpContext *w = watch_list; w; w = next)
 	{
 		next = w->next;
-		if (!w->armed || strcmp(w->path, rop->path) != 0)
+		if (!w->armed || w->child != rop->child ||
+			strcmp(w->path, rop->path) != 0)
 			continue;
 		if (rc == ZOK)
 			watch_free_locked(w);
@@ -767,12 +812,15 @@ remove_completion(int rc, const void *data)
 	free(rop);
 }
 
-/* Every watch context on this path is cancelled; watch_mutex held */
+/*
+ * Every watch context of this kind (data or child) on this path is
+ * cancelled; watch_mutex held
+ */
 static bool
-watch_path_unwanted(const char *path)
+watch_path_unwanted(const char *path, bool child)
 {
 	for (OpContext *w = watch_list; w; w = w->next)
-		if (!w->cancelled && strcmp(w->path, path) == 0)
+		if (!w->cancelled && w->child == child && strcmp(w->path, path) == 0)
 			return false;
 	return true;
 }
@@ -805,7 +853,7 @@ zkc_watch_upkeep(void)
 			next = w->next;
 			if (!w->armed || !w->cancelled || w->removing)
 				continue;
-			if (!watch_path_unwanted(w->path))
+			if (!watch_path_unwanted(w->path, w->child))
 			{
 				/*
 				 * A live watch of ours shares the path: the server's watch
@@ -813,7 +861,8 @@ zkc_watch_upkeep(void)
 				 * synchronous call: with local set it sends nothing).  Not
 				 * found: its firing is queued, node_watcher frees it.
 				 */
-				if (zoo_remove_watches(zh, w->path, ZWATCHTYPE_DATA,
+				if (zoo_remove_watches(zh, w->path,
+									   w->child ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA,
 									   node_watcher, w, 1) == ZOK)
 					watch_free_locked(w);
 				continue;
@@ -824,8 +873,10 @@ zkc_watch_upkeep(void)
 				watch_upkeep_needed = true; /* out of memory: later */
 				break;
 			}
+			rop->child = w->child;
 			for (OpContext *o = watch_list; o; o = o->next)
-				if (o->armed && strcmp(o->path, w->path) == 0)
+				if (o->armed && o->child == w->child &&
+					strcmp(o->path, w->path) == 0)
 					o->removing = true;
 			rop->next = todo;
 			todo = rop;
@@ -843,7 +894,9 @@ zkc_watch_upkeep(void)
 		 * The header declares the completion a void_completion_t *; the
 		 * library stores and calls it as a void_completion_t.
 		 */
-		rc = zoo_aremove_all_watches(zh, rop->path, ZWATCHTYPE_DATA, 0,
+		rc = zoo_aremove_all_watches(zh, rop->path,
+									 rop->child ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA,
+									 0,
 									 (void_completion_t *) remove_completion,
 									 rop);
 		if (rc != ZOK)
