@@ -68,7 +68,8 @@ static void revoked(int idx, const char *data, int version);
 static void mailbox_setup(void);
 
 /* The mailbox's operations (tag index MAILBOX_IDX) */
-#define OP_MB_PARENT	1		/* create <root>/zklock.sessions (container) */
+#define OP_MB_PARENT	1		/* create <root>/zklock.sessions and its
+								 * ancestors (containers) */
 #define OP_MB_CREATE	2		/* create our mailbox (ephemeral) */
 #define OP_MB_READ		3		/* getData+watch on it */
 
@@ -563,7 +564,7 @@ mailbox_read(void)
 }
 
 /*
- * Create the mailbox's parent (a container; NODEEXISTS is success) and
+ * Create the mailbox's parents (containers; NODEEXISTS is success) and
  * the mailbox, and read it with a watch, pipelined: the read's stat tells
  * whether the node is ours (its ephemeralOwner).
  */
@@ -575,9 +576,22 @@ mailbox_setup(void)
 	mb_generation++;
 	mb_ready = false;
 	mb_version = -1;
+	/* every ancestor from the root down (it may not exist yet) */
 	snprintf(path, sizeof(path), "%s/%s", zklock_root, ZKLOCK_MAILBOX_NODE);
-	(void) zkc_create(path, NULL, -1, ZKC_CONTAINER,
-					  TAG(mb_generation, OP_MB_PARENT, MAILBOX_IDX));
+	for (char *p = path + 1;; p++)
+	{
+		if (*p == '/' || *p == '\0')
+		{
+			char		c = *p;
+
+			*p = '\0';
+			(void) zkc_create(path, NULL, -1, ZKC_CONTAINER,
+							  TAG(mb_generation, OP_MB_PARENT, MAILBOX_IDX));
+			*p = c;
+			if (c == '\0')
+				break;
+		}
+	}
 	mailbox_path(path, sizeof(path), mb_session);
 	(void) zkc_create(path, "", 0, ZKC_EPHEMERAL,
 					  TAG(mb_generation, OP_MB_CREATE, MAILBOX_IDX));
