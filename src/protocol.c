@@ -13,13 +13,10 @@
  *	   so the listing already holds the new node: an uncontended acquire is
  *	   one round trip.  If the resource node is missing (NONODE), create the
  *	   parents (NODEEXISTS is success), the child and the listing again, all
- *	   pipelined.  The listing also sets a child watch on the resource node
- *	   (getChildren with a watch: no extra request), which fires once, at
- *	   the first change of the children after it (a node created or
- *	   deleted, our own delete included) or the resource node's deletion;
- *	   it is never set again by that notification.  It is step 4's guard
- *	   when the listing grants us alone; otherwise its notification is
- *	   ignored.  (An explicit request lists without it.)
+ *	   pipelined.  The listing sets a child watch (no extra request): it
+ *	   fires once, at the next change of the children (our own delete at
+ *	   the latest), and is never set again.  It is step 4's guard when
+ *	   the listing grants us alone; else its notification is ignored.
  *
  *	2. Decide (Hive's rule, made fair): an EXCLUSIVE request is granted when
  *	   no child has a lower sequence number; a SHARED request is granted
@@ -47,30 +44,21 @@
  *	   that a deleted node fails the request at once.
  *
  *	4. Granted: the fencing token is the node's czxid.  The worker guards
- *	   the node, so that a node deleted by anyone else (zk_lock_force_release,
- *	   Hive's UNLOCK, a shell) turns the lock into LOST, which the commit
- *	   fence refuses, and a revocation written into it is acted on:
- *	   - granted by a listing that showed our node alone: that listing's
- *	     child watch is the guard (any deletion of our node changes the
- *	     children), and a revocation reaches us through this session's
- *	     mailbox (lock_held.c; the revoker, admin.c, writes the node's path
- *	     into it).  Uncontended, a cycle is create, getChildren, delete: 3
- *	     requests, and the delete's notification of our own listing's watch;
- *	   - granted while other nodes were there, or by a handoff, or before
- *	     the mailbox is set up: the guard is a getData with a watch on our
- *	     own node, which reads the data and sets the watch in one request,
- *	     at the grant and after each change, so no write falls in between;
- *	   - when a child watch guarding a lock fires (someone arrived, or a
- *	     node went), that getData is sent once: it tells whether our node
- *	     is still there (NONODE: LOST) and reads a revocation.  The child
- *	     watch is not set again: no loop.
- *	   No herd: at most one lock of a resource is guarded by a child watch
- *	   at any time (two nodes alone at their listings cannot both exist),
- *	   so a change of a resource's children sends at most one guard
- *	   request, and notifies each ZooKeeper session that listed the
- *	   resource since the previous change once (ZooKeeper keeps one child
- *	   watch per path and session): at most one notification per instance,
- *	   not one per holder of a SHARED lock.
+ *	   the node: deleted by anyone else (force release, Hive's UNLOCK, a
+ *	   shell), the lock turns LOST, which the commit fence refuses; a
+ *	   revocation written into it is acted on.  Granted by a listing that
+ *	   showed our node alone, that listing's child watch is the guard, and
+ *	   a revocation reaches us through the session's mailbox (lock_held.c,
+ *	   admin.c): an uncontended cycle is create, getChildren, delete.
+ *	   Otherwise (others there, a handoff, no mailbox yet), and once that
+ *	   child watch fires, the guard is a getData with a watch on our own
+ *	   node: NONODE is LOST, and the read and the watch are one request, at
+ *	   the grant and after each change, so no write falls in between.  No
+ *	   herd: two nodes alone at their listings never coexist, so at most
+ *	   one lock of a resource is guarded by a child watch; a change of its
+ *	   children costs at most that one getData, and one notification per
+ *	   session that listed it since the last change (ZooKeeper keeps one
+ *	   child watch per path and session), not one per SHARED holder.
  *
  *	5. Release or withdrawal: delete the node, retried until it succeeds or
  *	   the session ends.  The backend does not wait for it.
@@ -101,10 +89,8 @@
  * Watches.  Each watch has an owner that drops it when it is no longer
  * wanted, so that a session holds at most one per waiting request (its
  * OP_WAIT, and an explicit request's OP_SELF) and per held lock (OP_GUARD),
- * one child watch per resource it listed since that resource's last change
- * (OP_LISTED: our own node's deletion fires it at the latest; a request
- * that ends with no node of ours under the resource drops it), and the
- * mailbox's:
+ * a listing's child watch (OP_LISTED; our node's deletion fires it, a
+ * request ending without a node drops it), and the mailbox's:
  * a watch set by exists on a node that is already gone is removed at once
  * (zkc_watch_node), and a request that stops waiting otherwise (withdrawn,
  * failed, granted, or waiting behind another node) drops its OP_WAIT and
@@ -261,11 +247,7 @@ send_children(int idx)
 	bool		ok;
 
 	w->phase = PH_CHECKING;
-	/*
-	 * With a child watch (step 4: it guards a node granted alone), except
-	 * for an explicit request: its node outlives the request, and nothing
-	 * would be left to notice the watch fire.
-	 */
+	/* a child watch (step 1), except for an explicit node: it outlives us */
 	if (w->persistent)
 		ok = zkc_get_children(w->parent, TAG(w->generation, OP_CHILDREN, idx));
 	else
@@ -672,10 +654,7 @@ lock_release(int idx)
 	}
 }
 
-/*
- * Released with no node of ours under the resource: a listing's child
- * watch that no deletion of our node will fire goes too.
- */
+/* Released with no node of ours: a listing's child watch goes too */
 static void
 released_nodeless(int idx)
 {
@@ -745,11 +724,8 @@ lock_event(ZkEvent *ev)
 	int			op = TAG_OP(ev->tag);
 
 	if (idx == MAILBOX_IDX)
-	{
-		zklock_held_mailbox_event(ev);
-		return;
-	}
-	if (op >= 0 && op < lengthof(protocol_handlers) &&
+		zklock_held_mailbox_event(ev);	/* the session's mailbox */
+	else if (op >= 0 && op < lengthof(protocol_handlers) &&
 		protocol_handlers[op] != NULL)
 		protocol_handlers[op] (idx, ev);
 }
