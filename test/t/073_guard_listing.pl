@@ -18,22 +18,29 @@
 #      an uncontended flat cycle costs at most 3 requests and 4 packets sent;
 #  (f) watches (mntr zk_watch_count: data and child watches, which wchs does
 #      not count) do not grow over 1,000 contended SHARED and EXCLUSIVE
-#      cycles on two instances, nor after a reconnection.
+#      cycles on two instances, nor after a reconnection;
+#  (g) an uncontended holder on an instance cut off from ZooKeeper (a proxy
+#      that swallows bytes) whose node is deleted meanwhile: once its
+#      connection is back (same session), the child watch the client sends
+#      again fires, the lock is lost, COMMIT refused.
 use strict;
 use warnings;
 
 use FindBin;
 use lib "$FindBin::RealBin/..";
 use ZkLockTest;
+use ZkChaos;
 
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-zk_start();
+my $hosts = zk_start();
+my ($zk_port) = $hosts =~ /:(\d+)$/;
 my $conf = "zklock.sweep_interval = '1h'";
-my $node1 = zk_node('node1', extra_conf => $conf);
-my $node2 = zk_node('node2', extra_conf => $conf);
+# a session outlives a restart of ZooKeeper in (f)
+my $node1 = zk_node('node1', session_timeout => '20s', extra_conf => $conf);
+my $node2 = zk_node('node2', session_timeout => '20s', extra_conf => $conf);
 $node1->safe_psql('postgres', 'CREATE TABLE guarded(v int)');
 
 sub mntr
@@ -266,6 +273,37 @@ EOS
 		'(f) and only the mailboxes\' watches are left');
 	$h->quit;
 	$w->quit;
+}
+
+# --- (g) the node deleted while the holder's instance is cut off ----------
+{
+	my $px = ZkChaos::Proxy->start(
+		links => [ [ 'node3', PostgreSQL::Test::Cluster::get_free_port(), $zk_port ] ]);
+	my $node3 = zk_node('node3', hosts => '127.0.0.1:' . $px->port('node3'),
+		session_timeout => '15s', extra_conf => $conf);
+	$node3->safe_psql('postgres', 'CREATE TABLE guarded(v int)');
+	my $sid = psql1($node3, 'SELECT session_id FROM zk_lock_status');
+	my $h = zk_session($node3, 'holder-g');
+	$h->query_ok('BEGIN');
+	$h->query_ok(q{SELECT zk_lock_acquire('gl/cut', parents => false)});
+	$h->query_ok('INSERT INTO guarded VALUES (7)');
+	my ($path) = zk_lock_nodes(zk_path('gl/cut'));
+	$px->cut('node3');
+	sleep(4);    # a lease sync and a ping are swallowed: the stream is broken
+	my ($rc) = ZkLockTest::zkutil('delete-r', $path);
+	is($rc, 0, '(g) the holder\'s node is deleted while its instance is cut off');
+	$px->heal('node3');
+	ok(zk_wait_connected($node3, 30), '(g) node3 reconnects');
+	is(psql1($node3, 'SELECT session_id FROM zk_lock_status'), $sid, '(g) to the same session');
+	ok( wait_until(
+			sub { psql1($node3, q{SELECT count(*) FROM zk_lock_local WHERE state = 'lost'}) eq '1' },
+			timeout => 15),
+		'(g) the child watch sent again fires: the lock is lost');
+	my $r = $h->query('COMMIT');
+	is($r->{sqlstate}, '55P03', '(g) its COMMIT is refused');
+	is(psql1($node3, 'SELECT count(*) FROM guarded'), '0', '(g) nothing it wrote is visible');
+	$h->quit;
+	$px->stop;
 }
 
 zk_done_check();
