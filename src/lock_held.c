@@ -199,7 +199,7 @@ void
 zklock_lock_fail_msg(int idx, int sqlstate, const char *msg)
 {
 	drop_watches(idx);
-	/* a listing's child watch, left pending by a node not (or no longer) there */
+	/* a listing's child watch, which no deletion of our node may fire now */
 	zkc_unwatch(TAG(zklock_work[idx].generation, OP_LISTED, idx));
 	zklock_recipe_fail(idx, sqlstate, msg);
 }
@@ -518,27 +518,26 @@ is_lock_entry(WorkEntry *w)
  * The mailbox named "path" (a revocation written into it), or, when path
  * is NULL, it may have missed names: a lock guarded by its listing alone
  * is guarded by its own node now (which reads the revocation); a request
- * not granted yet will be at its grant.
+ * not granted yet will be at its grant.  A node is known by its name (the
+ * last part of the path): its prefix is unique to one request of this
+ * worker, whose session the mailbox is (and a chroot in zklock.hosts may
+ * differ between the revoker and us).
  */
 static void
 mailbox_deliver(const char *path)
 {
-	char		mine[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+	const char *name = path ? strrchr(path, '/') : NULL;
 
+	if (path != NULL)
+		name = name ? name + 1 : path;
 	for (int i = 0; i < zklock_recipe_nentries(); i++)
 	{
 		WorkEntry  *w = &zklock_work[i];
 
 		if (!is_lock_entry(w) || w->phase == PH_IDLE || w->persistent)
 			continue;
-		if (path != NULL)
-		{
-			if (w->node[0] == '\0')
-				continue;
-			node_path(mine, w, w->node);
-			if (strcmp(mine, path) != 0)
-				continue;
-		}
+		if (name != NULL && strcmp(w->node, name) != 0)
+			continue;
 		if (w->phase != PH_HELD)
 			w->revoke_posted = true;
 		else if (w->guard_listing)

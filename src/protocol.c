@@ -243,7 +243,6 @@ static void
 send_children(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
-
 	bool		ok;
 
 	w->phase = PH_CHECKING;
