@@ -22,7 +22,10 @@
 #  (g) an uncontended holder on an instance cut off from ZooKeeper (a proxy
 #      that swallows bytes) whose node is deleted meanwhile: once its
 #      connection is back (same session), the child watch the client sends
-#      again fires, the lock is lost, COMMIT refused.
+#      again fires, the lock is lost, COMMIT refused;
+#  (h) a revocation written by a writer that posts no note to the mailbox
+#      (a revoker of zklock 1.4, a shell) is not seen by a holder guarded
+#      by its listing alone until its next contention, then acted on.
 use strict;
 use warnings;
 
@@ -273,6 +276,30 @@ EOS
 		'(f) and only the mailboxes\' watches are left');
 	$h->quit;
 	$w->quit;
+}
+
+# --- (h) a revocation by a writer that posts no note (zklock 1.4, a shell) --
+{
+	my $h = zk_session($node1, 'holder-h');
+	my $pid = $h->pid;
+	my $log_at = -s $node1->logfile;
+	$h->query_ok('BEGIN');
+	$h->query_ok(q{SELECT zk_lock_acquire('gl/old_revoker', parents => false)});
+	my ($path) = zk_lock_nodes(zk_path('gl/old_revoker'));
+	my ($rc) = ZkLockTest::zkutil('set', $path, 'revoke=terminate\nrevoked_by=shell');
+	is($rc, 0, '(h) revoke=terminate written by a client that posts no note');
+	sleep(1);
+	is(psql1($node1, "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid"), '1',
+		'(h) a holder guarded by its listing alone has not seen it yet');
+	is(psql1($node2, q{SELECT zk_lock_try_acquire('gl/old_revoker', parents => false) IS NULL}), 't',
+		'(h) a try-lock from node2 comes and goes');
+	ok(zk_wait_log($node1, qr{gl/old_revoker/[^"]*" was revoked; terminating backend $pid}, $log_at),
+		'(h) at that contention the holder reads the revocation');
+	ok( wait_until(
+			sub { psql1($node1, "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid") eq '0' },
+			timeout => 20),
+		'(h) and its session is terminated');
+	ok(zk_wait_no_locks(zk_path('gl/old_revoker'), 20), '(h) no node left');
 }
 
 # --- (g) the node deleted while the holder's instance is cut off ----------
