@@ -480,6 +480,15 @@ revoked(int idx, const char *data, int version)
 
 
 /*
+ * No herd: two nodes alone at their listings never coexist (each was
+ * created before its own listing), so at most one lock of a resource is
+ * guarded by a child watch at a time.  A change of a resource's children
+ * costs at most that one getData, and one notification to each session
+ * whose step 1 listing of the resource came since its previous change
+ * (ZooKeeper keeps one child watch per path and session): at most one per
+ * instance, not one per holder of a SHARED lock.  A waiter listing again
+ * sets none (protocol.c's relist).
+ *
  * The child watch of a listing of ours fired (a child of the resource was
  * created or deleted, or the resource node itself).  A lock that it
  * guards (granted alone by that listing) is guarded by its own node from

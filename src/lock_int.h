@@ -33,7 +33,8 @@ typedef enum LockOp
 	OP_SELF,					/* explicit: exists+watch on our waiting node */
 	OP_REWRITE,					/* rewrite our granted node's data */
 	OP_REWRITE_READ,			/* read it first: its version is unknown */
-	OP_LISTED					/* the child watch our listing set */
+	OP_LISTED,					/* the child watch our listing set */
+	OP_RELIST					/* a waiter lists again (no watch) */
 } LockOp;
 
 /* lock_held.c: the end of a request */

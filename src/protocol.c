@@ -13,10 +13,9 @@
  *	   so the listing already holds the new node: an uncontended acquire is
  *	   one round trip.  If the resource node is missing (NONODE), create the
  *	   parents (NODEEXISTS is success), the child and the listing again, all
- *	   pipelined.  The listing sets a child watch (no extra request): it
- *	   fires once, at the next change of the children (our own delete at
- *	   the latest), and is never set again.  It is step 4's guard when
- *	   the listing grants us alone; else its notification is ignored.
+ *	   pipelined.  This listing (not a waiter's again) sets a child watch,
+ *	   step 4's guard if it grants us alone; else its one notification, at
+ *	   the next change of the children, is ignored.
  *
  *	2. Decide (Hive's rule, made fair): an EXCLUSIVE request is granted when
  *	   no child has a lower sequence number; a SHARED request is granted
@@ -46,19 +45,13 @@
  *	4. Granted: the fencing token is the node's czxid.  The worker guards
  *	   the node: deleted by anyone else (force release, Hive's UNLOCK, a
  *	   shell), the lock turns LOST, which the commit fence refuses; a
- *	   revocation written into it is acted on.  Granted by a listing that
- *	   showed our node alone, that listing's child watch is the guard, and
- *	   a revocation reaches us through the session's mailbox (lock_held.c,
- *	   admin.c): an uncontended cycle is create, getChildren, delete.
- *	   Otherwise (others there, a handoff, no mailbox yet), and once that
- *	   child watch fires, the guard is a getData with a watch on our own
- *	   node: NONODE is LOST, and the read and the watch are one request, at
- *	   the grant and after each change, so no write falls in between.  No
- *	   herd: two nodes alone at their listings never coexist, so at most
- *	   one lock of a resource is guarded by a child watch; a change of its
- *	   children costs at most that one getData, and one notification per
- *	   session that listed it since the last change (ZooKeeper keeps one
- *	   child watch per path and session), not one per SHARED holder.
+ *	   revocation written into it is acted on.  Granted by step 1's listing
+ *	   alone, that listing's child watch is the guard, and a revocation
+ *	   comes through the session's mailbox: an uncontended cycle is
+ *	   create, getChildren, delete.  Otherwise, and once that watch fires,
+ *	   the guard is a getData with a watch on our own node (NONODE: LOST),
+ *	   read and watch in one request, at the grant and after each change,
+ *	   so no write falls in between.  (lock_held.c: why there is no herd.)
  *
  *	5. Release or withdrawal: delete the node, retried until it succeeds or
  *	   the session ends.  The backend does not wait for it.
@@ -88,14 +81,14 @@
  *
  * Watches.  Each watch has an owner that drops it when it is no longer
  * wanted, so that a session holds at most one per waiting request (its
- * OP_WAIT, and an explicit request's OP_SELF) and per held lock (OP_GUARD),
- * a listing's child watch (OP_LISTED; our node's deletion fires it, a
- * request ending without a node drops it), and the mailbox's:
- * a watch set by exists on a node that is already gone is removed at once
- * (zkc_watch_node), and a request that stops waiting otherwise (withdrawn,
- * failed, granted, or waiting behind another node) drops its OP_WAIT and
- * OP_SELF watches (drop_watches).  A held lock's guard fires when its own
- * node is deleted.  zklock_shared->n_watches shows how many are set.
+ * OP_WAIT, and an explicit request's OP_SELF), per held lock (OP_GUARD),
+ * per step 1 listing (OP_LISTED: our node's deletion fires it, a request
+ * ending without a node drops it), and the mailbox's: a watch set by
+ * exists on a node already gone is removed at once (zkc_watch_node); a
+ * request that stops waiting otherwise (withdrawn, failed, granted, or
+ * waiting behind another node) drops its OP_WAIT and OP_SELF watches
+ * (drop_watches); a guard fires when its node is deleted.
+ * zklock_shared->n_watches shows how many are set.
  *
  * The lock is one recipe of the worker (recipe.h): this file, and three of
  * its own below it, which it calls and which never call it:
@@ -110,12 +103,11 @@
  * short names (grant, send_delete, fail, grant_persistent, ...: lock_int.h).
  *
  * The file follows the steps: each step's requests, then the handlers of
- * their replies (on_create, on_children, on_adopt, on_wait, ...).  After
- * the steps, lock_event() only hands each reply to the handler of its
- * operation (protocol_handlers[]); then come the faults: recovery after a
- * lost reply, the connection's changes, the session's loss, and the
- * timers, each a hook of the recipe's (zklock_lock_recipe, at the end)
- * that recipe.c calls.  recipe.c, below every recipe, keeps the table of
+ * their replies (on_create, on_children, ...); lock_event() hands each
+ * reply to its operation's handler (protocol_handlers[]); then the faults:
+ * recovery after a lost reply, the connection's changes, the session's
+ * loss, the timers, each a hook of zklock_lock_recipe (at the end) that
+ * recipe.c calls.  recipe.c, below every recipe, keeps the table of
  * entries, starts a request by its kind, hands a reply to the recipe of
  * its entry, and starts the requests that waited for a connection.
  *
@@ -239,21 +231,27 @@ send_create(int idx, bool with_parents)
 	send_children(idx);
 }
 
+/* A waiter lists again: no child watch (it would only notify a waiter) */
+static void
+relist(int idx)
+{
+	zklock_work[idx].phase = PH_CHECKING;
+	if (!zkc_get_children(zklock_work[idx].parent,
+						  TAG(zklock_work[idx].generation, OP_RELIST, idx)))
+		set_recovering(&zklock_work[idx]);
+}
+
 static void
 send_children(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
-	bool		ok;
 
 	w->phase = PH_CHECKING;
-	/* a child watch (step 1), except for an explicit node: it outlives us */
 	if (w->persistent)
-		ok = zkc_get_children(w->parent, TAG(w->generation, OP_CHILDREN, idx));
-	else
-		ok = zkc_get_children_watch(w->parent,
-									TAG(w->generation, OP_CHILDREN, idx),
-									TAG(w->generation, OP_LISTED, idx));
-	if (!ok)
+		relist(idx);			/* no child watch: an explicit node outlives us */
+	else if (!zkc_get_children_watch(w->parent,
+									 TAG(w->generation, OP_CHILDREN, idx),
+									 TAG(w->generation, OP_LISTED, idx)))
 		set_recovering(w);
 }
 
@@ -388,7 +386,8 @@ decide(int idx, ZkEvent *ev)
 		return;
 	}
 	/* alone: this listing's child watch can guard our node (step 4) */
-	w->listed_alone = (ev->nchildren == 1);
+	w->listed_alone = (ev->nchildren == 1 && TAG_OP(ev->tag) == OP_CHILDREN &&
+					   !w->persistent);
 
 	/* a semaphore: its own rule (lock_semaphore.c) */
 	if (my_mode == ZKLOCK_SEMAPHORE)
@@ -580,7 +579,7 @@ on_wait(int idx, ZkEvent *ev)
 	{
 		/* also while it lists again */
 		if (zklock_semaphore_on_wait(idx, ev))
-			send_children(idx);
+			relist(idx);
 		return;
 	}
 	if (w->phase != PH_WATCHING)
@@ -607,9 +606,9 @@ on_wait(int idx, ZkEvent *ev)
 			set_recovering(w);
 	}
 	else if (ev->kind == ZKEV_WATCH)
-		send_children(idx);		/* the node we wait behind is gone */
+		relist(idx);			/* the node we wait behind is gone */
 	else if (ev->rc == ZKC_NONODE)
-		send_children(idx);		/* gone before the watch was set */
+		relist(idx);			/* gone before the watch was set */
 	else if (ev->rc == ZKC_CONNLOSS)
 		set_recovering(w);
 }
@@ -699,6 +698,7 @@ typedef void (*ProtocolHandler) (int idx, ZkEvent *ev);
 static const ProtocolHandler protocol_handlers[] = {
 	[OP_CREATE] = on_create,
 	[OP_CHILDREN] = on_children,
+	[OP_RELIST] = on_children,
 	[OP_ADOPT] = on_adopt,
 	[OP_WAIT] = on_wait,
 	[OP_WAITER] = zklock_explicit_waiter_event,
