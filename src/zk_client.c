@@ -41,8 +41,7 @@ typedef struct OpContext
 	bool		node_only;		/* not wanted on a node that is not there */
 	bool		cancelled;		/* its owner no longer wants it */
 	bool		removing;		/* a removal of its path is in flight */
-	bool		child;			/* a child watch (getChildren's), not a data
-								 * one: removed as ZWATCHTYPE_CHILD */
+	bool		child;			/* a child watch, not a data watch */
 	char		path[FLEXIBLE_ARRAY_MEMBER];
 } OpContext;
 
@@ -252,8 +251,7 @@ children_completion(int rc, const struct String_vector *strings,
 {
 	OpContext  *op = (OpContext *) data;
 
-	/* getChildren sets its watch only when it listed the node */
-	if (op->watch)
+	if (op->watch)				/* set only when it listed the node */
 		watch_answered(op->watch, rc == ZOK, false);
 	zkc_deliver(make_event(ZKEV_CHILDREN, op->tag, rc, op->path, NULL,
 					   rc == ZOK ? strings : NULL, NULL, 0));
@@ -550,27 +548,21 @@ zkc_get_children(const char *path, uint64 tag)
 }
 
 /*
- * --- Added for the listing's guard (issue 18): a listing that watches ---
- *
- * getChildren that also sets a child watch on the node, in the same
- * request: the children come back as a ZKEV_CHILDREN tagged "tag", and the
- * first later change of the children (a child created or deleted) or the
- * node's deletion fires one ZKEV_WATCH tagged "watch_tag" (a change of a
- * child's data does not).  ZooKeeper keeps one child watch per path and
- * session, however many listings set it.  Set only when the listing
- * succeeds; counted by zkc_watch_count and dropped by zkc_unwatch(watch_tag)
- * as a data watch is (removed as ZWATCHTYPE_CHILD).
+ * --- issue 18, the listing's guard: getChildren with a child watch ---
+ * The children come back tagged "tag"; the next change of the children
+ * (or the node's deletion) fires one ZKEV_WATCH tagged "watch_tag".  Set
+ * only when the listing succeeds; counted and dropped (zkc_unwatch) as a
+ * data watch is, removed as ZWATCHTYPE_CHILD.
  */
 bool
 zkc_get_children_watch(const char *path, uint64 tag, uint64 watch_tag)
 {
-	OpContext  *op;
-	OpContext  *wop;
+	OpContext  *op = NULL;
+	OpContext  *wop = NULL;
 	int			rc;
 
-	if (zh == NULL || (op = new_op(ZKEV_CHILDREN, path, tag)) == NULL)
-		return false;
-	if ((wop = new_op(ZKEV_WATCH, path, watch_tag)) == NULL)
+	if (zh == NULL || (op = new_op(ZKEV_CHILDREN, path, tag)) == NULL ||
+		(wop = new_op(ZKEV_WATCH, path, watch_tag)) == NULL)
 	{
 		free(op);
 		return false;
@@ -583,9 +575,7 @@ zkc_get_children_watch(const char *path, uint64 tag, uint64 watch_tag)
 	if (rc != ZOK)
 		watch_free(wop);
 	return sent(rc, op);
-}
-
-/* --- end of the listing's guard's additions --- */
+}						/* --- end of issue 18's listing guard --- */
 
 /* exists, with a watch if asked (node_only: see zkc_watch_node) */
 static bool
@@ -812,10 +802,7 @@ remove_completion(int rc, const void *data)
 	free(rop);
 }
 
-/*
- * Every watch context of this kind (data or child) on this path is
- * cancelled; watch_mutex held
- */
+/* Every watch context of this kind on this path is cancelled (watch_mutex) */
 static bool
 watch_path_unwanted(const char *path, bool child)
 {
