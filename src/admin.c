@@ -12,7 +12,17 @@
  *
  * The holder's side of a revocation is the lock recipe's: the guard of a
  * granted lock reads its node's data at each change, and signals the
- * holding backend once per revocation (lock_held.c).
+ * holding backend once per revocation (lock_held.c).  A lock granted alone
+ * is guarded by its listing's child watch only, which a write into its data
+ * does not fire; so a revocation that was written also writes the node's
+ * path into the mailbox of the holder's session (its ephemeralOwner, from
+ * the write's reply): <root>/zklock.sessions/<session id in hex>, whose
+ * watch makes the holder's worker read the node (lock_held.c).  The
+ * request is answered once that second write is answered; NONODE there (a
+ * holder of zklock 1.4, without a mailbox, whose own node's watch reads
+ * the revocation; or an explicit lock's node, nobody's) is no error, nor
+ * is any other failure of it (logged): the revocation is written, and the
+ * holder sees it at the latest when its listing's watch fires.
  *
  *-------------------------------------------------------------------------
  */
@@ -24,9 +34,13 @@
 #include "shmem.h"
 #include "zk_client.h"
 #include "explicit_index.h"
+#include "settings.h"
 
-/* The administrator's one operation, as carried in a tag */
-#define OP_ADMIN	1
+/* The administrator's operations, as carried in a tag */
+#define OP_ADMIN	1			/* the delete or the revocation's write */
+#define OP_POST		2			/* the revocation's note to the mailbox */
+
+static bool post_revocation(int idx, ZkEvent *ev);
 
 /*
  * An administrator's request: delete another holder's node, or write a
@@ -76,6 +90,19 @@ admin_event(ZkEvent *ev)
 
 	if (w->phase != PH_ADMIN)
 		return;
+	if (TAG_OP(ev->tag) == OP_POST)
+	{
+		if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+			ereport(LOG,
+					(errmsg("zklock: could not notify the holder's instance of a revocation at \"%s\": %s",
+							ev->path, zkc_result_text(ev->zoo_rc)),
+					 errdetail("The revocation is written; the holder reads it when its lock is next contended.")));
+		zklock_channel_done(idx, w->generation, true, 0);
+		w->phase = PH_IDLE;
+		return;
+	}
+	if (ev->rc == ZKC_OK && w->kind == ZKR_REVOKE && post_revocation(idx, ev))
+		return;					/* answered with the post's reply */
 	if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE ||
 		(ev->rc == ZKC_NOTEMPTY && w->kind == ZKR_FORCE_DELETE))
 	{
@@ -95,6 +122,25 @@ admin_event(ZkEvent *ev)
 				 ev->path, zkc_result_text(ev->zoo_rc));
 		zklock_recipe_fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, msg);
 	}
+}
+
+/*
+ * A revocation was written into an ephemeral node: write its path into the
+ * mailbox of its owner's session.  false when there is nothing to post to
+ * (a persistent node) or it could not be sent.
+ */
+static bool
+post_revocation(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		mailbox[ZKLOCK_MAX_PATH + 1];
+
+	if (ev->ephemeral_owner == 0)
+		return false;
+	snprintf(mailbox, sizeof(mailbox), "%s/%s/%016llx", zklock_root,
+			 ZKLOCK_MAILBOX_NODE, (unsigned long long) ev->ephemeral_owner);
+	return zkc_set_data(mailbox, ev->path, strlen(ev->path),
+						TAG(w->generation, OP_POST, idx));
 }
 
 /*

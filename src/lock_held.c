@@ -13,9 +13,12 @@
  * Three things about a granted node of ours, each started here or by
  * protocol.c and driven here by its replies:
  *
- *	- the guard: a getData with a watch on our own node, so that its
- *	  deletion by someone else turns the lock LOST, and a revocation written
- *	  into it is read, never missed (zklock_held_guard);
+ *	- the guard, so that its deletion by someone else turns the lock LOST,
+ *	  and a revocation written into it is read, never missed.  Granted by a
+ *	  listing that showed our node alone, the listing's own child watch
+ *	  guards it (guard_listing: no request); else, and as soon as that
+ *	  child watch fires, a getData with a watch on our own node
+ *	  (zklock_held_guard).  See protocol.c's step 4;
  *	- revocation (Curator's, done for the holder): "revoke=cancel" or
  *	  "revoke=terminate" written into our node by an administrator of any
  *	  instance (admin.c writes it) makes us signal the holding backend, once
@@ -23,8 +26,26 @@
  *	- the holder's description in the node's data, rewritten when the
  *	  backend changes it, never over another's write (zklock_held_rewrite).
  *
- * The state is the entry's WorkEntry (guard_needed, data_version, shown,
- * writing, rewriting, rewrite_off, revoke_seen), the worker's own memory.
+ * The state is the entry's WorkEntry (guard_needed, guard_listing,
+ * revoke_posted, data_version, shown, writing, rewriting, rewrite_off,
+ * revoke_seen), the worker's own memory.
+ *
+ * The mailbox (issue 18): a holder guarded by its listing's child watch
+ * alone does not see a write into its node's data, so a revoker (admin.c)
+ * also writes the node's path into the holder's session's mailbox,
+ * <root>/zklock.sessions/<session id in hex>: an ephemeral node this file
+ * creates once per session and watches with getData (one watch per
+ * session, not per lock).  Its watch fires at each write; the read that
+ * sets it again names the node, whose guard is then set (it reads the
+ * revocation).  The data's version counts the writes: a read that finds
+ * more than one new write (two revocations within one round trip) missed
+ * a name, so every lock guarded by its listing alone is guarded by its own
+ * node then.  (The mailbox's parent is a container; an ephemeral node has
+ * no children, hence a data mailbox rather than a node per message.)
+ * Until the mailbox is ours and watched (mailbox_ready), and if it cannot
+ * be (someone else's node in the way, refused), every grant is guarded by
+ * its own node, as before.  Its state is this file's statics below, the
+ * worker's own memory.
  *
  *-------------------------------------------------------------------------
  */
@@ -40,10 +61,27 @@
 #include "zk_client.h"
 #include "failpoint.h"
 #include "batch.h"
+#include "settings.h"
 
 static void guard_unreadable(int idx);
 static void guard_node_gone(int idx);
 static void revoked(int idx, const char *data, int version);
+static void mailbox_setup(void);
+
+/* The mailbox's operations (tag index MAILBOX_IDX) */
+#define OP_MB_PARENT	1		/* create <root>/zklock.sessions and its
+								 * ancestors (containers) */
+#define OP_MB_CREATE	2		/* create our mailbox (ephemeral) */
+#define OP_MB_READ		3		/* getData+watch on it */
+
+#define MAILBOX_MAX_SETUPS	3	/* in a row, when its create finds no parent */
+
+static int64 mb_session = 0;	/* the session the mailbox is set up for */
+static uint32 mb_generation = 0;	/* of its requests: one per setup */
+static bool mb_ready = false;	/* ours and watched: grants may rely on it */
+static bool mb_read_lost = false;	/* its read's reply was lost */
+static int	mb_version = -1;	/* its data version at our last read */
+static int	mb_setups = 0;		/* setups since the last good read */
 
 /*
  * Step 4: granted.  Tell the backend, then guard the node.
@@ -72,6 +110,24 @@ zklock_lock_grant(int idx)
 		return;
 	}
 	w->phase = PH_HELD;
+	/*
+	 * Granted by a listing where our node was alone: that listing's child
+	 * watch guards it (any deletion of our node changes the children, our
+	 * own delete too), and our mailbox tells of a revocation: no request.
+	 * Failpoint "before-guard" at the same point as the guard's own; fail:
+	 * the guard's own request is made instead, and "lost".
+	 */
+	if (w->listed_alone && !w->revoke_posted && mb_ready)
+	{
+		if (ZKLOCK_FAILPOINT("before-guard"))
+		{
+			w->guard_needed = true;
+			zklock_recipe_retry_soon();
+		}
+		else
+			w->guard_listing = true;
+		return;
+	}
 	zklock_held_guard(idx);
 }
 
@@ -144,6 +200,8 @@ void
 zklock_lock_fail_msg(int idx, int sqlstate, const char *msg)
 {
 	drop_watches(idx);
+	/* a listing's child watch, which no deletion of our node may fire now */
+	zkc_unwatch(TAG(zklock_work[idx].generation, OP_LISTED, idx));
 	zklock_recipe_fail(idx, sqlstate, msg);
 }
 
@@ -183,6 +241,7 @@ zklock_held_guard(int idx)
 	WorkEntry  *w = &zklock_work[idx];
 	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
 
+	w->guard_listing = false;	/* its own watch guards it from now on */
 	node_path(path, w, w->node);
 	w->guard_needed = ZKLOCK_FAILPOINT("before-guard") ||
 		!zkc_get_data_watch(path, TAG(w->generation, OP_GUARD, idx));
@@ -420,3 +479,224 @@ revoked(int idx, const char *data, int version)
 				(errmsg("zklock: could not signal backend %d: %m", pid)));
 }
 
+
+/*
+ * No herd: two nodes alone at their listings never coexist (each was
+ * created before its own listing), so at most one lock of a resource is
+ * guarded by a child watch at a time.  A change of a resource's children
+ * costs at most that one getData, and one notification to each session
+ * whose step 1 listing of the resource came since its previous change
+ * (ZooKeeper keeps one child watch per path and session): at most one per
+ * instance, not one per holder of a SHARED lock.  A waiter listing again
+ * sets none (protocol.c's relist).
+ *
+ * The child watch of a listing of ours fired (a child of the resource was
+ * created or deleted, or the resource node itself).  A lock that it
+ * guards (granted alone by that listing) is guarded by its own node from
+ * now on: one getData with a watch, which also tells whether our node is
+ * still there (NONODE: LOST) and reads a revocation.  The child watch is
+ * not set again, so each listing causes at most one notification.  A
+ * waiter's listing, or a lock guarded by its own node: nothing to do.
+ */
+void
+zklock_held_listing_event(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (ev->kind != ZKEV_WATCH || w->phase != PH_HELD || !w->guard_listing)
+		return;
+	zklock_held_guard(idx);
+}
+
+/*
+ * The mailbox (see the header).
+ */
+static void
+mailbox_path(char *buf, size_t size, int64 session_id)
+{
+	snprintf(buf, size, "%s/%s/%016llx", zklock_root, ZKLOCK_MAILBOX_NODE,
+			 (unsigned long long) session_id);
+}
+
+static inline bool
+is_lock_entry(WorkEntry *w)
+{
+	return w->kind == ZKR_ACQUIRE || w->kind == ZKR_TRY_ACQUIRE;
+}
+
+/*
+ * The mailbox named "path" (a revocation written into it), or, when path
+ * is NULL, it may have missed names: a lock guarded by its listing alone
+ * is guarded by its own node now (which reads the revocation); a request
+ * not granted yet will be at its grant.  A node is known by its name (the
+ * last part of the path): its prefix is unique to one request of this
+ * worker, whose session the mailbox is (and a chroot in zklock.hosts may
+ * differ between the revoker and us).
+ */
+static void
+mailbox_deliver(const char *path)
+{
+	const char *name = path ? strrchr(path, '/') : NULL;
+
+	if (path != NULL)
+		name = name ? name + 1 : path;
+	for (int i = 0; i < zklock_recipe_nentries(); i++)
+	{
+		WorkEntry  *w = &zklock_work[i];
+
+		if (!is_lock_entry(w) || w->phase == PH_IDLE || w->persistent)
+			continue;
+		if (name != NULL && strcmp(w->node, name) != 0)
+			continue;
+		if (w->phase != PH_HELD)
+			w->revoke_posted = true;
+		else if (w->guard_listing)
+			zklock_held_guard(i);
+	}
+}
+
+/* Read the mailbox and watch it, in one request */
+static void
+mailbox_read(void)
+{
+	char		path[ZKLOCK_MAX_PATH + 1];
+
+	mailbox_path(path, sizeof(path), mb_session);
+	mb_read_lost = !zkc_get_data_watch(path, TAG(mb_generation, OP_MB_READ,
+												 MAILBOX_IDX));
+	if (mb_read_lost)
+	{
+		/* not watched: rely on it no more, until read again */
+		mb_ready = false;
+		mailbox_deliver(NULL);
+	}
+}
+
+/*
+ * Create the mailbox's parents (containers; NODEEXISTS is success) and
+ * the mailbox, and read it with a watch, pipelined: the read's stat tells
+ * whether the node is ours (its ephemeralOwner).
+ */
+static void
+mailbox_setup(void)
+{
+	char		path[ZKLOCK_MAX_PATH + 1];
+
+	mb_generation++;
+	mb_ready = false;
+	mb_version = -1;
+	/* every ancestor from the root down (it may not exist yet) */
+	snprintf(path, sizeof(path), "%s/%s", zklock_root, ZKLOCK_MAILBOX_NODE);
+	for (char *p = path + 1;; p++)
+	{
+		if (*p == '/' || *p == '\0')
+		{
+			char		c = *p;
+
+			*p = '\0';
+			(void) zkc_create(path, NULL, -1, ZKC_CONTAINER,
+							  TAG(mb_generation, OP_MB_PARENT, MAILBOX_IDX));
+			*p = c;
+			if (c == '\0')
+				break;
+		}
+	}
+	mailbox_path(path, sizeof(path), mb_session);
+	(void) zkc_create(path, "", 0, ZKC_EPHEMERAL,
+					  TAG(mb_generation, OP_MB_CREATE, MAILBOX_IDX));
+	mailbox_read();
+}
+
+/* Connected: set the mailbox up once per session, or read it again */
+void
+zklock_held_mailbox_connected(int64 session_id)
+{
+	if (mb_session != session_id)
+	{
+		mb_session = session_id;
+		mb_setups = 1;
+		mailbox_setup();
+	}
+	else if (mb_read_lost)
+		mailbox_read();
+}
+
+/* The session is gone, and its mailbox with it */
+void
+zklock_held_mailbox_lost(void)
+{
+	mb_session = 0;
+	mb_ready = false;
+	mb_read_lost = false;
+	mb_generation++;
+}
+
+/* The mailbox's read came back: ours?  what does it name? */
+static void
+mailbox_read_reply(ZkEvent *ev)
+{
+	if (ev->rc == ZKC_CONNLOSS)
+	{
+		mb_read_lost = true;	/* read again once connected */
+		mb_ready = false;
+		mailbox_deliver(NULL);
+		return;
+	}
+	mb_read_lost = false;
+	if (ev->rc == ZKC_NONODE && mb_setups < MAILBOX_MAX_SETUPS)
+	{
+		mb_setups++;			/* its parent went meanwhile: again */
+		mailbox_setup();
+		return;
+	}
+	if (ev->rc != ZKC_OK || ev->ephemeral_owner != mb_session)
+	{
+		if (ev->rc == ZKC_OK)
+			zkc_unwatch(ev->tag);	/* someone else's node */
+		if (ev->rc != ZKC_EXPIRED)
+			ereport(LOG,
+					(errmsg("zklock: no revocation mailbox for this session at \"%s\": %s",
+							ev->path,
+							ev->rc == ZKC_OK ? "another session's node is in the way" :
+							zkc_result_text(ev->zoo_rc)),
+					 errdetail("Every lock is guarded by a watch on its own node.")));
+		mb_ready = false;
+		mailbox_deliver(NULL);
+		return;
+	}
+	/* each write bumps the version: more than one new write, names missed */
+	if (ev->version > mb_version + 1)
+		mailbox_deliver(NULL);
+	else if (ev->version == mb_version + 1 && mb_version >= 0)
+		mailbox_deliver(ev->data);
+	mb_version = ev->version;
+	mb_setups = 0;
+	mb_ready = true;
+}
+
+/* A reply or the watch of the mailbox's requests */
+void
+zklock_held_mailbox_event(ZkEvent *ev)
+{
+	if (TAG_GEN(ev->tag) != mb_generation || mb_session == 0)
+		return;					/* an earlier setup's, or session's */
+	if (TAG_OP(ev->tag) == OP_MB_CREATE && ev->rc != ZKC_OK &&
+		ev->rc != ZKC_NODEEXISTS && ev->rc != ZKC_NONODE &&
+		ev->rc != ZKC_CONNLOSS && ev->rc != ZKC_EXPIRED)
+		ereport(LOG,
+				(errmsg("zklock: could not create the revocation mailbox \"%s\": %s",
+						ev->path, zkc_result_text(ev->zoo_rc))));
+	if (TAG_OP(ev->tag) != OP_MB_READ)
+		return;					/* the read behind them tells */
+	if (ev->kind == ZKEV_DATA)
+		mailbox_read_reply(ev);
+	else if (ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED)
+	{
+		/* someone deleted it: rely on it no more, and make it again */
+		mailbox_deliver(NULL);
+		mb_setups = 1;
+		mailbox_setup();
+	}
+	else if (ev->kind == ZKEV_WATCH)
+		mailbox_read();			/* written: read it, and watch again */
+}

@@ -33,7 +33,9 @@ typedef enum LockOp
 	OP_SELF,					/* explicit: exists+watch on our waiting node */
 	OP_REWRITE,					/* rewrite our granted node's data */
 	OP_REWRITE_READ,			/* read it first: its version is unknown */
-	OP_INDEX					/* explicit: its entry in the index */
+	OP_INDEX,					/* explicit: its entry in the index */
+	OP_LISTED,					/* the child watch our listing set */
+	OP_RELIST					/* a waiter lists again (no watch) */
 } LockOp;
 
 /* lock_held.c: the end of a request */
@@ -59,6 +61,12 @@ extern void zklock_held_guard_event(int idx, ZkEvent *ev);
 extern void zklock_held_rewrite(int idx);
 extern void zklock_held_rewrite_event(int idx, ZkEvent *ev);
 extern void zklock_held_rewrite_read_event(int idx, ZkEvent *ev);
+extern void zklock_held_listing_event(int idx, ZkEvent *ev);
+
+/* lock_held.c: this session's revocation mailbox (index MAILBOX_IDX) */
+extern void zklock_held_mailbox_connected(int64 session_id);
+extern void zklock_held_mailbox_lost(void);
+extern void zklock_held_mailbox_event(ZkEvent *ev);
 
 /* lock_explicit.c */
 extern void zklock_explicit_grant(int idx);

@@ -13,7 +13,9 @@
  *	   so the listing already holds the new node: an uncontended acquire is
  *	   one round trip.  If the resource node is missing (NONODE), create the
  *	   parents (NODEEXISTS is success), the child and the listing again, all
- *	   pipelined.
+ *	   pipelined.  This listing (not a waiter's again) sets a child watch,
+ *	   step 4's guard if it grants us alone; else its one notification, at
+ *	   the next change of the children, is ignored.
  *
  *	2. Decide (Hive's rule, made fair): an EXCLUSIVE request is granted when
  *	   no child has a lower sequence number; a SHARED request is granted
@@ -40,11 +42,16 @@
  *	   has an ephemeral child "waiter" of this session and is watched, so
  *	   that a deleted node fails the request at once.
  *
- *	4. Granted: the fencing token is the node's czxid.  The worker watches
- *	   its own node (the guard), so that a node deleted by someone else
- *	   turns the lock into LOST, and a revocation written into it is acted
- *	   on.  The guard reads the data and sets the watch in one request, at
- *	   the grant and after each change, so no write falls in between.
+ *	4. Granted: the fencing token is the node's czxid.  The worker guards
+ *	   the node: deleted by anyone else (force release, Hive's UNLOCK, a
+ *	   shell), the lock turns LOST, which the commit fence refuses; a
+ *	   revocation written into it is acted on.  Granted by step 1's listing
+ *	   alone, that listing's child watch is the guard, and a revocation
+ *	   comes through the session's mailbox: an uncontended cycle is
+ *	   create, getChildren, delete.  Otherwise, and once that watch fires,
+ *	   the guard is a getData with a watch on our own node (NONODE: LOST),
+ *	   read and watch in one request, at the grant and after each change,
+ *	   so no write falls in between.  (lock_held.c: why there is no herd.)
  *
  *	5. Release or withdrawal: delete the node, retried until it succeeds or
  *	   the session ends.  The backend does not wait for it.
@@ -74,12 +81,14 @@
  *
  * Watches.  Each watch has an owner that drops it when it is no longer
  * wanted, so that a session holds at most one per waiting request (its
- * OP_WAIT, and an explicit request's OP_SELF) and per held lock (OP_GUARD):
- * a watch set by exists on a node that is already gone is removed at once
- * (zkc_watch_node), and a request that stops waiting otherwise (withdrawn,
- * failed, granted, or waiting behind another node) drops its OP_WAIT and
- * OP_SELF watches (drop_watches).  A held lock's guard fires when its own
- * node is deleted.  zklock_shared->n_watches shows how many are set.
+ * OP_WAIT, and an explicit request's OP_SELF), per held lock (OP_GUARD),
+ * per step 1 listing (OP_LISTED: our node's deletion fires it, a request
+ * ending without a node drops it), and the mailbox's: a watch set by
+ * exists on a node already gone is removed at once (zkc_watch_node); a
+ * request that stops waiting otherwise (withdrawn, failed, granted, or
+ * waiting behind another node) drops its OP_WAIT and OP_SELF watches
+ * (drop_watches); a guard fires when its node is deleted.
+ * zklock_shared->n_watches shows how many are set.
  *
  * The lock is one recipe of the worker (recipe.h): this file, and three of
  * its own below it, which it calls and which never call it:
@@ -94,12 +103,11 @@
  * short names (grant, send_delete, fail, grant_persistent, ...: lock_int.h).
  *
  * The file follows the steps: each step's requests, then the handlers of
- * their replies (on_create, on_children, on_adopt, on_wait, ...).  After
- * the steps, lock_event() only hands each reply to the handler of its
- * operation (protocol_handlers[]); then come the faults: recovery after a
- * lost reply, the connection's changes, the session's loss, and the
- * timers, each a hook of the recipe's (zklock_lock_recipe, at the end)
- * that recipe.c calls.  recipe.c, below every recipe, keeps the table of
+ * their replies (on_create, on_children, ...); lock_event() hands each
+ * reply to its operation's handler (protocol_handlers[]); then the faults:
+ * recovery after a lost reply, the connection's changes, the session's
+ * loss, the timers, each a hook of zklock_lock_recipe (at the end) that
+ * recipe.c calls.  recipe.c, below every recipe, keeps the table of
  * entries, starts a request by its kind, hands a reply to the recipe of
  * its entry, and starts the requests that waited for a connection.
  *
@@ -137,6 +145,7 @@ static void decide(int idx, ZkEvent *ev);
 static bool find_own_node(int idx, ZkEvent *ev, int64 *my_seq);
 static void create_again(int idx, bool with_parents);
 static void lock_release(int idx);
+static void released_nodeless(int idx);
 
 /*
  * Start a lock request, unless the root's check refuses every request
@@ -239,13 +248,27 @@ children_behind_create(uint64 tag)
 		send_children(TAG_IDX(tag));
 }
 
+/* A waiter lists again: no child watch (it would only notify a waiter) */
+static void
+relist(int idx)
+{
+	zklock_work[idx].phase = PH_CHECKING;
+	if (!zkc_get_children(zklock_work[idx].parent,
+						  TAG(zklock_work[idx].generation, OP_RELIST, idx)))
+		set_recovering(&zklock_work[idx]);
+}
+
 static void
 send_children(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
 
 	w->phase = PH_CHECKING;
-	if (!zkc_get_children(w->parent, TAG(w->generation, OP_CHILDREN, idx)))
+	if (w->persistent)
+		relist(idx);			/* no child watch: an explicit node outlives us */
+	else if (!zkc_get_children_watch(w->parent,
+									 TAG(w->generation, OP_CHILDREN, idx),
+									 TAG(w->generation, OP_LISTED, idx)))
 		set_recovering(w);
 }
 
@@ -260,7 +283,7 @@ create_again(int idx, bool with_parents)
 	WorkEntry  *w = &zklock_work[idx];
 
 	if (w->release)
-		zklock_recipe_released(idx);
+		released_nodeless(idx);
 	else if (w->tries >= MAX_CREATE_TRIES)
 		fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
 			 "could not create lock node under \"%s\" after %d attempts",
@@ -379,6 +402,9 @@ decide(int idx, ZkEvent *ev)
 		send_delete(idx);
 		return;
 	}
+	/* alone: this listing's child watch can guard our node (step 4) */
+	w->listed_alone = (ev->nchildren == 1 && TAG_OP(ev->tag) == OP_CHILDREN &&
+					   !w->persistent);
 
 	/* a semaphore: its own rule (lock_semaphore.c) */
 	if (my_mode == ZKLOCK_SEMAPHORE)
@@ -497,7 +523,7 @@ on_adopt(int idx, ZkEvent *ev)
 		/* not ours, or gone: as if the create never happened */
 		w->node[0] = '\0';
 		if (w->release)
-			zklock_recipe_released(idx);
+			released_nodeless(idx);
 		else
 			send_create(idx, false);
 	}
@@ -534,6 +560,7 @@ wait_behind(int idx, const char *const *nodes, int nnodes, int nblockers,
 	 * (A semaphore counts its own way.)
 	 */
 	w->last_blocker = (nblockers == 1 && w->mode != ZKLOCK_SEMAPHORE);
+	w->listed_alone = false;	/* a handoff grants without listing */
 	w->phase = PH_WATCHING;
 	/* a watch of an earlier wait (before a lost reply) is not wanted */
 	if (!keep_watches)
@@ -569,7 +596,7 @@ on_wait(int idx, ZkEvent *ev)
 	{
 		/* also while it lists again */
 		if (zklock_semaphore_on_wait(idx, ev))
-			send_children(idx);
+			relist(idx);
 		return;
 	}
 	if (w->phase != PH_WATCHING)
@@ -596,9 +623,9 @@ on_wait(int idx, ZkEvent *ev)
 			set_recovering(w);
 	}
 	else if (ev->kind == ZKEV_WATCH)
-		send_children(idx);		/* the node we wait behind is gone */
+		relist(idx);			/* the node we wait behind is gone */
 	else if (ev->rc == ZKC_NONODE)
-		send_children(idx);		/* gone before the watch was set */
+		relist(idx);			/* gone before the watch was set */
 	else if (ev->rc == ZKC_CONNLOSS)
 		set_recovering(w);
 }
@@ -642,6 +669,14 @@ lock_release(int idx)
 	}
 }
 
+/* Released with no node of ours: a listing's child watch goes too */
+static void
+released_nodeless(int idx)
+{
+	zkc_unwatch(TAG(zklock_work[idx].generation, OP_LISTED, idx));
+	zklock_recipe_released(idx);
+}
+
 /*
  * The delete's reply: a try-lock that was not granted reports it; a
  * release is done.
@@ -682,6 +717,7 @@ typedef void (*ProtocolHandler) (int idx, ZkEvent *ev);
 static const ProtocolHandler protocol_handlers[] = {
 	[OP_CREATE] = on_create,
 	[OP_CHILDREN] = on_children,
+	[OP_RELIST] = on_children,
 	[OP_ADOPT] = on_adopt,
 	[OP_WAIT] = on_wait,
 	[OP_WAITER] = zklock_explicit_waiter_event,
@@ -689,6 +725,7 @@ static const ProtocolHandler protocol_handlers[] = {
 	[OP_GUARD] = zklock_held_guard_event,
 	[OP_REWRITE] = zklock_held_rewrite_event,
 	[OP_REWRITE_READ] = zklock_held_rewrite_read_event,
+	[OP_LISTED] = zklock_held_listing_event,
 	[OP_GRANT_WRITE] = zklock_explicit_grant_write_event,
 	[OP_GRANT_CHILD] = zklock_explicit_grant_child_event,
 	[OP_DELETE] = on_delete,
@@ -705,7 +742,9 @@ lock_event(ZkEvent *ev)
 	int			idx = TAG_IDX(ev->tag);
 	int			op = TAG_OP(ev->tag);
 
-	if (op >= 0 && op < lengthof(protocol_handlers) &&
+	if (idx == MAILBOX_IDX)
+		zklock_held_mailbox_event(ev);	/* the session's mailbox */
+	else if (op >= 0 && op < lengthof(protocol_handlers) &&
 		protocol_handlers[op] != NULL)
 		protocol_handlers[op] (idx, ev);
 }
@@ -739,7 +778,7 @@ resume(int i)
 	{
 		if (w->release && !w->created && !w->create_unknown &&
 			w->node[0] == '\0')
-			zklock_recipe_released(i);
+			released_nodeless(i);
 		else if ((w->release || w->try_failed || w->fail_sqlstate != 0) &&
 				 w->created)
 			send_delete(i);
@@ -767,6 +806,7 @@ lock_entry(int i)
 static void
 lock_connected(int64 session_id)
 {
+	zklock_held_mailbox_connected(session_id);
 	for (int i = 0; i < zklock_recipe_nentries(); i++)
 		if (lock_entry(i))
 			resume(i);
@@ -783,6 +823,8 @@ lock_session_lost(void)
 {
 	const char *why = zklock_recipe_loss_why();
 	int			pid;			/* the owner of a lock lost */
+
+	zklock_held_mailbox_lost();
 
 	for (int i = 0; i < zklock_recipe_nentries(); i++)
 	{
@@ -863,6 +905,8 @@ lock_tick(void)
 const ZkRecipe zklock_lock_recipe = {
 	.name = "lock",
 	.kinds = RECIPE_KIND(ZKR_ACQUIRE) | RECIPE_KIND(ZKR_TRY_ACQUIRE),
+	.idx_first = MAILBOX_IDX,
+	.idx_count = 1,
 	.start = lock_start,
 	.release = lock_release,
 	.changed = zklock_held_rewrite,

@@ -67,8 +67,16 @@
 #define ELECTION_IDX_COUNT	64
 #define ELECTION_IDX_BASE	(ROOT_IDX - ELECTION_IDX_COUNT)
 
+/*
+ * lock_held.c: this session's mailbox for revocations (the lock recipe),
+ * the ephemeral node <root>/ZKLOCK_MAILBOX_NODE/<session id, 16 hex
+ * digits>, which admin.c writes after a revocation
+ */
+#define MAILBOX_IDX			(ELECTION_IDX_BASE - 1)
+#define ZKLOCK_MAILBOX_NODE	"zklock.sessions"
+
 /* Entries' indexes are below every reserved one */
-#define RECIPE_FIRST_RESERVED_IDX	ELECTION_IDX_BASE
+#define RECIPE_FIRST_RESERVED_IDX	MAILBOX_IDX
 
 
 /* Where the worker is with one entry; the worker's own memory */
@@ -108,6 +116,11 @@ typedef struct WorkEntry
 	bool		counted_wait;	/* counted in n_waited */
 	bool		last_blocker;	/* the watched node is our only blocker */
 	bool		guard_needed;	/* held, but the guard watch is not set */
+	bool		listed_alone;	/* the last listing showed our node alone */
+	bool		guard_listing;	/* held, guarded by that listing's child
+								 * watch only (lock_held.c) */
+	bool		revoke_posted;	/* our mailbox named our node before the
+								 * grant: guard it by its own watch */
 	bool		self_watched;	/* explicit: a watch on our waiting node */
 	int			waiter_child;	/* explicit: 0 none, 1 create sent, 2 made */
 	bool		grant_written;	/* explicit: the grant's rewrite succeeded */

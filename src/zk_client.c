@@ -40,6 +40,7 @@ typedef struct OpContext
 	bool		node_only;		/* not wanted on a node that is not there */
 	bool		cancelled;		/* its owner no longer wants it */
 	bool		removing;		/* a removal of its path is in flight */
+	bool		child;			/* a child watch, not a data watch */
 	char		path[FLEXIBLE_ARRAY_MEMBER];
 } OpContext;
 
@@ -249,6 +250,8 @@ children_completion(int rc, const struct String_vector *strings,
 {
 	OpContext  *op = (OpContext *) data;
 
+	if (op->watch)				/* set only when it listed the node */
+		watch_answered(op->watch, rc == ZOK, false);
 	zkc_deliver(make_event(ZKEV_CHILDREN, op->tag, rc, op->path, NULL,
 					   rc == ZOK ? strings : NULL, NULL, 0));
 	free(op);
@@ -497,6 +500,7 @@ new_op(ZkEventKind kind, const char *path, uint64 tag)
 	op->kind = kind;
 	op->tag = tag;
 	op->watch = NULL;
+	op->child = false;
 	memcpy(op->path, path, len);
 	return op;
 }
@@ -541,6 +545,36 @@ zkc_get_children(const char *path, uint64 tag)
 		return false;
 	return sent(zoo_aget_children(zh, path, 0, children_completion, op), op);
 }
+
+/*
+ * --- issue 18, the listing's guard: getChildren with a child watch ---
+ * The children come back tagged "tag"; the next change of the children
+ * (or the node's deletion) fires one ZKEV_WATCH tagged "watch_tag".  Set
+ * only when the listing succeeds; counted and dropped (zkc_unwatch) as a
+ * data watch is, removed as ZWATCHTYPE_CHILD.
+ */
+bool
+zkc_get_children_watch(const char *path, uint64 tag, uint64 watch_tag)
+{
+	OpContext  *op = NULL;
+	OpContext  *wop = NULL;
+	int			rc;
+
+	if (zh == NULL || (op = new_op(ZKEV_CHILDREN, path, tag)) == NULL ||
+		(wop = new_op(ZKEV_WATCH, path, watch_tag)) == NULL)
+	{
+		free(op);
+		return false;
+	}
+	op->watch = wop;
+	wop->child = true;
+	watch_link(wop, false);
+	rc = zoo_awget_children(zh, path, node_watcher, wop, children_completion,
+							op);
+	if (rc != ZOK)
+		watch_free(wop);
+	return sent(rc, op);
+}						/* --- end of issue 18's listing guard --- */
 
 /* exists, with a watch if asked (node_only: see zkc_watch_node) */
 static bool
@@ -762,7 +796,8 @@ remove_completion(int rc, const void *data)
 	for (OpContext *w = watch_list; w; w = next)
 	{
 		next = w->next;
-		if (!w->armed || strcmp(w->path, rop->path) != 0)
+		if (!w->armed || w->child != rop->child ||
+			strcmp(w->path, rop->path) != 0)
 			continue;
 		if (rc == ZOK)
 			watch_free_locked(w);
@@ -777,12 +812,12 @@ remove_completion(int rc, const void *data)
 	free(rop);
 }
 
-/* Every watch context on this path is cancelled; watch_mutex held */
+/* Every watch context of this kind on this path is cancelled (watch_mutex) */
 static bool
-watch_path_unwanted(const char *path)
+watch_path_unwanted(const char *path, bool child)
 {
 	for (OpContext *w = watch_list; w; w = w->next)
-		if (!w->cancelled && strcmp(w->path, path) == 0)
+		if (!w->cancelled && w->child == child && strcmp(w->path, path) == 0)
 			return false;
 	return true;
 }
@@ -815,7 +850,7 @@ zkc_watch_upkeep(void)
 			next = w->next;
 			if (!w->armed || !w->cancelled || w->removing)
 				continue;
-			if (!watch_path_unwanted(w->path))
+			if (!watch_path_unwanted(w->path, w->child))
 			{
 				/*
 				 * A live watch of ours shares the path: the server's watch
@@ -823,7 +858,8 @@ zkc_watch_upkeep(void)
 				 * synchronous call: with local set it sends nothing).  Not
 				 * found: its firing is queued, node_watcher frees it.
 				 */
-				if (zoo_remove_watches(zh, w->path, ZWATCHTYPE_DATA,
+				if (zoo_remove_watches(zh, w->path,
+									   w->child ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA,
 									   node_watcher, w, 1) == ZOK)
 					watch_free_locked(w);
 				continue;
@@ -834,8 +870,10 @@ zkc_watch_upkeep(void)
 				watch_upkeep_needed = true; /* out of memory: later */
 				break;
 			}
+			rop->child = w->child;
 			for (OpContext *o = watch_list; o; o = o->next)
-				if (o->armed && strcmp(o->path, w->path) == 0)
+				if (o->armed && o->child == w->child &&
+					strcmp(o->path, w->path) == 0)
 					o->removing = true;
 			rop->next = todo;
 			todo = rop;
@@ -853,7 +891,9 @@ zkc_watch_upkeep(void)
 		 * The header declares the completion a void_completion_t *; the
 		 * library stores and calls it as a void_completion_t.
 		 */
-		rc = zoo_aremove_all_watches(zh, rop->path, ZWATCHTYPE_DATA, 0,
+		rc = zoo_aremove_all_watches(zh, rop->path,
+									 rop->child ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA,
+									 0,
 									 (void_completion_t *) remove_completion,
 									 rop);
 		if (rc != ZOK)

@@ -115,6 +115,8 @@ extern void zkc_drain_wake_fd(void);
 extern bool zkc_create(const char *path, const char *data, int datalen,
 					   int flags, uint64 tag);
 extern bool zkc_get_children(const char *path, uint64 tag);
+extern bool zkc_get_children_watch(const char *path, uint64 tag,
+								   uint64 watch_tag);
 extern bool zkc_exists(const char *path, bool watch, uint64 tag);
 extern bool zkc_get_data(const char *path, uint64 tag);
 extern bool zkc_get_data_watch(const char *path, uint64 tag);

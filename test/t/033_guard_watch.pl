@@ -10,7 +10,9 @@
 #  (a2) the same when the guard's request was lost (before-guard=fail): the
 #      guard set again once the failpoint is cleared reads the revocation;
 #  (b) the same window after each rewrite of the holder's own node data (a
-#      scope change fires the holder's own guard): a revocation written
+#      scope change fires the holder's own guard, once another request came
+#      and went: granted alone, a lock is guarded by its listing's watch,
+#      which no rewrite fires, see 073): a revocation written
 #      while the worker is paused before setting the guard again is acted
 #      on;
 #  (c) a revocation that the guard could not see (before-guard=fail: the
@@ -96,6 +98,11 @@ revoked_before_guard('a2', 'gw/a2', 'fail', 'the guard\'s request is lost (retri
 	my $h = zk_session($node1, 'holder-b');
 	$h->query_ok('BEGIN');
 	$h->query_ok(q{SELECT zk_lock_acquire('gw/b', parents => false)});
+	# granted alone, it is guarded by its listing's child watch (issue 18);
+	# a try-lock from node2 fires that watch, and the holder then guards
+	# its own node, which its own rewrites fire
+	is(psql1($node2, q{SELECT zk_lock_try_acquire('gw/b', parents => false) IS NULL}), 't',
+		'(b) a try-lock from node2 comes and goes');
 	sleep(0.5);    # the guard is set
 	my $log_at = -s $node1->logfile;
 	ok(zk_set_failpoints($node1, 'before-guard=pause'), '(b) before-guard=pause');
