@@ -8,7 +8,6 @@ OBJS = \
 	src/grant_rule.o \
 	src/nodedata.o \
 	src/zk_client.o \
-	src/zk_multi.o \
 	src/zk_events.o \
 	src/batch.o \
 	src/recipe.o \
@@ -102,7 +101,7 @@ zklock--1.4.sql: $(ZKLOCK_SCRIPTS)
 $(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
 	src/resource.h src/worker.h src/worker_status.h src/backend.h \
 	src/backend_int.h src/zk_client.h src/zk_events.h src/recipe.h \
-	src/lock_int.h src/lease.h src/batch.h src/zk_client_int.h \
+	src/lock_int.h src/lease.h src/batch.h \
 	src/failpoint.h src/grant_rule.h src/nodedata.h src/session_file.h \
 	src/wait_events.h src/functions.h src/election.h src/election_int.h \
 	src/explicit_index.h
