@@ -196,7 +196,9 @@ EOS
 		  . '(idle: %.1f/s received, %.1f/s sent, subtracted)', $recv, $sent, $idle_recv, $idle_sent);
 	cmp_ok($recv, '<=', 3.1, '(e) an uncontended flat cycle costs ZooKeeper at most 3 requests');
 	cmp_ok($sent, '<=', 4.1, '(e) and at most 4 packets sent');
-	cmp_ok($recv, '>=', 2.5, '(e) (the count is plausible: create, listing, delete)');
+	# a release is not waited for, so the group commit may send it with the
+	# next cycle's create as one multi: at least a listing and one write
+	cmp_ok($recv, '>=', 1.9, '(e) (the count is plausible: a listing and a write at least)');
 }
 
 # --- (f) watches over contended cycles, and after a reconnection -------------
