@@ -63,7 +63,7 @@ def parse_args():
                     help="with --profile: clients, each on its own resource")
     ap.add_argument("--min-ratio", type=float, default=0.25, help=argparse.SUPPRESS)
     ap.add_argument("--max-requests", type=float, help=argparse.SUPPRESS,
-                    default=float(os.environ.get("ZKLOCK_SMOKE_MAX_REQUESTS") or 4))
+                    default=float(os.environ.get("ZKLOCK_SMOKE_MAX_REQUESTS") or 3))
     ab.add_args(ap)
     a = ap.parse_args()
     # --baseline (ab) compares cycles and latencies: the idle scenario has

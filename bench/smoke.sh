@@ -18,7 +18,7 @@
 # Fails (exit 1) when zklock/floor < R (default 0.25): a regression that
 # makes a lock cycle several times slower than ZooKeeper's own cost; or
 # when the cycle costs more than ZKLOCK_SMOKE_MAX_REQUESTS requests
-# (environment, default 4; 0.05 of slack for the idle rate's estimate).
+# (environment, default 3; 0.05 of slack for the idle rate's estimate).
 # Prints the figures and a closing line "bench: 2 passed, 0 failed".
 #
 set -euo pipefail

@@ -19,7 +19,8 @@
 #
 # Then, as root, the seconds-long benchmark smoke test (bench/smoke.sh), which
 # fails when a lock cycle is several times slower than ZooKeeper's own
-# create+delete; the Debian package's test (test/package_test.sh): the
+# create+delete, or when a flat uncontended cycle costs ZooKeeper more than
+# 3 requests; the Debian package's test (test/package_test.sh): the
 # package is built, installed into clusters made by pg_createcluster, used
 # across two of them, and removed; and README's tour as written
 # (test/tour_test.sh: PostgreSQL 18, two instances, a lock across them).
