@@ -955,12 +955,19 @@ delete_on(zhandle_t *h, const char *path, uint64 tag)
  * member.
  *
  * anchor_lost says that a multi found the anchor node missing (someone
- * deleted it): batch.c makes a new one before the next multi.  rolled_back
- * holds the tags of the last ROLLED_BACK_MAX creates rolled back with a
- * failed multi: their request creates again with the same tag, and batch.c
- * sends that create alone (zkc_multi_rolled_back), so that one member that
- * fails again and again cannot hold the others back.  (A tag pushed out of
- * the ring only goes into a multi again.)  Both guarded by anchor_mutex.
+ * deleted it): batch.c makes a new one before the next multi.  Each anchor
+ * made has a number (anchor_gen), and each multi carries the number of the
+ * anchor it was sent with: a multi (or an anchor's create) answered after
+ * a newer anchor was made says nothing of that one, so it is not marked
+ * lost (else a second anchor would be made, and the first, alive, left to
+ * the end of the session).  Nor does a create whose reply was lost with the
+ * connection: it may have been made; a multi sent later finds out.
+ * rolled_back holds the tags of the last ROLLED_BACK_MAX creates rolled
+ * back with a failed multi: their request creates again with the same tag,
+ * and batch.c sends that create alone (zkc_multi_rolled_back), so that one
+ * member that fails again and again cannot hold the others back.  (A tag
+ * pushed out of the ring only goes into a multi again.)  anchor_lost,
+ * anchor_gen and rolled_back are guarded by anchor_mutex.
  */
 typedef struct MultiContext
 {
@@ -969,6 +976,7 @@ typedef struct MultiContext
 	zoo_op_t   *ops;
 	zoo_op_result_t *results;
 	struct Stat anchor_stat;
+	uint64		anchor_gen;		/* the anchor it was sent with */
 	struct
 	{
 		bool		create;
@@ -980,6 +988,7 @@ typedef struct MultiContext
 
 static pthread_mutex_t anchor_mutex = PTHREAD_MUTEX_INITIALIZER;
 static bool anchor_lost = false;
+static uint64 anchor_gen = 0;
 
 #define ROLLED_BACK_MAX 256
 static uint64 rolled_back[ROLLED_BACK_MAX];
@@ -1026,7 +1035,8 @@ multi_completion(int rc, const void *data)
 		if (per_op && op_failed(ctx->results[n].err))
 		{
 			pthread_mutex_lock(&anchor_mutex);
-			anchor_lost = true;
+			if (ctx->anchor_gen == anchor_gen)
+				anchor_lost = true;
 			pthread_mutex_unlock(&anchor_mutex);
 		}
 	}
@@ -1154,6 +1164,9 @@ zkc_multi(const ZkcMultiOp *ops, int nops, const char *anchor)
 		return false;
 	}
 	zoo_set_op_init(&ctx->ops[nops], anchor, NULL, -1, -1, &ctx->anchor_stat);
+	pthread_mutex_lock(&anchor_mutex);
+	ctx->anchor_gen = anchor_gen;
+	pthread_mutex_unlock(&anchor_mutex);
 	rc = zoo_amulti(zh, nops + 1, ctx->ops, ctx->results, multi_completion,
 					ctx);
 	if (rc != ZOK)
@@ -1168,10 +1181,13 @@ zkc_multi(const ZkcMultiOp *ops, int nops, const char *anchor)
 static void
 anchor_completion(int rc, const char *name, const void *data)
 {
-	if (rc != ZOK && rc != ZNODEEXISTS)
+	uint64		gen = (uint64) (uintptr_t) data;
+
+	if (rc != ZOK && rc != ZNODEEXISTS && fold_rc(rc) != ZKC_CONNLOSS)
 	{
 		pthread_mutex_lock(&anchor_mutex);
-		anchor_lost = true;
+		if (gen == anchor_gen)
+			anchor_lost = true;
 		pthread_mutex_unlock(&anchor_mutex);
 	}
 }
@@ -1184,13 +1200,16 @@ anchor_completion(int rc, const char *name, const void *data)
 bool
 zkc_create_anchor(const char *path)
 {
+	uint64		gen;
+
 	if (zh == NULL)
 		return false;
 	pthread_mutex_lock(&anchor_mutex);
 	anchor_lost = false;
+	gen = ++anchor_gen;
 	pthread_mutex_unlock(&anchor_mutex);
 	return zoo_acreate(zh, path, NULL, -1, node_acl, ZOO_EPHEMERAL,
-					   anchor_completion, NULL) == ZOK;
+					   anchor_completion, (const void *) (uintptr_t) gen) == ZOK;
 }
 
 /* Did a multi, or the anchor's create, find no anchor node? */
