@@ -527,7 +527,11 @@ sweep_made_by(const char *child, const char *request)
 /*
  * A resource node that index entries name was listed: read the nodes they
  * name (Hive's rule among all its lock nodes says which are granted), and
- * look at the entries of nodes not there.
+ * look at the entries of nodes not there.  A resource node that zklock may
+ * not list (another client's ACL) counts as one without their nodes: the
+ * sweep could never expire them, and their entries (left by creates that
+ * ZooKeeper refused there) would otherwise stay for good, listed by every
+ * sweep, whatever any quota says.
  */
 static void
 sweep_entries_listed(ZkEvent *ev)
@@ -539,8 +543,9 @@ sweep_entries_listed(ZkEvent *ev)
 	int			n = 0;
 	char		path[ZKLOCK_EXPLICIT_INDEX_MAX_PATH];
 
-	if (e == NULL || (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE))
-		return;					/* refused (an ACL): at the next sweep */
+	if (e == NULL || (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE &&
+					  ev->rc != ZKC_NOAUTH))
+		return;					/* failed: at the next sweep */
 	while (e > sweep_entries && strcmp(e[-1].parent, ev->path) == 0)
 		e--;
 	if (ev->rc == ZKC_OK)
