@@ -189,8 +189,12 @@ static ClaimState claim_state = CLAIM_UNKNOWN;
 static uint32 claim_generation = 0;
 
 /*
- * The sweeper's beat.  The sweeper rewrites its node (setData at the
- * version it last read) on every tick, from the loop that sweeps: its
+ * The sweeper's beat.  When a tick's read says the sweeper's node is its
+ * session's (which only that session can make), the sweeper rewrites it
+ * at once, from the loop that sweeps, at the version read: a write after a
+ * takeover fails, unless another instance made the node again within that
+ * round trip at the same version; that instance then reads its own node
+ * with another's data, and its own beat writes it whole again.  Its
  * session lives as long as the client library's own thread answers
  * ZooKeeper's pings, which a stalled main loop (a blocked write, a
  * debugger) does not stop.  Another instance notes, by its own clock
@@ -203,7 +207,6 @@ static uint32 claim_generation = 0;
  * so take the node from each other; each sweep is still right.
  */
 #define SWEEP_STALE_INTERVALS 3
-static int	claim_version = -1;	/* our node's version, last read */
 static int64 other_owner = 0;	/* the other sweeper's session, as read */
 static int	other_version = -1; /* and its node's version */
 static int64 other_since_us = 0;	/* CLOCK_BOOTTIME: when it last changed */
@@ -691,14 +694,23 @@ sweep_claim_checked(ZkEvent *ev)
 		/* a sweeper's: ephemeral, and its data names its session */
 		snprintf(mark, sizeof(mark), "session=%016llx",
 				 (unsigned long long) ev->ephemeral_owner);
-		if (ev->ephemeral_owner == 0 || ev->data == NULL ||
-			strstr(ev->data, mark) == NULL)
-			claim_state = CLAIM_SQUATTED;
-		else if (ev->ephemeral_owner == zklock_recipe_session_id())
+		if (ev->ephemeral_owner != 0 &&
+			ev->ephemeral_owner == zklock_recipe_session_id())
 		{
+			/* ours (only our session makes it so): the beat, at its version */
+			char		data[128];
+
 			claim_state = CLAIM_OURS;
-			claim_version = ev->version;
+			sweeper_data(data, sizeof(data));
+			if (TAG_OP(ev->tag) == OP_CLAIM_CHECK)
+				(void) zkc_set_data_version(ev->path, data, strlen(data),
+											ev->version,
+											TAG(claim_generation, OP_CLAIM_BEAT,
+												SWEEP_IDX));
 		}
+		else if (ev->ephemeral_owner == 0 || ev->data == NULL ||
+				 strstr(ev->data, mark) == NULL)
+			claim_state = CLAIM_SQUATTED;
 		else
 		{
 			claim_state = CLAIM_OTHER;
@@ -824,16 +836,6 @@ sweep_tick(void)
 	last_sweep_us = now_us;
 	snprintf(path, sizeof(path), "%s/" SWEEPER_NODE, zklock_root);
 	claim_generation++;
-	if (claim_state == CLAIM_OURS)
-	{
-		char		data[128];
-
-		/* the beat: refused if the node is no longer ours as we read it */
-		sweeper_data(data, sizeof(data));
-		(void) zkc_set_data_version(path, data, strlen(data), claim_version,
-									TAG(claim_generation, OP_CLAIM_BEAT,
-										SWEEP_IDX));
-	}
 	(void) zkc_get_data(path, TAG(claim_generation, OP_CLAIM_CHECK, SWEEP_IDX));
 	if (sweep_all_nodes || claim_state == CLAIM_OURS ||
 		claim_state == CLAIM_SQUATTED)
