@@ -11,6 +11,7 @@
 #  (f) a role without admin rights cannot lock the sweep's nodes, leave
 #      others' entries, or pass its quota;
 #  (g) creates refused by another client's ACL leave no entry for good;
+#  (h) a node deleted by another client while its create's reply waits;
 #  (i) a sweeper whose loop stalls with its session alive is taken over;
 #  (b) an index bigger than one getChildren reply may be (ZooKeeper's
 #      jute.maxbuffer, about 1 MB: 1,400 explicit locks with 255-byte
@@ -243,6 +244,31 @@ is((ZkLockTest::zkutil('create-acl', "$index/prot%zx00000000.0.1-LOCK-EXCLUSIVE-
 ok(wait_until(sub { !grep { /^prot%/ } entries() }, timeout => $grace + 4 * $I + 5),
 	'(g) the entry the sweep cannot check goes as one without its node')
   or diag(join("\n", grep { /^prot%/ } entries()));
+
+# --- (h) the node deleted by another client while its create's reply is
+# being handled (after-create-reply=sleep): whatever the acquire answers,
+# every node of the resource ends with its entry and no entry without one.
+%at = map { $_ => -s $nodes{$_}->logfile } keys %nodes;
+ok(zk_set_failpoints($nodes{$other}, 'after-create-reply=sleep:2000'), '(h) create replies handled 2 s late');
+my $hs = zk_session($nodes{$other}, 'racer');
+$hs->send(q{SELECT zk_lock_acquire_explicit('race/x', ttl => '1 hour', timeout => '20 s')});
+ok(zk_wait_log($nodes{$other}, qr/failpoint "after-create-reply" reached \(sleep:2000\)/, $at{$other}),
+	'(h) the reply waits');
+my ($rnode) = zk_lock_nodes(zk_path('race/x'));
+ok(defined $rnode && (ZkLockTest::zkutil('delete-r', $rnode))[0] == 0, '(h) its node deleted by another client meanwhile');
+my $hr = $hs->wait(30);
+ok(defined $hr, "(h) the acquire ends: sqlstate $hr->{sqlstate}");
+ok(zk_set_failpoints($nodes{$other}, ''), '(h) failpoints cleared');
+my $match = sub {
+	my $n = scalar zk_lock_nodes(zk_path('race/x'));
+	my $e = scalar(grep { /^race%2Fx%/ } entries());
+	return $n == $e;
+};
+ok(wait_until($match, timeout => $grace + 4 * $I + 5),
+	'(h) as many entries as nodes of it (within the bound of an entry without its node)')
+  or diag(join("\n", zk_lock_nodes(zk_path('race/x')), grep { /^race%2Fx%/ } entries()));
+psql1($nodes{$other}, "SELECT zk_lock_release_explicit('race/x')") if zk_lock_nodes(zk_path('race/x'));
+$hs->quit;
 
 # --- (d) a waiter's instance dies, another sweeps --------------------------
 # $who no longer sweeps; its backend waits for an explicit lock $other
