@@ -20,9 +20,10 @@
  * (and that node, persistent, if missing), pipelined on the same session,
  * so that ZooKeeper applies it first; a create tried again rewrites the
  * entry first (zklock_explicit_record).  Once the delete of the node is
- * answered, the entry goes (zklock_explicit_unrecord).  Nothing waits for
- * these replies: one that fails is logged, and the sweep removes an entry
- * left without its node (explicit_index.c).
+ * answered, or its create failed for good (with the version it was made
+ * with: no retry rewrote it), the entry goes (zklock_explicit_unrecord).
+ * Nothing waits for these replies: one that fails is logged, and the sweep
+ * removes an entry left without its node (explicit_index.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -256,11 +257,15 @@ zklock_explicit_record(int idx, const char *request, bool with_parents)
 }
 
 /*
- * The node of an explicit request is gone (its delete answered): so goes
- * its index entry.  The request ends with this; no create of it follows.
+ * The node of an explicit request is gone (its delete answered), or its
+ * create failed for good: so goes its index entry.  The request ends with
+ * this; no create of it follows.  version is -1 (whatever it is) after the
+ * node's delete; 0 after a create that failed for good, so that the entry
+ * goes only if no create of the request was tried again after an unknown
+ * outcome (which rewrote it: a node may exist, and the sweep decides).
  */
 void
-zklock_explicit_unrecord(int idx)
+zklock_explicit_unrecord(int idx, int version)
 {
 	WorkEntry  *w = &zklock_work[idx];
 	char		request[ZKLOCK_MAX_NODE_NAME_LEN + 1];
@@ -269,7 +274,8 @@ zklock_explicit_unrecord(int idx)
 	zklock_format_node_request(request, sizeof(request), w->prefix,
 							   w->mode, w->naming);
 	if (zklock_explicit_index_path(path, sizeof(path), w->parent, request))
-		(void) zkc_delete_version(path, -1, TAG(w->generation, OP_INDEX, idx));
+		(void) zkc_delete_version(path, version,
+								  TAG(w->generation, OP_INDEX, idx));
 }
 
 /*

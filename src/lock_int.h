@@ -77,7 +77,7 @@ extern void zklock_explicit_grant_write_event(int idx, ZkEvent *ev);
 extern void zklock_explicit_grant_child_event(int idx, ZkEvent *ev);
 extern bool zklock_explicit_record(int idx, const char *request,
 								   bool with_parents);
-extern void zklock_explicit_unrecord(int idx);
+extern void zklock_explicit_unrecord(int idx, int version);
 extern void zklock_explicit_record_event(int idx, ZkEvent *ev);
 
 /*

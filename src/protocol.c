@@ -351,6 +351,8 @@ on_children(int idx, ZkEvent *ev)
 	if (w->create_rc != ZKC_OK && w->create_rc != ZKC_NONODE &&
 		w->create_rc != ZKC_CONNLOSS && !w->created)
 	{
+		if (w->persistent)
+			zklock_explicit_unrecord(idx, 0);	/* no node: no entry */
 		fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
 			 "could not create lock node under \"%s\": %s",
 			 w->parent, zkc_result_text(w->create_zoo_rc));
@@ -712,7 +714,7 @@ on_delete(int idx, ZkEvent *ev)
 	{
 		w->created = false;
 		if (w->persistent && ev->rc != ZKC_EXPIRED)
-			zklock_explicit_unrecord(idx);	/* its index entry, after it */
+			zklock_explicit_unrecord(idx, -1);	/* its index entry, after it */
 		if (w->try_failed && !w->release)
 		{
 			zklock_channel_not_granted(idx, w->generation);

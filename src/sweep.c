@@ -38,7 +38,10 @@
  * interval, and leaves no watch per instance (watches stay bounded by what
  * is held and waited for) and nothing to set again after a connection.  A
  * worker that is not connected does not sweep (a sweeper cut off does not
- * sweep beside the one that took over).
+ * sweep beside the one that took over).  The sweeper also rewrites its
+ * node at every tick (its beat, one write per interval), so that a
+ * sweeper whose loop stalls while its session lives is taken over too
+ * (see SWEEP_STALE_INTERVALS).
  *
  * The first sweep of each worker is a walk of the whole tree, whether or
  * not it sweeps for all: it lists every resource node and reads every lock
@@ -125,7 +128,9 @@ typedef enum SweepOp
 	OP_ENTRY_WRITE,				/* create or delete an entry (not awaited) */
 	OP_CLAIM,					/* create the sweeper's node (not awaited) */
 	OP_CLAIM_CHECK,				/* read whose the sweeper's node is */
-	OP_CLAIM_RECHECK			/* the same, right behind our create */
+	OP_CLAIM_RECHECK,			/* the same, right behind our create */
+	OP_CLAIM_BEAT,				/* rewrite our sweeper's node (not awaited) */
+	OP_CLAIM_TAKE				/* delete a stalled sweeper's (not awaited) */
 } SweepOp;
 
 #define SWEEP_IN_FLIGHT 16
@@ -182,6 +187,29 @@ typedef enum ClaimState
 
 static ClaimState claim_state = CLAIM_UNKNOWN;
 static uint32 claim_generation = 0;
+
+/*
+ * The sweeper's beat.  When a tick's read says the sweeper's node is its
+ * session's (which only that session can make), the sweeper rewrites it
+ * at once, from the loop that sweeps, at the version read: a write after a
+ * takeover fails, unless another instance made the node again within that
+ * round trip at the same version; that instance then reads its own node
+ * with another's data, and its own beat writes it whole again.  Its
+ * session lives as long as the client library's own thread answers
+ * ZooKeeper's pings, which a stalled main loop (a blocked write, a
+ * debugger) does not stop.  Another instance notes, by its own clock
+ * (CLOCK_BOOTTIME), since when the node's owner and version have not
+ * changed; past SWEEP_STALE_INTERVALS of its own intervals and the
+ * session timeout, it deletes the node at the version it read (a beat in
+ * between makes the delete fail) and claims it at its next tick.  The
+ * stalled sweeper, if it resumes, finds its beat refused and the node
+ * another's: it stops.  Instances with very different sweep intervals may
+ * so take the node from each other; each sweep is still right.
+ */
+#define SWEEP_STALE_INTERVALS 3
+static int64 other_owner = 0;	/* the other sweeper's session, as read */
+static int	other_version = -1; /* and its node's version */
+static int64 other_since_us = 0;	/* CLOCK_BOOTTIME: when it last changed */
 
 static void sweep_start(bool walk);
 
@@ -527,7 +555,11 @@ sweep_made_by(const char *child, const char *request)
 /*
  * A resource node that index entries name was listed: read the nodes they
  * name (Hive's rule among all its lock nodes says which are granted), and
- * look at the entries of nodes not there.
+ * look at the entries of nodes not there.  A resource node that zklock may
+ * not list (another client's ACL) counts as one without their nodes: the
+ * sweep could never expire them, and their entries (left by creates that
+ * ZooKeeper refused there) would otherwise stay for good, listed by every
+ * sweep, whatever any quota says.
  */
 static void
 sweep_entries_listed(ZkEvent *ev)
@@ -539,8 +571,9 @@ sweep_entries_listed(ZkEvent *ev)
 	int			n = 0;
 	char		path[ZKLOCK_EXPLICIT_INDEX_MAX_PATH];
 
-	if (e == NULL || (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE))
-		return;					/* refused (an ACL): at the next sweep */
+	if (e == NULL || (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE &&
+					  ev->rc != ZKC_NOAUTH))
+		return;					/* failed: at the next sweep */
 	while (e > sweep_entries && strcmp(e[-1].parent, ev->path) == 0)
 		e--;
 	if (ev->rc == ZKC_OK)
@@ -604,6 +637,45 @@ sweep_clock(ZkEvent *ev)
 		sweep_push(zklock_root, OP_LIST_CHILDREN);
 }
 
+/* The sweeper's node's data: the session that sweeps, who it is */
+static void
+sweeper_data(char *data, size_t size)
+{
+	snprintf(data, size, "session=%016llx\nnode=%s\npid=%d\n",
+			 (unsigned long long) zklock_recipe_session_id(),
+			 zklock_node_name ? zklock_node_name : "", MyProcPid);
+}
+
+/*
+ * Another instance's sweeper node was read: if neither its owner nor its
+ * version changed for longer than that sweeper would take to rewrite it
+ * (by our own clock), its sweeper's loop is stalled: delete the node at
+ * the version read, so that we claim it at our next tick.
+ */
+static void
+sweep_other_read(ZkEvent *ev)
+{
+	int64		now_us = zklock_boottime_us();
+	int64		stale_us = (SWEEP_STALE_INTERVALS * (int64) zklock_sweep_interval +
+							(int64) zkc_negotiated_timeout()) * 1000;
+
+	if (ev->ephemeral_owner != other_owner || ev->version != other_version)
+	{
+		other_owner = ev->ephemeral_owner;
+		other_version = ev->version;
+		other_since_us = now_us;
+		return;
+	}
+	if (now_us - other_since_us < stale_us)
+		return;
+	ereport(LOG,
+			(errmsg("zklock: the sweeper's node \"%s\" was not rewritten for %lld ms; this instance takes over the sweep",
+					ev->path, (long long) ((now_us - other_since_us) / 1000))));
+	other_since_us = now_us;	/* once per bound */
+	(void) zkc_delete_version(ev->path, ev->version,
+							  TAG(claim_generation, OP_CLAIM_TAKE, SWEEP_IDX));
+}
+
 /*
  * Whose is the sweeper's node?  Ours: we sweep, at once if we just took it
  * (a sweep of ours is then due: the tick did not start one).  Nobody's:
@@ -622,12 +694,28 @@ sweep_claim_checked(ZkEvent *ev)
 		/* a sweeper's: ephemeral, and its data names its session */
 		snprintf(mark, sizeof(mark), "session=%016llx",
 				 (unsigned long long) ev->ephemeral_owner);
-		if (ev->ephemeral_owner == 0 || ev->data == NULL ||
-			strstr(ev->data, mark) == NULL)
+		if (ev->ephemeral_owner != 0 &&
+			ev->ephemeral_owner == zklock_recipe_session_id())
+		{
+			/* ours (only our session makes it so): the beat, at its version */
+			char		data[128];
+
+			claim_state = CLAIM_OURS;
+			sweeper_data(data, sizeof(data));
+			if (TAG_OP(ev->tag) == OP_CLAIM_CHECK)
+				(void) zkc_set_data_version(ev->path, data, strlen(data),
+											ev->version,
+											TAG(claim_generation, OP_CLAIM_BEAT,
+												SWEEP_IDX));
+		}
+		else if (ev->ephemeral_owner == 0 || ev->data == NULL ||
+				 strstr(ev->data, mark) == NULL)
 			claim_state = CLAIM_SQUATTED;
 		else
-			claim_state = ev->ephemeral_owner == zklock_recipe_session_id() ?
-				CLAIM_OURS : CLAIM_OTHER;
+		{
+			claim_state = CLAIM_OTHER;
+			sweep_other_read(ev);
+		}
 	}
 	else if (ev->rc == ZKC_NONODE || ev->rc == ZKC_CONNLOSS ||
 			 ev->rc == ZKC_EXPIRED)
@@ -660,9 +748,7 @@ sweep_claim_checked(ZkEvent *ev)
 		/* nobody's: ours if we are first */
 		claim_generation++;
 		snprintf(path, sizeof(path), "%s/" SWEEPER_NODE, zklock_root);
-		snprintf(data, sizeof(data), "session=%016llx\nnode=%s\npid=%d\n",
-				 (unsigned long long) zklock_recipe_session_id(),
-				 zklock_node_name ? zklock_node_name : "", MyProcPid);
+		sweeper_data(data, sizeof(data));
 		if (zkc_create(path, data, strlen(data), ZKC_EPHEMERAL,
 					   TAG(claim_generation, OP_CLAIM, SWEEP_IDX)))
 			(void) zkc_get_data(path,
@@ -690,7 +776,8 @@ sweep_event(ZkEvent *ev)
 		return;
 	}
 	if (TAG_GEN(ev->tag) != sweep_generation || sweep_pending <= 0 ||
-		op == OP_CLOCK_DELETE || op == OP_ENTRY_WRITE || op == OP_CLAIM)
+		op == OP_CLOCK_DELETE || op == OP_ENTRY_WRITE || op == OP_CLAIM ||
+		op == OP_CLAIM_BEAT || op == OP_CLAIM_TAKE)
 		return;					/* replies that were never counted */
 	sweep_pending--;
 	if (op == OP_CLOCK)
