@@ -162,7 +162,7 @@ is($crc, 0, 'and a waiting one whose expiry passed');
 # nodes, made by hand as zklock 1.0 made them, are not in: an instance
 # upgraded from 1.0 starts a new worker, whose first sweep walks the tree
 # and records them (test 072).  So does node2's here.
-my $wpid = psql1($node2, 'SELECT worker_pid FROM zk_lock_status');
+$wpid = psql1($node2, 'SELECT worker_pid FROM zk_lock_status');
 kill 'TERM', $wpid;
 ok(wait_until(sub {
 			my $p = eval { psql1($node2, 'SELECT worker_pid FROM zk_lock_status') } // '';
