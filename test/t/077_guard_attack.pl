@@ -12,12 +12,14 @@
 #  (d) the child watch fired (a try-lock came and went) and the guard's
 #      getData held back (before-guard=pause), the node deleted meanwhile;
 #  (e) an instance cut off (a proxy that swallows bytes) while a try-lock
-#      comes and goes and its holder's node is deleted: LOST once back, and
-#      the watches after the reconnection are those before;
+#      comes and goes, its holder's node is deleted and another holder's
+#      lock is revoked: once back, LOST (COMMIT refused), the revocation
+#      acted on, and no watch left behind;
 #  (f) another client writes bogus notes into a session's mailbox (another
 #      instance's node, a bogus path, binary bytes, three writes at once)
 #      and deletes it: no crash, no revocation, the mailbox is made again,
-#      the holder still guarded;
+#      the holder still guarded; zk_lock_revoke and zk_lock_force_release
+#      refuse "zklock.sessions";
 #  (g) <root>/zklock.sessions squatted (read-only) before the worker makes
 #      it: no mailbox, every grant guarded by its own node, revocation works;
 #  (h) a revocation racing a try-lock (child watch and mailbox at once):
@@ -27,7 +29,9 @@
 #      ZooKeeper in packets sent does not grow with 8 SHARED holders;
 #  (k) a revocation whose note to the mailbox is lost (failpoint
 #      before-revoke-post=fail): zk_lock_revoke does not report success
-#      while the holder cannot have heard of it.
+#      while the holder cannot have heard of it;
+#  (l) requests whose create is refused (another client's read-only
+#      resource node) leave no listing's watch behind.
 use strict;
 use warnings;
 
@@ -194,6 +198,26 @@ ok(wait_until(sub { (mntr()->{zk_watch_count} // -1) == 2 }, timeout => 20),
 		'(i) two once released') or diag("zk_watch_count $left");
 }
 
+# --- (l) a create refused (its listing's watch is set all the same) ---------
+{
+	is((ZkLockTest::zkutil('create-acl', zk_path('ga/ro'), 'r', 'owner:pw'))[0], 0,
+		'(l) another client makes a resource node others may only read');
+	for my $i (1 .. 20)
+	{
+		my ($rc) = $node1->psql('postgres', q{SELECT zk_lock_try_acquire('ga/ro', parents => false)});
+		last if $rc == 0;
+	}
+	my ($rc, $out, $err) = $node1->psql('postgres', q{SELECT zk_lock_acquire_session('ga/ro', parents => false)});
+	isnt($rc, 0, '(l) a lock of it fails (its create is refused)');
+	my $left;
+	ok(wait_until(sub { ($left = mntr()->{zk_watch_count} // -1) == 2 }, timeout => 10),
+		'(l) 21 refused requests left no watch behind') or diag("zk_watch_count $left");
+	my $counted;
+	ok(wait_until(sub { ($counted = psql1($node1, 'SELECT watches FROM zk_lock_status')) eq '1' }, timeout => 10),
+		'(l) node1 counts its mailbox only') or diag("node1 counts $counted watches");
+	ZkLockTest::zkutil('delete-private', zk_path('ga/ro'), 'owner:pw');
+}
+
 # --- (f) bogus notes in a mailbox; the mailbox deleted ----------------------
 {
 	my $wpid1 = worker_pid($node1);
@@ -225,6 +249,15 @@ EOP
 	is(worker_pid($node2), $wpid2, '(f) node2\'s worker did not restart');
 	is(zk_log_count($node2, qr/was revoked/, $log2), 0, '(f) node2\'s holder is not revoked');
 	is(zk_log_count($node1, qr/was revoked/, $log1), 0, '(f) nor node1\'s');
+	# an administrator cannot reach the mailboxes through the SQL functions
+	for my $q (q{SELECT zk_lock_revoke('zklock.sessions', 'terminate')},
+		q{SELECT zk_lock_force_release('zklock.sessions')},
+		qq{SELECT zk_lock_force_release('zklock.sessions', '} . ($mb =~ s{.*/}{}r) . q{')})
+	{
+		my ($rc) = $node2->psql('postgres', $q);
+		isnt($rc, 0, "(f) refused: $q");
+	}
+	is((ZkLockTest::zkutil('exists', $mb))[0], 0, '(f) the mailbox is still there');
 	is((ZkLockTest::zkutil('delete-r', $mb))[0], 0, '(f) another client deletes the mailbox');
 	ok(wait_until(sub { (ZkLockTest::zkutil('exists', $mb))[0] == 0 }, timeout => 10),
 		'(f) node1 makes its mailbox again');
@@ -323,6 +356,9 @@ EOS
 	is(psql1($node2, q{SELECT zk_lock_try_acquire('ga/e', parents => false) IS NULL}), 't',
 		'(e) while node3 is cut off, a try-lock of node2 comes and goes');
 	is((ZkLockTest::zkutil('delete-r', $path))[0], 0, '(e) and the holder\'s node is deleted');
+	is(psql1($node2, q{SELECT zk_lock_revoke('ga/e2', 'terminate')}), '1',
+		'(e) and node2 revokes the keeper\'s lock (its note waits in the mailbox)');
+	my $kpid = $k->pid;
 	$px->heal('node3');
 	ok(zk_wait_connected($node3, 30), '(e) node3 reconnects');
 	is(psql1($node3, 'SELECT session_id FROM zk_lock_status'), $sid, '(e) to the same session');
@@ -330,14 +366,18 @@ EOS
 	my $r = $h->query('COMMIT');
 	is($r->{sqlstate}, '55P03', '(e) COMMIT refused');
 	$h->quit;
-	# the lost lock's child watch fired; the keeper's and the mailboxes' stay
+	ok( wait_until(
+			sub { psql1($node3, "SELECT count(*) FROM pg_stat_activity WHERE pid = $kpid") eq '0' },
+			timeout => 20),
+		'(e) the mailbox\'s watch sent again fires: the keeper is terminated');
+	ok(zk_wait_no_locks(zk_path('ga/e2'), 10), '(e) its node is gone');
+	# the lost lock's and the keeper's child watches fired; the mailboxes' stay
 	my $after;
-	ok(wait_until(sub { ($after = mntr()->{zk_watch_count} // -1) == $before - 1 }, timeout => 10),
-		"(e) the watches after the reconnection: those before ($before) but the lost lock's")
+	ok(wait_until(sub { ($after = mntr()->{zk_watch_count} // -1) == $before - 2 }, timeout => 10),
+		"(e) the watches after the reconnection: those before ($before) but the two locks'")
 	  or diag("zk_watch_count $after");
-	is(psql1($node3, 'SELECT watches FROM zk_lock_status'), '2',
-		'(e) node3 counts two: its mailbox, the keeper\'s listing');
-	$k->query_ok(q{SELECT zk_lock_release('ga/e2')});
+	is(psql1($node3, 'SELECT watches FROM zk_lock_status'), '1',
+		'(e) node3 counts one: its mailbox');
 	$k->quit;
 	$px->stop;
 }
