@@ -9,6 +9,8 @@
 #      alone at its listing): each node deleted in turn, each lock LOST;
 #  (c) a SHARED holder alone, another instance's SHARED holder arrives and
 #      leaves, then the first node is deleted: LOST;
+#  (n) zk_lock_force_release from another instance of an alone SHARED
+#      holder, and another client deleting a nested name's subtree: LOST;
 #  (d) the child watch fired (a try-lock came and went) and the guard's
 #      getData held back (before-guard=pause), the node deleted meanwhile;
 #  (e) an instance cut off (a proxy that swallows bytes) while a try-lock
@@ -156,6 +158,24 @@ ok(wait_until(sub { (mntr()->{zk_watch_count} // -1) == 2 }, timeout => 20),
 	ok(zk_set_failpoints($node1, ''), '(d) failpoint cleared');
 	ok(wait_until(sub { lost_on($node1) eq '1' }, timeout => 10), '(d) the lock is LOST');
 	refused($h, '(d)');
+}
+
+# --- (n) force release from another instance; a nested name's subtree -------
+{
+	my $h = hold($node1, 'n1', 'ga/n', 'shared');
+	is(psql1($node2, q{SELECT zk_lock_force_release('ga/n')}), '1',
+		'(n) node2 force-releases an alone SHARED holder of node1');
+	ok(wait_until(sub { lost_on($node1) eq '1' }, timeout => 10), '(n) its lock is LOST');
+	refused($h, '(n) force release');
+	$h = zk_session($node1, 'n2');
+	$h->query_ok('BEGIN');
+	$h->query_ok(q{SELECT zk_lock_acquire('gn/m/r')});    # with its SHARED parent
+	$h->query_ok('INSERT INTO guarded VALUES (1)');
+	is((ZkLockTest::zkutil('delete-r', zk_path('gn/m/r')))[0], 0,
+		'(n) another client deletes a nested name\'s resource node and its lock node');
+	ok(wait_until(sub { lost_on($node1) ne '0' }, timeout => 10), '(n) the nested lock is LOST');
+	refused($h, '(n) nested');
+	ok(zk_wait_no_locks(zk_path('gn'), 10), '(n) no node left');
 }
 
 # --- (h) a revocation racing a try-lock ---------------------------------------
