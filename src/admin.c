@@ -45,7 +45,7 @@
 #define OP_POST		2			/* the revocation's note to the mailbox */
 
 static bool post_revocation(int idx, ZkEvent *ev);
-static void post_failed(int idx, bool lost, const char *why);
+static void post_failed(int idx, const char *why);
 
 /*
  * An administrator's request: delete another holder's node, or write a
@@ -98,7 +98,7 @@ admin_event(ZkEvent *ev)
 	if (TAG_OP(ev->tag) == OP_POST)
 	{
 		if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
-			post_failed(idx, ev->rc == ZKC_CONNLOSS, zkc_result_text(ev->zoo_rc));
+			post_failed(idx, zkc_result_text(ev->zoo_rc));
 		else
 		{
 			zklock_channel_done(idx, w->generation, true, 0);
@@ -109,7 +109,7 @@ admin_event(ZkEvent *ev)
 	if (ev->rc == ZKC_OK && w->kind == ZKR_REVOKE && ev->ephemeral_owner != 0)
 	{
 		if (!post_revocation(idx, ev))
-			post_failed(idx, true, "not sent");
+			post_failed(idx, "not sent");
 		return;					/* answered with the post's reply */
 	}
 	if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE ||
@@ -154,20 +154,19 @@ post_revocation(int idx, ZkEvent *ev)
 
 /*
  * The revocation is written but its note to the holder's mailbox was not
- * (why; lost: not sent, or its reply lost): the request fails, rather
- * than report a revocation its holder may not hear of while its lock is
- * not contended.
+ * (why): the request fails, rather than report a revocation its holder
+ * may not hear of while its lock is not contended.  Its SQLSTATE is a
+ * failed write's (38000), not 08006, which says the worker is gone.
  */
 static void
-post_failed(int idx, bool lost, const char *why)
+post_failed(int idx, const char *why)
 {
 	char		msg[ZKLOCK_MAX_ERROR_LEN + 1];
 
 	snprintf(msg, sizeof(msg),
 			 "revocation written, but its holder's instance could not be notified (%s); call zk_lock_revoke again",
 			 why);
-	zklock_recipe_fail(idx, lost ? ERRCODE_CONNECTION_FAILURE :
-					   ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, msg);
+	zklock_recipe_fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, msg);
 }
 
 /*

@@ -306,6 +306,9 @@ EOP
 	  or diag("rc $rc out $out err $err");
 	like($err, qr/revocation written, but its holder's instance could not be notified/,
 		'(k) it fails saying so');
+	my (undef, undef, $verr) = $node2->psql('postgres', q{\set VERBOSITY verbose
+SELECT zk_lock_revoke('ga/k', 'cancel')});
+	like($verr, qr/ERROR:\s+38000/, '(k) with SQLSTATE 38000 (a write that failed), not 08006 (worker gone)');
 	ok(zk_set_failpoints($node2, ''), '(k) failpoint cleared');
 	is(psql1($node2, q{SELECT zk_lock_revoke('ga/k', 'cancel')}), '1', '(k) revoked again');
 	my $r = $h->wait(20);
