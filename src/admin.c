@@ -19,10 +19,13 @@
  * the write's reply): <root>/zklock.sessions/<session id in hex>, whose
  * watch makes the holder's worker read the node (lock_held.c).  The
  * request is answered once that second write is answered; NONODE there (a
- * holder of zklock 1.4, without a mailbox, whose own node's watch reads
- * the revocation; or an explicit lock's node, nobody's) is no error, nor
- * is any other failure of it (logged): the revocation is written, and the
- * holder sees it at the latest when its listing's watch fires.
+ * holder of zklock 1.4, or one whose mailbox could not be made: each
+ * guards its own node, whose watch reads the revocation) is no error.  Any
+ * other failure of it (not sent, its reply lost, refused) fails the
+ * request: the revocation is written, but a holder guarded by its listing
+ * alone may not hear of it before its lock is next contended, so success
+ * is not reported; zk_lock_revoke may be called again (an explicit lock's
+ * node, nobody's, has no mailbox: its write is the request).
  *
  *-------------------------------------------------------------------------
  */
@@ -35,12 +38,14 @@
 #include "zk_client.h"
 #include "explicit_index.h"
 #include "settings.h"
+#include "failpoint.h"
 
 /* The administrator's operations, as carried in a tag */
 #define OP_ADMIN	1			/* the delete or the revocation's write */
 #define OP_POST		2			/* the revocation's note to the mailbox */
 
 static bool post_revocation(int idx, ZkEvent *ev);
+static void post_failed(int idx, const char *why);
 
 /*
  * An administrator's request: delete another holder's node, or write a
@@ -93,16 +98,20 @@ admin_event(ZkEvent *ev)
 	if (TAG_OP(ev->tag) == OP_POST)
 	{
 		if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
-			ereport(LOG,
-					(errmsg("zklock: could not notify the holder's instance of a revocation at \"%s\": %s",
-							ev->path, zkc_result_text(ev->zoo_rc)),
-					 errdetail("The revocation is written; the holder reads it when its lock is next contended.")));
-		zklock_channel_done(idx, w->generation, true, 0);
-		w->phase = PH_IDLE;
+			post_failed(idx, zkc_result_text(ev->zoo_rc));
+		else
+		{
+			zklock_channel_done(idx, w->generation, true, 0);
+			w->phase = PH_IDLE;
+		}
 		return;
 	}
-	if (ev->rc == ZKC_OK && w->kind == ZKR_REVOKE && post_revocation(idx, ev))
+	if (ev->rc == ZKC_OK && w->kind == ZKR_REVOKE && ev->ephemeral_owner != 0)
+	{
+		if (!post_revocation(idx, ev))
+			post_failed(idx, "not sent");
 		return;					/* answered with the post's reply */
+	}
 	if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE ||
 		(ev->rc == ZKC_NOTEMPTY && w->kind == ZKR_FORCE_DELETE))
 	{
@@ -126,8 +135,7 @@ admin_event(ZkEvent *ev)
 
 /*
  * A revocation was written into an ephemeral node: write its path into the
- * mailbox of its owner's session.  false when there is nothing to post to
- * (a persistent node) or it could not be sent.
+ * mailbox of its owner's session.  false when it could not be sent.
  */
 static bool
 post_revocation(int idx, ZkEvent *ev)
@@ -135,12 +143,30 @@ post_revocation(int idx, ZkEvent *ev)
 	WorkEntry  *w = &zklock_work[idx];
 	char		mailbox[ZKLOCK_MAX_PATH + 1];
 
-	if (ev->ephemeral_owner == 0)
-		return false;
 	snprintf(mailbox, sizeof(mailbox), "%s/%s/%016llx", zklock_root,
 			 ZKLOCK_MAILBOX_NODE, (unsigned long long) ev->ephemeral_owner);
+	/* failpoint "before-revoke-post" (fail): as if it could not be sent */
+	if (ZKLOCK_FAILPOINT("before-revoke-post"))
+		return false;
 	return zkc_set_data(mailbox, ev->path, strlen(ev->path),
 						TAG(w->generation, OP_POST, idx));
+}
+
+/*
+ * The revocation is written but its note to the holder's mailbox was not
+ * (why): the request fails, rather than report a revocation its holder
+ * may not hear of while its lock is not contended.  Its SQLSTATE is a
+ * failed write's (38000), not 08006, which says the worker is gone.
+ */
+static void
+post_failed(int idx, const char *why)
+{
+	char		msg[ZKLOCK_MAX_ERROR_LEN + 1];
+
+	snprintf(msg, sizeof(msg),
+			 "revocation written, but its holder's instance could not be notified (%s); call zk_lock_revoke again",
+			 why);
+	zklock_recipe_fail(idx, ERRCODE_EXTERNAL_ROUTINE_EXCEPTION, msg);
 }
 
 /*
