@@ -38,6 +38,9 @@
  *						could not be sent (the children are listed again)
  *	before-delete		a delete of our node is about to be sent; fail: as
  *						if its reply was lost (retried)
+ *	before-revoke-post	admin.c: a revocation was written, its note to the
+ *						holder's mailbox not sent yet; fail: as if it could
+ *						not be sent (the request fails, 38000)
  *	explicit-grant-sent	an explicit request's granting write (and the
  *						delete of its waiter child) was sent, its reply not
  *						read yet (no "fail"; "exit" ends the worker there)
