@@ -66,6 +66,8 @@ MAJOR_TAP_TESTS="
 	test/t/064_semaphore.pl
 	test/t/065_election.pl
 	test/t/066_failover.pl
+	test/t/073_guard_listing.pl
+	test/t/074_group_commit.pl
 	test/t/001_cross_instance.pl
 	test/t/002_fairness.pl
 	test/t/003_trylock_waiters.pl
