@@ -206,7 +206,7 @@ zk_revoke_across('1.5', '1.4 instance', $new, $old, 'roll/rev14');
 	$h->query('ROLLBACK');
 	$r = $w->wait(20);
 	is($r && $r->{out}, 't', 'the 1.4 waiter is granted');
-	$w->query_ok("SELECT zk_lock_release_session('$res')");
+	$w->query_ok("SELECT zk_lock_release('$res')");
 	ok(zk_wait_no_locks(zk_path($res), 10), 'no lock node left on it');
 	$w->quit;
 	$h->quit;
@@ -235,8 +235,8 @@ zk_revoke_across('1.5', '1.4 instance', $new, $old, 'roll/rev14');
 	is(psql1($old, q{SELECT count(*) FROM zk_locks WHERE resource LIKE 'zklock.%'}), '0',
 		'and no internal node as a lock');
 	is(psql1($new, q{SELECT zk_lock_release_explicit('roll/l/exp')}), '1', 'the explicit lock released');
-	$s->query_ok(q{SELECT zk_lock_release_session('roll/listed')});
-	$s->query_ok(q{SELECT zk_lock_release_session('roll/l/deep', 'shared')});
+	$s->query_ok(q{SELECT zk_lock_release('roll/listed')});
+	$s->query_ok(q{SELECT zk_lock_release('roll/l/deep', 'shared')});
 	$s->quit;
 }
 
