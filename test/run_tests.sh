@@ -50,7 +50,9 @@
 # suite on 15, and 15 for the others.  As another user, set both to such
 # installations; each test fails without its own.  test/t/067_rolling_recipes.pl
 # needs the previous release (ZKLOCK_PREV_REV, default 78d507c: 1.3), built
-# the same way, in ZKLOCK_PREV_INSTALL; on 15 only.
+# the same way, in ZKLOCK_PREV_INSTALL; on 15 only.  test/t/079_rolling_1_5.pl
+# needs the last release (ZKLOCK_LAST_REV, default 2b98233: 1.4.0), built
+# the same way (only when 079 runs), in ZKLOCK_LAST_INSTALL; on 15 only.
 #
 set -euo pipefail
 
@@ -152,6 +154,7 @@ run_leg() {
 	runuser -u postgres -- env ZKLOCK_TEST_INNER=1 PROVE_TESTS="$tests" \
 		PATH="$inst/bin:$PATH" PG_CONFIG="$inst/bin/pg_config" \
 		ZKLOCK_OLD_INSTALL="$old_install" ZKLOCK_PREV_INSTALL="$prev_install" \
+		ZKLOCK_LAST_INSTALL="$last_install" \
 		ZKLOCK_OTHER_INSTALL="$other" \
 		bash "$work/src-$name/test/run_tests.sh" || rc=$?
 	read -r p f < "$work/src-$name/counts" || { p=0; f=1; }
@@ -246,6 +249,15 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 					"${ZKLOCK_PREV_REV:-78d507c08aa0511f530a6ee2d595d57e50fa6ae8}" "$work/prev") || prev_install=
 			fi
 		fi
+		# and test/t/079 the last release's (ZKLOCK_LAST_REV: 1.4.0) beside
+		# this one's protocol
+		last_install=
+		if [ -n "${pgc_of[system]:-}" ] && { [ -z "${PROVE_TESTS:-}" ] || [[ "${PROVE_TESTS}" == *079_rolling_1_5* ]]; }; then
+			if [ -d "$src/.git" ] || [ -f "$src/.git" ]; then
+				last_install=$(bash "$src/test/build_old.sh" "$src" \
+					"${ZKLOCK_LAST_REV:-2b98233a14ba32b19b70bb061ac8465dbadb8515}" "$work/last") || last_install=
+			fi
+		fi
 
 		for leg in "${legs[@]}"; do
 			inst=${inst_of[$leg]}
@@ -267,13 +279,17 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 					tests=${tests//test\/t\/067_rolling_recipes.pl/}
 					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): test/t/067_rolling_recipes.pl (the previous release is built on 15 only)"$'\n'
 				fi
+				if [ "$leg" != system ] && [[ "$tests" == *079_rolling_1_5* ]]; then
+					tests=${tests//test\/t\/079_rolling_1_5.pl/}
+					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): test/t/079_rolling_1_5.pl (the last release is built on 15 only)"$'\n'
+				fi
 			elif [ $full = 1 ]; then
 				skip=()
-				[ "$leg" = system ] || skip+=(test/t/034_rolling_upgrade.pl test/t/067_rolling_recipes.pl)
+				[ "$leg" = system ] || skip+=(test/t/034_rolling_upgrade.pl test/t/067_rolling_recipes.pl test/t/079_rolling_1_5.pl)
 				[ -n "$other" ] || skip+=(test/t/059_cross_major.pl)
 				tests=$(tap_except "${skip[@]}")
 				[ ${#skip[@]} -gt 0 ] &&
-					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): ${skip[*]} (034, 067: the earlier releases are built on 15 only; 059: needs a second major)"$'\n'
+					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): ${skip[*]} (034, 067, 079: the earlier releases are built on 15 only; 059: needs a second major)"$'\n'
 			else
 				tests=$MAJOR_TAP_TESTS
 				[ -n "$other" ] || { tests=${tests//test\/t\/059_cross_major.pl/};
