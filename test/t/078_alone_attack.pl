@@ -68,6 +68,26 @@ sub watches_back
 		"$label: no watch left (the two mailboxes')") or diag("zk_watch_count $left");
 }
 
+# "r" under $m made beforehand (as a holder of $m/r would leave it), so that
+# the parent's listing shows its lock node beside "r": the case the change
+# guards by the listing alone
+sub premake
+{
+	my ($m) = @_;
+	is((ZkLockTest::zkutil('create-acl', zk_path("$m/r"), 'rwcda', 'o:pw'))[0], 0,
+		"\"$m/r\" exists beforehand");
+}
+
+# guarded by its listing: no data watch on the lock node (wchp lists data
+# watches only; the listing's is a child watch)
+sub listing_guarded
+{
+	my ($path, $label) = @_;
+	my %watched = map { $_ => 1 } map { m{(/\S+)} ? $1 : () } split /\n/, zk_server('4lw', 1, 'wchp');
+	ok(!$watched{$path}, "$label: the parent's lock is guarded by its listing, not by a watch on its node")
+	  or diag(zk_server('4lw', 1, 'wchp'));
+}
+
 sub refused
 {
 	my ($h, $label) = @_;
@@ -81,6 +101,7 @@ ok(wait_until(sub { (mntr()->{zk_watch_count} // -1) == 2 }, timeout => 20),
 
 # --- (a) transaction scope: only the parent's lock node deleted -------------
 {
+	premake('am');
 	my $h = zk_session($node1, 'a');
 	$h->query_ok('BEGIN');
 	$h->query_ok(q{SELECT zk_lock_acquire('am/r')});
@@ -88,25 +109,30 @@ ok(wait_until(sub { (mntr()->{zk_watch_count} // -1) == 2 }, timeout => 20),
 	my @p = own_lock_nodes('am');
 	is(scalar @p, 1, '(a) one lock node under "am" (the parent\'s SHARED), beside "r"')
 	  or diag(join ' ', zk_list_znodes(zk_path('am')));
+	listing_guarded($p[0], '(a)');
 	is((ZkLockTest::zkutil('delete-r', $p[0]))[0], 0, '(a) another client deletes it alone');
 	ok(wait_until(sub { lost_on($node1) eq '1' }, timeout => 10), '(a) the parent\'s lock is LOST');
 	refused($h, '(a)');
 	ok(zk_wait_no_locks(zk_path('am'), 10), '(a) no node left');
+	ZkLockTest::zkutil('delete-private', zk_path('am'), 'o:pw');
 	watches_back('(a)');
 }
 
 # --- (b) session scope ----------------------------------------------------
 {
+	premake('bm');
 	my $h = zk_session($node1, 'b');
 	$h->query_ok(q{SELECT zk_lock_acquire_session('bm/r')});
 	$h->query_ok('BEGIN');
 	$h->query_ok('INSERT INTO guarded VALUES (2)');
 	my @p = own_lock_nodes('bm');
 	is(scalar @p, 1, '(b) one lock node under "bm"');
+	listing_guarded($p[0], '(b)');
 	is((ZkLockTest::zkutil('delete-r', $p[0]))[0], 0, '(b) another client deletes it alone');
 	ok(wait_until(sub { lost_on($node1) eq '1' }, timeout => 10), '(b) the parent\'s session lock is LOST');
 	refused($h, '(b)');
 	ok(zk_wait_no_locks(zk_path('bm'), 10), '(b) no node left');
+	ZkLockTest::zkutil('delete-private', zk_path('bm'), 'o:pw');
 	watches_back('(b)');
 }
 
@@ -114,6 +140,7 @@ ok(wait_until(sub { (mntr()->{zk_watch_count} // -1) == 2 }, timeout => 20),
 for my $scope ('transaction', 'session')
 {
 	my $L = "(c $scope)";
+	premake('cm');
 	my $h = zk_session($node1, "c-$scope");
 	if ($scope eq 'session')
 	{
@@ -128,6 +155,7 @@ for my $scope ('transaction', 'session')
 	$h->query_ok('INSERT INTO guarded VALUES (3)');
 	my @p = own_lock_nodes('cm');
 	is(scalar @p, 1, "$L one lock node under \"cm\"");
+	listing_guarded($p[0], $L);
 	# other backends of both instances take and release "cm/x" and "cm/y"
 	# (their resource nodes, containers, come and go), with and without the
 	# parent's lock
@@ -146,6 +174,7 @@ for my $scope ('transaction', 'session')
 	ok(wait_until(sub { lost_on($node1) eq '1' }, timeout => 10), "$L the lock is LOST");
 	refused($h, $L);
 	ok(zk_wait_no_locks(zk_path('cm'), 10), "$L no node left");
+	ZkLockTest::zkutil('delete-private', zk_path('cm'), 'o:pw');
 	watches_back($L);
 }
 
@@ -161,6 +190,25 @@ for my $scope ('transaction', 'session')
 	refused($h, '(f)');
 	ok(zk_wait_no_locks(zk_path('fm'), 10), '(f) no node left');
 	watches_back('(f)');
+}
+
+# --- (g) only the nested lock's own node deleted (not its parent's) ---------
+for my $scope ('transaction', 'session')
+{
+	my $L = "(g $scope)";
+	my $h = zk_session($node1, "g-$scope");
+	$h->query_ok('BEGIN') if $scope eq 'transaction';
+	$h->query_ok($scope eq 'transaction' ? q{SELECT zk_lock_acquire('gm/r')}
+		: q{SELECT zk_lock_acquire_session('gm/r')});
+	$h->query_ok('BEGIN') if $scope eq 'session';
+	$h->query_ok('INSERT INTO guarded VALUES (6)');
+	my @p = own_lock_nodes('gm/r');
+	is(scalar @p, 1, "$L one lock node under \"gm/r\"");
+	is((ZkLockTest::zkutil('delete-r', $p[0]))[0], 0, "$L another client deletes it alone");
+	ok(wait_until(sub { lost_on($node1) eq '1' }, timeout => 10), "$L the nested lock is LOST");
+	refused($h, $L);
+	ok(zk_wait_no_locks(zk_path('gm'), 10), "$L no node left");
+	watches_back($L);
 }
 
 # --- (d) other clients' nodes, and a near-lock name, beside ours ------------
