@@ -3,7 +3,11 @@
 # reviewer who did not write it): a parent's implicit SHARED lock on "m",
 # whose resource node also has the child resource "r", is granted "alone"
 # and guarded by its listing's child watch.  What else is among the
-# children must not matter for safety:
+# children must not matter for safety.  "r" is made beforehand in (a)-(c),
+# so that the parent's listing shows its lock node beside "r" (else making
+# "r" fires that listing and the guard is the node's own): (a)-(c) assert
+# the listing guards it (wchp: no data watch on the node), which fails
+# without the change; every safety assertion passes with and without it.
 #  (a) 'am/r' held in a transaction, another client deletes ONLY the
 #      parent's lock node under "am": LOST, COMMIT refused;
 #  (b) the same with 'bm/r' held at session scope, a transaction writing
@@ -16,6 +20,8 @@
 #      and a child that almost looks like a lock node ("LOCK-SHARED-12")
 #      beside the parent's lock node: deletion still refused at COMMIT;
 #      and after release, no watch is left (mntr zk_watch_count);
+#  (g) only the nested lock's own node deleted (transaction, session;
+#      the parent's lock then guarded by its listing): LOST, refused;
 #  (f) the parent's resource node deleted with its subtree: both LOST;
 #  (e) herd: 8 backends on two instances cycling 'hm/a'..'hm/h' (all under
 #      "hm"): notifications per cycle (packets sent minus requests, idle
