@@ -66,7 +66,7 @@ our @EXPORT = qw(
   zk_node zk_session
   zkutil zk_count_locks zk_lock_nodes zk_lock_info zk_list_znodes
   zk_wait_count zk_wait_no_locks zk_done_check zk_wait_connected
-  zk_revoke_across
+  zk_revoke_across zk_mntr
   wait_until wait_for_waiting is_waiting psql1
 );
 
@@ -827,6 +827,16 @@ sub DESTROY
 	no warnings 'redefine';
 	*ZkLockTest::Session::note = $_[0]->{orig};
 	return;
+}
+
+# ZooKeeper's "mntr" of server 1 as a hash reference (name => value): its
+# counters (zk_packets_received, zk_packets_sent, zk_watch_count, the
+# per-namespace reads and writes, ...)
+sub zk_mntr
+{
+	my $out = zk_server('4lw', 1, 'mntr');
+	my %m = map { split /\t/, $_, 2 } grep { /\t/ } split /\n/, $out;
+	return \%m;
 }
 
 1;

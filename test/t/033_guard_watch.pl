@@ -181,8 +181,7 @@ revoked_before_guard('a2', 'gw/a2', 'fail', 'the guard\'s request is lost (retri
 # size) under zklock's root (its "namespace", the first path segment)
 sub mntr
 {
-	my $out = zk_server('4lw', 1, 'mntr');
-	my %m = map { split /\t/, $_, 2 } grep { /\t/ } split /\n/, $out;
+	my %m = %{ zk_mntr() };
 	(my $ns = zk_root()) =~ s{^/}{};
 	return {
 		packets => $m{zk_packets_received},

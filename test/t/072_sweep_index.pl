@@ -75,8 +75,7 @@ sub sweeper_of
 
 sub mntr
 {
-	my $out = zk_server('4lw', 1, 'mntr');
-	my %m = map { split /\t/, $_, 2 } grep { /\t/ } split /\n/, $out;
+	my %m = %{ zk_mntr() };
 	(my $ns = zk_root()) =~ s{^/}{};
 	return {
 		reads => $m{"zk_cnt_${ns}_read_per_namespace"} // 0,

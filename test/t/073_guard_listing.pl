@@ -46,20 +46,13 @@ my $node1 = zk_node('node1', session_timeout => '20s', extra_conf => $conf);
 my $node2 = zk_node('node2', session_timeout => '20s', extra_conf => $conf);
 $node1->safe_psql('postgres', 'CREATE TABLE guarded(v int)');
 
-sub mntr
-{
-	my $out = zk_server('4lw', 1, 'mntr');
-	my %m = map { split /\t/, $_, 2 } grep { /\t/ } split /\n/, $out;
-	return \%m;
-}
-
 sub lost_count
 {
 	return psql1($node1, q{SELECT count(*) FROM zk_lock_local WHERE state = 'lost'});
 }
 
 # both workers' mailboxes are set up (each a data watch) before anything
-ok( wait_until(sub { (mntr()->{zk_watch_count} // -1) == 2 }, timeout => 20),
+ok( wait_until(sub { (zk_mntr()->{zk_watch_count} // -1) == 2 }, timeout => 20),
 	'each worker watches its revocation mailbox (2 watches)');
 
 # --- (a), (b): an uncontended holder's node deleted by another client -------
@@ -176,17 +169,17 @@ EOS
 	# warm up: the resource node exists, the first grant's guard is settled
 	$node1->safe_psql('postgres', 'SELECT cycles(5)');
 	sleep(1);
-	my $m0 = mntr();
+	my $m0 = zk_mntr();
 	my $t0 = time();
 	sleep(4);
-	my $m1 = mntr();
+	my $m1 = zk_mntr();
 	my $t1 = time();
 	my $idle_recv = ($m1->{zk_packets_received} - $m0->{zk_packets_received}) / ($t1 - $t0);
 	my $idle_sent = ($m1->{zk_packets_sent} - $m0->{zk_packets_sent}) / ($t1 - $t0);
 	$node1->safe_psql('postgres', "SELECT cycles($n)");
 	ok(zk_wait_no_locks(zk_path('gl/flat'), 10), '(e) the cycles left no node');
 	sleep(0.5);    # the last release's delete is answered
-	my $m2 = mntr();
+	my $m2 = zk_mntr();
 	my $t2 = time();
 	my $recv = ($m2->{zk_packets_received} - $m1->{zk_packets_received}
 		  - $idle_recv * ($t2 - $t1)) / $n;
@@ -230,7 +223,7 @@ EOS
 	my $max = 0;
 	while (grep { !$_->done } @c)
 	{
-		my $n = mntr()->{zk_watch_count} // 0;
+		my $n = zk_mntr()->{zk_watch_count} // 0;
 		$max = $n if $n > $max;
 		sleep(0.3);
 	}
@@ -247,7 +240,7 @@ EOS
 	# session, and the two mailboxes
 	cmp_ok($max, '<=', 2 * $clients + 2 + 2, '(f) watches stayed bounded during the cycles');
 	my $left;
-	ok(wait_until(sub { ($left = mntr()->{zk_watch_count} // -1) == 2 }, timeout => 10),
+	ok(wait_until(sub { ($left = zk_mntr()->{zk_watch_count} // -1) == 2 }, timeout => 10),
 		'(f) only the two mailboxes\' watches are left once nothing is held')
 	  or diag("zk_watch_count: $left");
 	is(psql1($_, 'SELECT watches FROM zk_lock_status'), '1',
@@ -262,19 +255,19 @@ EOS
 	$w->send(q{SELECT zk_lock_acquire_session('gl/restart', parents => false) > 0});
 	ok(wait_for_waiting($node2, $w->pid), '(f) a waiter on node2 waits');
 	sleep(0.5);
-	my $before = mntr()->{zk_watch_count};
+	my $before = zk_mntr()->{zk_watch_count};
 	my ($rc) = zk_server('restart-one', 1);
 	is($rc, 0, '(f) ZooKeeper restarted');
 	ok(zk_wait_connected($_, 90), '(f) ' . $_->name . ' reconnected') for ($node1, $node2);
 	my $after;
-	ok(wait_until(sub { ($after = mntr()->{zk_watch_count} // -1) == $before }, timeout => 15),
+	ok(wait_until(sub { ($after = zk_mntr()->{zk_watch_count} // -1) == $before }, timeout => 15),
 		"(f) the same watches after the reconnection ($before)")
 	  or diag("zk_watch_count: $after, was $before");
 	$h->query_ok(q{SELECT zk_lock_release('gl/restart')});
 	my $r = $w->wait(30);
 	is($r && $r->{out}, 't', '(f) the waiter is granted at the release');
 	$w->query_ok(q{SELECT zk_lock_release('gl/restart')});
-	ok(wait_until(sub { (mntr()->{zk_watch_count} // -1) == 2 }, timeout => 10),
+	ok(wait_until(sub { (zk_mntr()->{zk_watch_count} // -1) == 2 }, timeout => 10),
 		'(f) and only the mailboxes\' watches are left');
 	$h->quit;
 	$w->quit;

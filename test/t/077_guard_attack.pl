@@ -53,13 +53,6 @@ my $node1 = zk_node('node1', session_timeout => '20s', extra_conf => $conf);
 my $node2 = zk_node('node2', session_timeout => '20s', extra_conf => $conf);
 $node1->safe_psql('postgres', 'CREATE TABLE guarded(v int)');
 
-sub mntr
-{
-	my $out = zk_server('4lw', 1, 'mntr');
-	my %m = map { split /\t/, $_, 2 } grep { /\t/ } split /\n/, $out;
-	return \%m;
-}
-
 sub lost_on
 {
 	my ($node) = @_;
@@ -98,7 +91,7 @@ sub refused
 	$h->quit;
 }
 
-ok(wait_until(sub { (mntr()->{zk_watch_count} // -1) == 2 }, timeout => 20),
+ok(wait_until(sub { (zk_mntr()->{zk_watch_count} // -1) == 2 }, timeout => 20),
 	'both mailboxes are watched');
 
 # --- (a) the node deleted while the worker stops right after an alone grant ---
@@ -208,13 +201,13 @@ ok(wait_until(sub { (mntr()->{zk_watch_count} // -1) == 2 }, timeout => 20),
 	is($n, '300', '(i) 300 try-locks of node2 failed');
 	my $left;
 	# the two mailboxes and the holder's own guard
-	ok(wait_until(sub { ($left = mntr()->{zk_watch_count} // -1) == 3 }, timeout => 10),
+	ok(wait_until(sub { ($left = zk_mntr()->{zk_watch_count} // -1) == 3 }, timeout => 10),
 		'(i) three watches left: the mailboxes and the holder\'s guard')
 	  or diag("zk_watch_count $left");
 	is(psql1($node2, 'SELECT watches FROM zk_lock_status'), '1', '(i) node2 counts its mailbox only');
 	$h->query_ok(q{SELECT zk_lock_release('ga/i')});
 	$h->quit;
-	ok(wait_until(sub { ($left = mntr()->{zk_watch_count} // -1) == 2 }, timeout => 10),
+	ok(wait_until(sub { ($left = zk_mntr()->{zk_watch_count} // -1) == 2 }, timeout => 10),
 		'(i) two once released') or diag("zk_watch_count $left");
 }
 
@@ -230,7 +223,7 @@ ok(wait_until(sub { (mntr()->{zk_watch_count} // -1) == 2 }, timeout => 20),
 	my ($rc, $out, $err) = $node1->psql('postgres', q{SELECT zk_lock_acquire_session('ga/ro', parents => false)});
 	isnt($rc, 0, '(l) a lock of it fails (its create is refused)');
 	my $left;
-	ok(wait_until(sub { ($left = mntr()->{zk_watch_count} // -1) == 2 }, timeout => 10),
+	ok(wait_until(sub { ($left = zk_mntr()->{zk_watch_count} // -1) == 2 }, timeout => 10),
 		'(l) 21 refused requests left no watch behind') or diag("zk_watch_count $left");
 	my $counted;
 	ok(wait_until(sub { ($counted = psql1($node1, 'SELECT watches FROM zk_lock_status')) eq '1' }, timeout => 10),
@@ -334,13 +327,13 @@ EOS
 		my $n = 200;
 		$node2->safe_psql('postgres', 'SELECT cycles(5)');
 		sleep(0.5);
-		my $m0 = mntr(); my $t0 = time();
+		my $m0 = zk_mntr(); my $t0 = time();
 		sleep(2);
-		my $m1 = mntr(); my $t1 = time();
+		my $m1 = zk_mntr(); my $t1 = time();
 		my $idle = ($m1->{zk_packets_sent} - $m0->{zk_packets_sent}) / ($t1 - $t0);
 		$node2->safe_psql('postgres', "SELECT cycles($n)");
 		sleep(0.5);
-		my $m2 = mntr(); my $t2 = time();
+		my $m2 = zk_mntr(); my $t2 = time();
 		return ($m2->{zk_packets_sent} - $m1->{zk_packets_sent} - $idle * ($t2 - $t1)) / $n;
 	};
 	my @hs;
@@ -372,7 +365,7 @@ EOS
 	my $k = zk_session($node3, 'keeper-e');
 	$k->query_ok(q{SELECT zk_lock_acquire_session('ga/e2', parents => false)});
 	sleep(0.5);
-	my $before = mntr()->{zk_watch_count};
+	my $before = zk_mntr()->{zk_watch_count};
 	my ($path) = zk_lock_nodes(zk_path('ga/e'));
 	$px->cut('node3');
 	sleep(4);
@@ -396,7 +389,7 @@ EOS
 	ok(zk_wait_no_locks(zk_path('ga/e2'), 10), '(e) its node is gone');
 	# the lost lock's and the keeper's child watches fired; the mailboxes' stay
 	my $after;
-	ok(wait_until(sub { ($after = mntr()->{zk_watch_count} // -1) == $before - 2 }, timeout => 10),
+	ok(wait_until(sub { ($after = zk_mntr()->{zk_watch_count} // -1) == $before - 2 }, timeout => 10),
 		"(e) the watches after the reconnection: those before ($before) but the two locks'")
 	  or diag("zk_watch_count $after");
 	is(psql1($node3, 'SELECT watches FROM zk_lock_status'), '1',

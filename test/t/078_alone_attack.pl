@@ -43,13 +43,6 @@ my $node1 = zk_node('node1', session_timeout => '20s', extra_conf => $conf);
 my $node2 = zk_node('node2', session_timeout => '20s', extra_conf => $conf);
 $node1->safe_psql('postgres', 'CREATE TABLE guarded(v int)');
 
-sub mntr
-{
-	my $out = zk_server('4lw', 1, 'mntr');
-	my %m = map { split /\t/, $_, 2 } grep { /\t/ } split /\n/, $out;
-	return \%m;
-}
-
 sub lost_on
 {
 	my ($node) = @_;
@@ -70,7 +63,7 @@ sub watches_back
 {
 	my ($label) = @_;
 	my $left;
-	ok(wait_until(sub { ($left = mntr()->{zk_watch_count} // -1) == 2 }, timeout => 15),
+	ok(wait_until(sub { ($left = zk_mntr()->{zk_watch_count} // -1) == 2 }, timeout => 15),
 		"$label: no watch left (the two mailboxes')") or diag("zk_watch_count $left");
 }
 
@@ -102,7 +95,7 @@ sub refused
 	$h->quit;
 }
 
-ok(wait_until(sub { (mntr()->{zk_watch_count} // -1) == 2 }, timeout => 20),
+ok(wait_until(sub { (zk_mntr()->{zk_watch_count} // -1) == 2 }, timeout => 20),
 	'baseline: both mailboxes are watched');
 
 # --- (a) transaction scope: only the parent's lock node deleted -------------
@@ -300,10 +293,10 @@ EOS
 	}
 	my $herd = sub {
 		my ($n) = @_;
-		my $m0 = mntr();
+		my $m0 = zk_mntr();
 		my $t0 = time();
 		sleep(2);
-		my $m1 = mntr();
+		my $m1 = zk_mntr();
 		my $t1 = time();
 		my $idle = (($m1->{zk_packets_sent} - $m1->{zk_packets_received}) -
 			  ($m0->{zk_packets_sent} - $m0->{zk_packets_received})) / ($t1 - $t0);
@@ -318,7 +311,7 @@ EOS
 			$s->quit;
 		}
 		sleep(0.5);
-		my $m2 = mntr();
+		my $m2 = zk_mntr();
 		my $t2 = time();
 		my $notes = (($m2->{zk_packets_sent} - $m2->{zk_packets_received}) -
 			  ($m1->{zk_packets_sent} - $m1->{zk_packets_received})) - $idle * ($t2 - $t1);
