@@ -115,6 +115,27 @@ zklock_parse_node_name(const char *name, ZkLockMode *mode, int64 *seq)
 }
 
 /*
+ * How many of children[] are lock nodes, of any client: a resource's child
+ * resources (a parent's, such as "r" under "m") and other nodes are not.
+ * The lock protocol guards a lock granted as the only one by its listing.
+ */
+int
+zklock_count_lock_nodes(const char *const *children, int nchildren)
+{
+	int			n = 0;
+
+	for (int i = 0; i < nchildren; i++)
+	{
+		ZkLockMode	mode;
+		int64		seq;
+
+		if (zklock_parse_node_name(children[i], &mode, &seq))
+			n++;
+	}
+	return n;
+}
+
+/*
  * Semaphore nodes (zklock 1.4).  A request for a counting semaphore of
  * limit n is named "<prefix>SEMAPHORE-<n>-" and an EXCLUSIVE mark (Hive's
  * "LOCK-EXCLUSIVE-" by default, the style's under zklock.node_naming): the

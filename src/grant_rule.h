@@ -27,6 +27,9 @@ typedef enum ZkGrantVerdict
 extern bool zklock_parse_node_name(const char *name, ZkLockMode *mode,
 								   int64 *seq);
 
+/* How many of the children are lock nodes (of any client) */
+extern int	zklock_count_lock_nodes(const char *const *children, int nchildren);
+
 /* Whether a node in mode "held" keeps a request in mode "wanted" waiting */
 extern bool zklock_modes_conflict(ZkLockMode held, ZkLockMode wanted);
 

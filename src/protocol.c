@@ -367,27 +367,6 @@ on_children(int idx, ZkEvent *ev)
 }
 
 /*
- * How many of a listing's children are lock nodes (of any client): the
- * resource's child resources (a parent's, such as "r" under "m") are not,
- * so a parent's lock taken alone is guarded by its listing as well.
- */
-static int
-lock_nodes(ZkEvent *ev)
-{
-	int			n = 0;
-
-	for (int i = 0; i < ev->nchildren; i++)
-	{
-		ZkLockMode	mode;
-		int64		seq;
-
-		if (zklock_parse_node_name(ev->children[i], &mode, &seq))
-			n++;
-	}
-	return n;
-}
-
-/*
  * Step 2: the listing came back.  Find our node, apply Hive's rule, grant
  * or wait behind exactly one node.
  */
@@ -426,8 +405,10 @@ decide(int idx, ZkEvent *ev)
 		return;
 	}
 	/* alone: this listing's child watch can guard our node (step 4) */
-	w->listed_alone = (lock_nodes(ev) == 1 && TAG_OP(ev->tag) == OP_CHILDREN &&
-					   !w->persistent);
+	w->listed_alone =
+		(zklock_count_lock_nodes((const char *const *) ev->children,
+								 ev->nchildren) == 1 &&
+		 TAG_OP(ev->tag) == OP_CHILDREN && !w->persistent);
 
 	/* a semaphore: its own rule (lock_semaphore.c) */
 	if (my_mode == ZKLOCK_SEMAPHORE)

@@ -566,12 +566,24 @@ run_sem_in_way(void)
 		   "a lock request below a semaphore node: not in the way");
 }
 
+static void
+run_count_lock_nodes(void)
+{
+	const char *children[] = {ZK_X("0000000001"), "r", "LOCK-SHARED-12",
+		"_c_" UUID "-lock-0000000007", "__lock__99", "__rlock__0000000002"};
+
+	report(zklock_count_lock_nodes(children, 6) == 3,
+		   "lock nodes among a child resource and near misses: 3");
+	report(zklock_count_lock_nodes(children + 1, 2) == 0,
+		   "a child resource and a name with too few digits: no lock node");
+}
+
 int
 main(void)
 {
 	printf("1..%d\n", (int) (lengthof(rule_cases) + lengthof(name_cases) +
 							 lengthof(sem_name_cases) +
-							 lengthof(sem_rule_cases) + 4));
+							 lengthof(sem_rule_cases) + 6));
 	for (int i = 0; i < lengthof(name_cases); i++)
 		run_name_case(&name_cases[i]);
 	for (int i = 0; i < lengthof(rule_cases); i++)
@@ -582,5 +594,6 @@ main(void)
 		run_sem_rule_case(&sem_rule_cases[i]);
 	run_sem_many();
 	run_sem_in_way();
+	run_count_lock_nodes();
 	return failures > 0 ? 1 : 0;
 }
