@@ -115,9 +115,12 @@ zklock_lock_grant(int idx)
 	 * watch guards it (any deletion of our node changes the children, our
 	 * own delete too), and our mailbox tells of a revocation: no request.
 	 * Failpoint "before-guard" at the same point as the guard's own; fail:
-	 * the guard's own request is made instead, and "lost".
+	 * the guard's own request is made instead, and "lost".  Not with
+	 * zklock.guard_by_listing off (a rolling upgrade from 1.4, whose
+	 * revocations post no note).
 	 */
-	if (w->listed_alone && !w->revoke_posted && mb_ready)
+	if (w->listed_alone && !w->revoke_posted && mb_ready &&
+		zklock_guard_by_listing)
 	{
 		if (ZKLOCK_FAILPOINT("before-guard"))
 		{

@@ -59,6 +59,7 @@ int			zklock_max_locks_per_backend = 32;
 int			zklock_max_locks = 0;
 char	   *zklock_allowed_subtrees = NULL;
 int			zklock_sweep_interval = 60000;
+bool		zklock_guard_by_listing = true;
 int			zklock_lease_margin = 2000;
 int			zklock_max_explicit_locks_per_role = 100;
 char	   *zklock_advisory_namespace = NULL;
@@ -533,9 +534,18 @@ zklock_define_settings(void)
 							0,
 							NULL, NULL, NULL);
 
+	DefineCustomBoolVariable("zklock.guard_by_listing",
+							 "Guards a lock granted alone by its listing's child watch.",
+							 "Off: every held lock is guarded by a watch on its own node (one request more per cycle), so that a revocation written by zklock 1.4 or earlier, which posts no note to the holder's mailbox, is acted on at once: for a rolling upgrade.",
+							 &zklock_guard_by_listing,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
 	DefineCustomIntVariable("zklock.sweep_interval",
 							"How often the worker removes expired explicit locks.",
-							"Each sweep lists every resource node under zklock.root.",
+							"One instance sweeps for all: it lists the index of explicit locks under zklock.root.",
 							&zklock_sweep_interval,
 							60000, 100, 3600000,
 							PGC_SIGHUP,

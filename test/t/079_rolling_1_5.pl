@@ -212,6 +212,35 @@ zk_revoke_across('1.5', '1.4 instance', $new, $old, 'roll/rev14');
 	$h->quit;
 }
 
+# --- with zklock.guard_by_listing off, a 1.4 revocation is acted on at once --
+{
+	my $res = 'roll/rev15off';
+	$new->append_conf('postgresql.conf', 'zklock.guard_by_listing = off');
+	$new->reload;
+	ok(wait_until(sub { psql1($new, 'SHOW zklock.guard_by_listing') eq 'off' }, timeout => 10),
+		'zklock.guard_by_listing is off on the 1.5 instance after a reload');
+	sleep(1);    # the worker has read the reload
+	my $h = zk_session($new, 'holder-rev15off');
+	my $log_at = -s $new->logfile;
+	$h->send("BEGIN; SELECT zk_lock_acquire('$res'); SELECT pg_sleep(60);");
+	ok(wait_until(sub {
+				psql1($new, 'SELECT wait_event FROM pg_stat_activity WHERE pid = ' . $h->pid) eq 'PgSleep'
+			}, timeout => 20),
+		'a 1.5 holder sleeps with the lock, granted alone');
+	is(psql1($old, "SELECT zk_lock_revoke('$res', 'cancel')"), '1',
+		'zk_lock_revoke on the 1.4 instance finds it');
+	my $r = $h->wait(20);
+	is($r && $r->{sqlstate}, '57014',
+		'with the listing guard off, the 1.5 holder is canceled without another request');
+	ok(zk_wait_log($new, qr/\Q$res\E\/[^"]*" was revoked/, $log_at),
+		'its worker logs "was revoked"');
+	$h->query('ROLLBACK');
+	ok(zk_wait_no_locks(zk_path($res), 10), 'no lock node left on it');
+	$h->quit;
+	$new->append_conf('postgresql.conf', 'zklock.guard_by_listing = on');
+	$new->reload;
+}
+
 # --- the 1.4 instance's zk_locks over the 1.5 instance's locks and nodes -----
 {
 	my $s = zk_session($new, 'listed');
