@@ -465,6 +465,17 @@ sub zk_session
 	return $s;
 }
 
+# ZooKeeper's "mntr" of server 1 as a hash reference (name => value): its
+# counters (zk_packets_received, zk_packets_sent, zk_watch_count, the
+# per-namespace reads and writes, ...)
+sub zk_mntr
+{
+	my $out = zk_server('4lw', 1, 'mntr');
+	my %m = map { split /\t/, $_, 2 } grep { /\t/ } split /\n/, $out;
+	return \%m;
+}
+
+
 package ZkLockTest::Session;
 
 # A psql process reading our commands from a pipe.  Each command is followed
@@ -827,16 +838,6 @@ sub DESTROY
 	no warnings 'redefine';
 	*ZkLockTest::Session::note = $_[0]->{orig};
 	return;
-}
-
-# ZooKeeper's "mntr" of server 1 as a hash reference (name => value): its
-# counters (zk_packets_received, zk_packets_sent, zk_watch_count, the
-# per-namespace reads and writes, ...)
-sub zk_mntr
-{
-	my $out = zk_server('4lw', 1, 'mntr');
-	my %m = map { split /\t/, $_, 2 } grep { /\t/ } split /\n/, $out;
-	return \%m;
 }
 
 1;
