@@ -219,7 +219,7 @@ zk_revoke_across('1.5', '1.4 instance', $new, $old, 'roll/rev14');
 	$new->reload;
 	ok(wait_until(sub { psql1($new, 'SHOW zklock.guard_by_listing') eq 'off' }, timeout => 10),
 		'zklock.guard_by_listing is off on the 1.5 instance after a reload');
-	sleep(1);    # the worker has read the reload
+	sleep(3);    # the worker reads a reload at its next pass (at least one a second)
 	my $h = zk_session($new, 'holder-rev15off');
 	my $log_at = -s $new->logfile;
 	$h->send("BEGIN; SELECT zk_lock_acquire('$res'); SELECT pg_sleep(60);");
