@@ -83,7 +83,7 @@ def profile(env, clients=1):
         pm = int(f.readline())
     worker = int(pg.psql("SELECT worker_pid FROM zk_lock_status"))
     zk = zk_server_pids()
-    script = session_script("zklock", "'bench_profile' || :client_id")
+    script = session_script("zklock", "'bench_profile' || :client_id::text")
     Pgbench(env, pg, script, clients, txns=500).wait()      # warm-up, not counted
     rows = []
 
@@ -150,9 +150,9 @@ def soak(env):
                     "WHERE name LIKE 'zklock%'")
     maxconn = pg.psql("SHOW max_connections")
     per = pg.psql("SHOW zklock.max_locks")
-    sess = Pgbench(env, pg, session_script("zklock", "'soak_s' || :client_id"), 4,
+    sess = Pgbench(env, pg, session_script("zklock", "'soak_s' || :client_id::text"), 4,
                    secs=env.secs, log_latencies=False)
-    xact = Pgbench(env, pg, xact_script("zklock", "'soak_x' || :client_id"), 4,
+    xact = Pgbench(env, pg, xact_script("zklock", "'soak_x' || :client_id::text"), 4,
                    secs=env.secs, log_latencies=False)
     t0 = time.time()
     samples = []

@@ -48,7 +48,7 @@ def basic_pg(env, res, title, key, clients, same, shared):
     def res_expr(prefix):
         if same:
             return "'%s'" % res_name
-        return "'%s%s' || :client_id" % (res_name, prefix)
+        return "'%s%s' || :client_id::text" % (res_name, prefix)
 
     for scope in ("xact", "session"):
         def zk(scope=scope):

@@ -22,6 +22,16 @@
  * releases the object by itself: the transaction callbacks then only
  * forget it (zklock_extension_guard_reset).
  *
+ * The extension's OID is looked up in pg_extension (an index scan, no
+ * syscache) once, and then kept in extension_oid_cache until any pg_proc
+ * invalidation arrives (a syscache callback): a DROP EXTENSION deletes
+ * the extension's functions, so its commit reaches every backend as
+ * pg_proc invalidations, and so does an overflow of the invalidation
+ * queue (which calls every callback).  An acquire takes the object by the
+ * cached OID, reads the invalidations that arrived meanwhile, and trusts
+ * the OID only if the cache survived them; otherwise it looks the OID up
+ * again, under the object's lock, as before.
+ *
  * Portions Copyright (c) 2026, zklock developers
  *
  *-------------------------------------------------------------------------
@@ -33,6 +43,8 @@
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "storage/proc.h"
+#include "utils/inval.h"
+#include "utils/syscache.h"
 
 #include "backend.h"
 #include "backend_int.h"
@@ -53,6 +65,19 @@ extension_gone_error(void)
 }
 
 /*
+ * The extension's OID, valid until a pg_proc invalidation arrives (see the
+ * file header); InvalidOid when unknown.
+ */
+static Oid	extension_oid_cache = InvalidOid;
+static bool extension_callback_registered = false;
+
+static void
+extension_oid_invalidate(Datum arg, int cacheid, uint32 hashvalue)
+{
+	extension_oid_cache = InvalidOid;
+}
+
+/*
  * Before a session-level acquire's first request: take the extension
  * object in AccessShareLock, or raise.
  */
@@ -63,7 +88,9 @@ zklock_extension_guard_begin(void)
 
 	if (OidIsValid(extension_guarded))
 		return;					/* held already */
-	ext = get_extension_oid("zklock", true);
+	ext = extension_oid_cache;
+	if (!OidIsValid(ext))
+		ext = get_extension_oid("zklock", true);
 	if (!OidIsValid(ext))
 		extension_gone_error();
 	if (!ConditionalLockDatabaseObject(ExtensionRelationId, ext, 0,
@@ -73,11 +100,23 @@ zklock_extension_guard_begin(void)
 				 errmsg("extension \"zklock\" is being dropped or altered"),
 				 errdetail("Another transaction holds or waits for the extension in ACCESS EXCLUSIVE mode (DROP EXTENSION, or ALTER EXTENSION); a session lock taken now might not be releasable once it commits. No lock was taken."),
 				 errhint("Try again once that transaction has ended.")));
-	/* dropped, and committed, between the look-up and the lock? */
-	if (get_extension_oid("zklock", true) != ext)
+	/* a DROP that committed before we took the object has sent these */
+	AcceptInvalidationMessages();
+	if (extension_oid_cache != ext)
 	{
-		UnlockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
-		extension_gone_error();
+		/* not known, or a pg_proc change came since: look again */
+		if (get_extension_oid("zklock", true) != ext)
+		{
+			UnlockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
+			extension_gone_error();
+		}
+		if (!extension_callback_registered)
+		{
+			CacheRegisterSyscacheCallback(PROCOID, extension_oid_invalidate,
+										  (Datum) 0);
+			extension_callback_registered = true;
+		}
+		extension_oid_cache = ext;
 	}
 	extension_guarded = ext;
 }
