@@ -65,10 +65,11 @@
  * ZkLockShared->lock (an LWLock) guards the free list, the work queue, the
  * per-slot counts and every field of every entry.  Every function here
  * takes it itself, except those that say "caller holds the lock".  Nobody
- * holds it across a ZooKeeper call, a wait or an ERROR; nothing in this
- * file allocates under it (the SQL views of status.c palloc their rows
- * while holding it shared, which PostgreSQL's LWLocks allow: an ERROR
- * there releases the lock).
+ * holds it across a ZooKeeper call, a wait or an ERROR, and the frequent
+ * calls set the latch they owe only after releasing it
+ * (channel_unlock_and_wake).  Nothing in this file allocates under it
+ * (the SQL views of status.c palloc their rows while holding it shared,
+ * which PostgreSQL's LWLocks allow: an ERROR there releases the lock).
  *
  * Who writes which fields of an entry (zklock.h marks them):
  * - "lock" fields (state, queued, generation, next_free, count_slot): only
@@ -245,6 +246,30 @@ channel_wake_owner(ZkLockEntry *e)
 }
 
 /*
+ * The frequent calls (a submit, a withdraw, a verdict) do not set a latch
+ * inside their locked section: they note whose (the worker's procno, or
+ * the entry's owner's; -1 for none) and set it once the lock is released
+ * (channel_unlock_and_wake).  The woken process then does not find the lock
+ * still held, and the kill() of SetLatch is not part of the section.  A
+ * latch set late wakes at worst a process that no longer waits for this:
+ * every wait here is a loop that checks its state again.
+ */
+static int
+channel_worker_procno_locked(void)
+{
+	return zklock_shared->worker_pid != 0 ? zklock_shared->worker_procno : -1;
+}
+
+/* Release the lock, then set the latch of procno (-1: none) */
+static void
+channel_unlock_and_wake(int procno)
+{
+	LWLockRelease(zklock_shared->lock);
+	if (procno >= 0)
+		SetLatch(ZKLOCK_PROC_LATCH(procno));
+}
+
+/*
  * Is entry idx still the one of this generation, in this state?  Caller
  * holds the lock.
  */
@@ -271,6 +296,7 @@ zklock_channel_submit(const ZkChannelRequest *req, bool wake,
 	int			slot = ZKLOCK_MY_PROCNO;
 	int			idx;
 	ZkLockEntry *e;
+	int			wake_procno = -1;
 
 	if (slot < 0 || slot >= zklock_shared->nslots)
 		elog(ERROR, "zklock: backend slot %d out of range", slot);
@@ -304,9 +330,9 @@ zklock_channel_submit(const ZkChannelRequest *req, bool wake,
 	e->state = ZKE_REQUESTED;
 	channel_enqueue(idx);
 	if (wake)
-		channel_wake_worker_locked();
+		wake_procno = channel_worker_procno_locked();
 	*generation = e->generation;
-	LWLockRelease(zklock_shared->lock);
+	channel_unlock_and_wake(wake_procno);
 	return idx;
 }
 
@@ -314,9 +340,11 @@ zklock_channel_submit(const ZkChannelRequest *req, bool wake,
 void
 zklock_channel_wake_worker(void)
 {
+	int			wake_procno;
+
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	channel_wake_worker_locked();
-	LWLockRelease(zklock_shared->lock);
+	wake_procno = channel_worker_procno_locked();
+	channel_unlock_and_wake(wake_procno);
 }
 
 /*
@@ -400,6 +428,7 @@ void
 zklock_channel_set_data(int idx, uint32 generation, const char *data)
 {
 	ZkLockEntry *e;
+	int			wake_procno = -1;
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	e = channel_entry(idx);
@@ -408,9 +437,9 @@ zklock_channel_set_data(int idx, uint32 generation, const char *data)
 		strlcpy(e->data, data, sizeof(e->data));
 		e->data_version++;
 		channel_enqueue(idx);
-		channel_wake_worker_locked();
+		wake_procno = channel_worker_procno_locked();
 	}
-	LWLockRelease(zklock_shared->lock);
+	channel_unlock_and_wake(wake_procno);
 }
 
 /*
@@ -448,6 +477,7 @@ void
 zklock_channel_withdraw(int idx, uint32 generation)
 {
 	ZkLockEntry *e;
+	int			wake_procno = -1;
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	e = channel_entry(idx);
@@ -463,7 +493,7 @@ zklock_channel_withdraw(int idx, uint32 generation)
 				if (wake_hold > 0)
 					wake_owed = true;	/* woken once, at the release */
 				else
-					channel_wake_worker_locked();
+					wake_procno = channel_worker_procno_locked();
 				break;
 			case ZKE_NOT_GRANTED:
 			case ZKE_FAILED:
@@ -475,7 +505,7 @@ zklock_channel_withdraw(int idx, uint32 generation)
 				break;
 		}
 	}
-	LWLockRelease(zklock_shared->lock);
+	channel_unlock_and_wake(wake_procno);
 }
 
 /* ---- worker side ---- */
@@ -541,7 +571,9 @@ zklock_channel_grant(int idx, uint32 generation, int64 token,
 					 int64 session_id, const char *node)
 {
 	ZkLockEntry *e;
+	int			wake_procno = -1;
 	bool		granted = false;
+	TimestampTz now = GetCurrentTimestamp();
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	e = channel_entry(idx);
@@ -550,13 +582,13 @@ zklock_channel_grant(int idx, uint32 generation, int64 token,
 		e->state = ZKE_GRANTED;
 		e->token = token;
 		e->session_id = session_id;
-		e->granted_at = GetCurrentTimestamp();
+		e->granted_at = now;
 		strlcpy(e->node, node, sizeof(e->node));
 		zklock_shared->n_granted++;
-		channel_wake_owner(e);
+		wake_procno = e->owner_procno;
 		granted = true;
 	}
-	LWLockRelease(zklock_shared->lock);
+	channel_unlock_and_wake(wake_procno);
 	return granted;
 }
 
@@ -567,14 +599,16 @@ zklock_channel_grant(int idx, uint32 generation, int64 token,
 void
 zklock_channel_not_granted(int idx, uint32 generation)
 {
+	int			wake_procno = -1;
+
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	if (channel_is(idx, generation, ZKE_REQUESTED))
 	{
 		channel_entry(idx)->state = ZKE_NOT_GRANTED;
 		zklock_shared->n_not_granted++;
-		channel_wake_owner(channel_entry(idx));
+		wake_procno = channel_entry(idx)->owner_procno;
 	}
-	LWLockRelease(zklock_shared->lock);
+	channel_unlock_and_wake(wake_procno);
 }
 
 /*
@@ -587,6 +621,7 @@ zklock_channel_fail(int idx, uint32 generation, int sqlstate,
 					const char *msg, bool counted)
 {
 	ZkLockEntry *e;
+	int			wake_procno = -1;
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	e = channel_entry(idx);
@@ -597,11 +632,11 @@ zklock_channel_fail(int idx, uint32 generation, int sqlstate,
 		strlcpy(e->error, msg, sizeof(e->error));
 		if (counted)
 			zklock_shared->n_failed++;
-		channel_wake_owner(e);
+		wake_procno = e->owner_procno;
 	}
 	else if (channel_is(idx, generation, ZKE_RELEASING))
 		channel_free(idx);
-	LWLockRelease(zklock_shared->lock);
+	channel_unlock_and_wake(wake_procno);
 }
 
 /*
@@ -614,6 +649,7 @@ zklock_channel_done(int idx, uint32 generation, int64 token,
 					Size list_needed)
 {
 	ZkLockEntry *e;
+	int			wake_procno = -1;
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	e = channel_entry(idx);
@@ -622,11 +658,11 @@ zklock_channel_done(int idx, uint32 generation, int64 token,
 		e->state = ZKE_DONE;
 		e->token = token;
 		e->list_needed = list_needed;
-		channel_wake_owner(e);
+		wake_procno = e->owner_procno;
 	}
 	else if (channel_is(idx, generation, ZKE_RELEASING))
 		channel_free(idx);
-	LWLockRelease(zklock_shared->lock);
+	channel_unlock_and_wake(wake_procno);
 }
 
 /* GRANTED -> LOST, as below.  Caller holds the lock. */
