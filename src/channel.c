@@ -230,14 +230,6 @@ channel_enqueue(int idx)
 	zklock_shared->queue_count++;
 }
 
-/* Set the worker's latch, if a worker runs.  Caller holds the lock. */
-static void
-channel_wake_worker_locked(void)
-{
-	if (zklock_shared->worker_pid != 0)
-		SetLatch(ZKLOCK_PROC_LATCH(zklock_shared->worker_procno));
-}
-
 /* Set the latch of an entry's owner.  Caller holds the lock. */
 static void
 channel_wake_owner(ZkLockEntry *e)
