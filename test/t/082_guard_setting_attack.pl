@@ -30,6 +30,9 @@
 #      listing is held: a new mailbox is made, and zk_lock_revoke from the
 #      other instance still cancels the holder, also when it writes while
 #      the mailbox is not there yet;
+#  (i) the setting flipped every 0.2 s on one instance while four
+#      clients on two instances cycle contended SHARED and EXCLUSIVE
+#      locks: no error, watches bounded and none left behind;
 #  (h) setting on at the grant, turned off while the holder's instance is
 #      cut off from ZooKeeper (a proxy that swallows bytes), a 1.4-style
 #      revocation written meanwhile: once connected again (same session),
@@ -247,6 +250,61 @@ for my $wait_remade (1, 0)
 	ok(zk_wait_log($node1, qr{\Q$res\E/[^"]*" was revoked}, $log_at), "$label \"was revoked\" logged");
 	$h->query('ROLLBACK');
 	$h->quit;
+}
+
+# --- (i) the setting flipped again and again under contended cycles ------------
+{
+	ok(wait_until(sub { (zk_mntr()->{zk_watch_count} // -1) == 2 }, timeout => 10),
+		'(i) before: only the two mailboxes\' watches');
+	for my $node ($node1, $node2)
+	{
+		$node->safe_psql('postgres', <<'EOS');
+CREATE FUNCTION flipcycles(secs float8) RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+	i int := 0;
+	stop timestamptz := clock_timestamp() + secs * interval '1 s';
+	m text;
+BEGIN
+	WHILE clock_timestamp() < stop LOOP
+		m := CASE WHEN random() < 0.5 THEN 'shared' ELSE 'exclusive' END;
+		PERFORM zk_lock_acquire_session('gs/i' || (i % 2), m, parents => false);
+		PERFORM pg_sleep(random() * 0.003);
+		PERFORM zk_lock_release('gs/i' || (i % 2), m);
+		i := i + 1;
+	END LOOP;
+	RETURN i;
+END $$;
+EOS
+	}
+	my @c = map { zk_session($_ % 2 ? $node1 : $node2, "flip$_") } 1 .. 4;
+	$_->send('SELECT flipcycles(8)') for @c;
+	my $max = 0;
+	my $value = 'off';
+	while (grep { !$_->done } @c)
+	{
+		$node1->append_conf('postgresql.conf', "zklock.guard_by_listing = $value");
+		$node1->reload;
+		$value = $value eq 'off' ? 'on' : 'off';
+		my $n = zk_mntr()->{zk_watch_count} // 0;
+		$max = $n if $n > $max;
+		sleep(0.2);
+	}
+	my $total = 0;
+	for my $s (@c)
+	{
+		my $r = $s->wait(5);
+		ok($r && $r->{sqlstate} eq '00000', '(i) ' . $s->name . ' cycled without error while the setting flipped')
+		  or diag(explain($r));
+		$total += $r->{out} if $r && $r->{out} =~ /^\d+$/;
+		$s->quit;
+	}
+	note "(i) $total cycles, at most $max watches";
+	cmp_ok($total, '>=', 100, '(i) at least 100 contended cycles ran');
+	cmp_ok($max, '<=', 4 * 3 + 2, '(i) watches stayed bounded (a guard, a listing\'s and a wait\'s per request)');
+	ok(wait_until(sub { (zk_mntr()->{zk_watch_count} // -1) == 2 }, timeout => 10),
+		'(i) after: only the mailboxes\' watches are left');
+	is(psql1($node1, q{SELECT count(*) FROM zk_lock_local}), '0', '(i) node1 holds nothing');
+	set_guard('on');
 }
 
 # --- (h) turned off while cut off from ZooKeeper ------------------------------
