@@ -8,9 +8,11 @@
 # the commit fence's promise stays whole, and the setting's promise holds:
 #  (a) off at the grant: a 1.4-style revocation (revoke= written by a
 #      client that posts no note) cancels the holder at once; a holder's
-#      node deleted by another client: LOST, COMMIT refused;
+#      node deleted by another client, or by zk_lock_force_release on the
+#      other instance: LOST, COMMIT refused;
 #  (b) on at the grant (guarded by its listing), turned off by a reload
-#      while held: its node deleted: LOST, COMMIT refused;
+#      while held: its node deleted (by another client, by
+#      zk_lock_force_release): LOST, COMMIT refused;
 #  (c) on at the grant, turned off by a reload while held: a 1.4-style
 #      revocation cancels the holder at once (the reload moves the guard
 #      of every lock guarded by its listing to its own node);
@@ -98,11 +100,19 @@ sub holder
 # another client deletes the holder's node: LOST, COMMIT refused, nothing seen
 sub deleted_is_lost
 {
-	my ($label, $h, $path, $v) = @_;
+	my ($label, $h, $path, $v, $force_res) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
 	ok($path, "$label the holder's node is there");
-	my ($rc) = ZkLockTest::zkutil('delete-r', $path);
-	is($rc, 0, "$label another client deletes it");
+	if ($force_res)
+	{
+		is(psql1($node2, "SELECT zk_lock_force_release('$force_res')"), '1',
+			"$label zk_lock_force_release on node2 removes it");
+	}
+	else
+	{
+		my ($rc) = ZkLockTest::zkutil('delete-r', $path);
+		is($rc, 0, "$label another client deletes it");
+	}
 	ok(wait_until(sub { lost_count() eq '1' }, timeout => 10), "$label the lock is lost");
 	my $r = $h->query('COMMIT');
 	is($r->{sqlstate}, '55P03', "$label its COMMIT is refused");
@@ -154,15 +164,19 @@ set_guard('off');
 	old_revoke_cancels('(a)', $h, 'gs/a_rev');
 	my ($h2, $path) = holder('gs/a_del', 'exclusive', 1);
 	deleted_is_lost('(a)', $h2, $path, 1);
+	my ($h3, $path3) = holder('gs/a_force', 'shared', 11);
+	deleted_is_lost('(a) force release:', $h3, $path3, 11, 'gs/a_force');
 }
 
 # --- (b), (c) on at the grant, off while held -------------------------------
 set_guard('on');
 {
 	my ($h, $path) = holder('gs/b_del', 'exclusive', 2);
+	my ($hf, $pathf) = holder('gs/b_force', 'shared', 12);
 	my $hc = sleeper('gs/c_rev', 'shared', '(c)');
 	set_guard('off');
 	deleted_is_lost('(b)', $h, $path, 2);
+	deleted_is_lost('(b) force release:', $hf, $pathf, 12, 'gs/b_force');
 	old_revoke_cancels('(c)', $hc, 'gs/c_rev');
 }
 
