@@ -117,7 +117,8 @@ zklock_lock_grant(int idx)
 	 * Failpoint "before-guard" at the same point as the guard's own; fail:
 	 * the guard's own request is made instead, and "lost".  Not with
 	 * zklock.guard_by_listing off (a rolling upgrade from 1.4, whose
-	 * revocations post no note).
+	 * revocations post no note); turned off by a reload, the locks guarded
+	 * so are guarded by their own node then (zklock_held_reload).
 	 */
 	if (w->listed_alone && !w->revoke_posted && mb_ready &&
 		zklock_guard_by_listing)
@@ -525,6 +526,29 @@ static inline bool
 is_lock_entry(WorkEntry *w)
 {
 	return w->kind == ZKR_ACQUIRE || w->kind == ZKR_TRY_ACQUIRE;
+}
+
+/*
+ * The settings were reloaded (the worker's SIGHUP): with
+ * zklock.guard_by_listing off now, a lock guarded by its listing alone is
+ * guarded by its own node from now on, as one granted while it is off is,
+ * so that a revocation written without a note to the mailbox (zklock 1.4's,
+ * during a rolling upgrade) is read at once.  A request not granted yet
+ * reads the setting at its grant.  Turned on, a lock keeps its own node's
+ * watch.
+ */
+void
+zklock_held_reload(void)
+{
+	if (zklock_guard_by_listing)
+		return;
+	for (int i = 0; i < zklock_recipe_nentries(); i++)
+	{
+		WorkEntry  *w = &zklock_work[i];
+
+		if (is_lock_entry(w) && w->phase == PH_HELD && w->guard_listing)
+			zklock_held_guard(i);
+	}
 }
 
 /*

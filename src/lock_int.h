@@ -62,6 +62,7 @@ extern void zklock_held_rewrite(int idx);
 extern void zklock_held_rewrite_event(int idx, ZkEvent *ev);
 extern void zklock_held_rewrite_read_event(int idx, ZkEvent *ev);
 extern void zklock_held_listing_event(int idx, ZkEvent *ev);
+extern void zklock_held_reload(void);
 
 /* lock_held.c: this session's revocation mailbox (index MAILBOX_IDX) */
 extern void zklock_held_mailbox_connected(int64 session_id);

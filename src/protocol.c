@@ -912,6 +912,7 @@ const ZkRecipe zklock_lock_recipe = {
 	.idx_first = MAILBOX_IDX,
 	.idx_count = 1,
 	.start = lock_start,
+	.reload = zklock_held_reload,
 	.release = lock_release,
 	.changed = zklock_held_rewrite,
 	.fail_request = zklock_lock_fail_msg,

@@ -578,12 +578,61 @@ run_count_lock_nodes(void)
 		   "a child resource and a name with too few digits: no lock node");
 }
 
+/*
+ * The count and Hive's rule never disagree about a child: a child that the
+ * rule would make an EXCLUSIVE request wait behind (a contender) is
+ * counted, so that a lock is never taken for its resource's only lock node
+ * (hence guarded by its listing alone) beside a contender; and one that is
+ * not counted never blocks.  Over every name of name_cases, semaphore
+ * nodes, and all of them at once.
+ */
+static void
+run_count_agrees_with_rule(void)
+{
+	const char *names[lengthof(name_cases) + 2];
+	int			n = 0;
+	int			nlock = 0;
+	int			want = 2;		/* the two semaphore nodes, and: */
+	bool		ok = true;
+
+	for (int i = 0; i < lengthof(name_cases); i++)
+	{
+		names[n++] = name_cases[i].name;
+		want += name_cases[i].is_lock ? 1 : 0;
+	}
+	names[n++] = OSEM(2, "0000000002");
+	names[n++] = "zk0000beef.3.1-SEMAPHORE-0-LOCK-EXCLUSIVE-0000000003";
+	for (int i = 0; i < n; i++)
+	{
+		int			counted = zklock_count_lock_nodes(&names[i], 1);
+		int			watch = -2;
+		int			nblockers = -2;
+		bool		blocks;
+
+		/* our request: EXCLUSIVE, above every sequence number */
+		blocks = zklock_grant_rule(&names[i], 1, INT64CONST(10000000000),
+								   ZKLOCK_EXCLUSIVE, &watch, &nblockers) ==
+			ZKLOCK_VERDICT_WAIT;
+		if (counted != (blocks ? 1 : 0) ||
+			counted != (zklock_parse_node_name(names[i], NULL, NULL) ? 1 : 0))
+		{
+			ok = false;
+			printf("#   \"%s\": counted %d, blocks %d\n", names[i], counted,
+				   (int) blocks);
+		}
+		nlock += counted;
+	}
+	report(ok, "every child that keeps a request waiting is counted, and no other");
+	report(zklock_count_lock_nodes(names, n) == nlock && nlock == want,
+		   "all the names at once: the lock nodes among them counted");
+}
+
 int
 main(void)
 {
 	printf("1..%d\n", (int) (lengthof(rule_cases) + lengthof(name_cases) +
 							 lengthof(sem_name_cases) +
-							 lengthof(sem_rule_cases) + 6));
+							 lengthof(sem_rule_cases) + 8));
 	for (int i = 0; i < lengthof(name_cases); i++)
 		run_name_case(&name_cases[i]);
 	for (int i = 0; i < lengthof(rule_cases); i++)
@@ -595,5 +644,6 @@ main(void)
 	run_sem_many();
 	run_sem_in_way();
 	run_count_lock_nodes();
+	run_count_agrees_with_rule();
 	return failures > 0 ? 1 : 0;
 }
