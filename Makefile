@@ -42,7 +42,8 @@ OBJS = \
 	src/election.o \
 	src/election_common.o \
 	src/election_query.o \
-	src/leader.o
+	src/leader.o \
+	src/stats.o
 
 EXTENSION = zklock
 DATA = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql zklock--1.2--1.3.sql \
@@ -104,7 +105,7 @@ $(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
 	src/lock_int.h src/lease.h src/batch.h \
 	src/failpoint.h src/grant_rule.h src/nodedata.h src/session_file.h \
 	src/wait_events.h src/functions.h src/election.h src/election_int.h \
-	src/explicit_index.h
+	src/explicit_index.h src/stats.h
 
 # make zklock-unit: the unit tests of the grant rule and of the node data
 # codec (test/unit/), standalone programs with src/grant_rule.c and

@@ -114,6 +114,13 @@ text_out(char *s)
 	return out.data;
 }
 
+/* text_out for the other files of SQL functions (stats.c) */
+char *
+zklock_text_out(char *s)
+{
+	return text_out(s);
+}
+
 /*
  * Text read from ZooKeeper is whatever bytes its writer sent.  Names must
  * be UTF-8 (ZooKeeper's own rule): replace each byte that does not begin a
