@@ -66,7 +66,7 @@ SELECT * FROM dblink('o', $$SELECT pg_backend_pid()$$) AS t(pid integer) \gset o
 SELECT dblink_send_query('w', $$SELECT zk_lock_acquire_session('st/c', parents => false) > 0$$);
 SELECT wait_until($$(SELECT count(*) FROM zk_lock_waits WHERE resource = 'st/c') = 1$$, 10) AS waiting;
 SELECT w.pid = :w_pid AS waiter, w.mode,
-       w.node = (SELECT node FROM zk_lock_local l WHERE l.pid = :w_pid AND l.resource = 'st/c') AS own_node,
+       w.node = (SELECT node FROM zk_locks l WHERE l.resource = 'st/c' AND NOT l.granted) AS own_node,
        w.waits_behind = (SELECT node FROM zk_lock_local l WHERE l.pid = :o_pid AND l.resource = 'st/c') AS behind_holder,
        w.waiting_since <= now() AS since
 FROM zk_lock_waits w;
@@ -74,6 +74,7 @@ FROM zk_lock_waits w;
 SELECT pg_sleep(0.1);
 SELECT * FROM dblink('o', $$SELECT zk_lock_release('st/c')$$) AS t(ok boolean);
 SELECT * FROM dblink_get_result('w') AS t(ok boolean);
+SELECT count(*) AS no_more FROM dblink_get_result('w') AS t(ok boolean);
 SELECT count(*) AS waits_left FROM zk_lock_waits WHERE resource = 'st/c';
 SELECT * FROM dblink('w', $$SELECT zk_lock_release('st/c')$$) AS t(ok boolean);
 SELECT dblink_disconnect('w');

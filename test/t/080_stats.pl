@@ -46,13 +46,15 @@ sub stats
 		'zk_lock_waits shows the waiter');
 	my $t0 = time();
 	my $holder_node = psql1($node2, q{SELECT node FROM zk_lock_local WHERE resource = 'tap/w'});
-	my $waiter_node = psql1($node1, q{SELECT node FROM zk_lock_local WHERE resource = 'tap/w'});
+	my $waiter_node = psql1($node1, q{SELECT node FROM zk_locks WHERE resource = 'tap/w' AND NOT granted});
 	like($holder_node, qr/LOCK-EXCLUSIVE-\d+$/, "the holder's node ($holder_node)");
+	like($waiter_node, qr/LOCK-EXCLUSIVE-\d+$/, "the waiter's node, as zk_locks lists it ($waiter_node)");
 	is(psql1($node1, q{SELECT pid, mode, node, waits_behind, waiting_since <= now() FROM zk_lock_waits WHERE resource = 'tap/w'}),
 		join('|', $w->pid, 'exclusive', $waiter_node, $holder_node, 't'),
 		"zk_lock_waits: the waiter's pid, mode, own node, and the holder's node it waits behind");
 	ok(is_waiting($node1, $w->pid), 'and pg_stat_activity still shows the wait event');
-	is(stats($node1, 'tap/w', 'acquisitions, waited'), '0|0', 'nothing counted while it waits');
+	is(psql1($node1, q{SELECT count(*) FROM zk_lock_stats WHERE resource = 'tap/w'}), '0',
+		'nothing counted on node1 while it waits');
 	# the hold imposed on the waiter: 1.5 s from here
 	sleep(1.5 - (time() - $t0)) if time() - $t0 < 1.5;
 	$h->query_ok(q{SELECT zk_lock_release('tap/w')});
