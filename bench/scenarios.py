@@ -518,6 +518,65 @@ def scenario_semaphore(env, res):
     res.attempt(title, "zklock semaphore(3), 8 clients", "zklock", herd)
 
 
+# ------------------------------------------------------------- statistics cost
+
+def set_track_stats(env, value):
+    """zklock.track_stats on pg1 (ALTER SYSTEM, read at reload by every
+    session); None: back to the default"""
+    if value is None:
+        env.pg1.psql("ALTER SYSTEM RESET zklock.track_stats")
+    else:
+        env.pg1.psql("ALTER SYSTEM SET zklock.track_stats = %s" % value)
+    env.pg1.psql("SELECT pg_reload_conf()")
+    time.sleep(0.2)
+
+
+def scenario_stats(env, res):
+    """
+    What the statistics (zk_lock_stats, 1.6) cost: the 1-client uncontended
+    session cycle (zk_lock_acquire_session / zk_lock_release of one flat
+    name) with zklock.track_stats on and off, alternating, 4 rounds of each
+    (off first); the median round of each counts.  Notes give both and
+    on/off (the issue's target: at least 0.97).
+    """
+    title = "statistics: cycles with zklock.track_stats on vs off (1.6)"
+    log("scenario: " + title)
+    script = alternating_script(
+        "SELECT zk_lock_acquire_session('bench_stats_r', parents => false);",
+        "SELECT zk_lock_release('bench_stats_r');")
+    rounds = 4
+
+    def zk():
+        got = {"on": [], "off": []}
+        try:
+            for _ in range(rounds):
+                for kind in ("off", "on"):
+                    set_track_stats(env, kind)
+                    with ZkCounter(env) as z:
+                        cps, p50, p99, _, n, _ = pgbench_cycles(
+                            env, [(env.pg1, script, 1)], "session")
+                    got[kind].append((cps, p50, p99, z.note(n), z.counts(n)))
+                    log("  track_stats %s: %.0f cycles/s" % (kind, cps))
+        finally:
+            set_track_stats(env, None)
+        med = {k: sorted(v, key=lambda r: r[0])[len(v) // 2] for k, v in got.items()}
+        on, off = med["on"], med["off"]
+        ratio_ = on[0] / off[0] if off[0] else 0
+        each = lambda k: ", ".join("%.0f" % r[0] for r in got[k])
+        res.add(title, "zklock session, 1 client, track_stats off", "zklock",
+                off[0], off[1], off[2],
+                join_notes(off[3], "median of %d rounds (%s)" % (rounds, each("off"))),
+                zk=off[4])
+        res.add(title, "zklock session, 1 client, track_stats on", "zklock",
+                on[0], on[1], on[2],
+                join_notes(on[3], "median of %d rounds (%s); on/off cycles: %.3f "
+                           "(target >= 0.97: %s)" % (rounds, each("on"), ratio_,
+                                                     "met" if ratio_ >= 0.97 else "MISSED")),
+                zk=on[4])
+        log("  statistics: on %.0f, off %.0f cycles/s, on/off %.3f" % (on[0], off[0], ratio_))
+    res.attempt(title, "zklock track_stats on vs off", "zklock", zk)
+
+
 # ------------------------------------------------------------- idle cost
 
 IDLE_TAKE_SQL = """
@@ -615,6 +674,7 @@ SCENARIOS = {
         env, res, "8 clients, 1 resource, SHARED", "s4", 8, True, shared=True),
     "handoff": lambda env, res: scenario_handoff(env, res),
     "sem": lambda env, res: scenario_semaphore(env, res),
+    "stats": lambda env, res: scenario_stats(env, res),
     # after the cycles: the scenarios that leave many resource nodes behind
     # for a while (which every sweep lists: the idle rate subtracted from
     # the counts would no longer hold)
