@@ -83,6 +83,12 @@ SELECT dblink_disconnect('o');
 SELECT * FROM st WHERE resource = 'st/c';
 SELECT total_wait_time - :tw0 >= 100 AS granted_wait_100ms FROM zk_lock_stats WHERE resource = 'st/c';
 
+-- a session lock its backend still holds at exit: the hold is counted then
+SELECT dblink_connect('x', self_dsn() || ' application_name=st_exit');
+SELECT * FROM dblink('x', $$SELECT zk_lock_acquire_session('st/exit', parents => false) > 0$$) AS t(ok boolean);
+SELECT dblink_disconnect('x');
+SELECT wait_until($$(SELECT max_held_time > 0 FROM zk_lock_stats WHERE resource = 'st/exit')$$, 10) AS held_counted_at_exit;
+
 -- a semaphore's slot counts under the mode 'semaphore'
 SELECT zk_semaphore_try_acquire_session('st/sem', 2) > 0 AS ok;
 SELECT zk_semaphore_release('st/sem') AS released;
