@@ -13,7 +13,9 @@
 #    it), nothing on the other;
 #  - with zklock.stats_max = 100 (its minimum), 150 resources taken once
 #    each after one taken 30 times: the table never holds more than 100
-#    entries, the busy one and the newest stay, the oldest least used go.
+#    entries, the busy one and the newest stay, the oldest least used go;
+#  - four backends taking 600 names and one shared name while a fifth reads
+#    and resets the table: no error, no crash, at most 100 entries.
 use strict;
 use warnings;
 
@@ -130,6 +132,44 @@ sub stats
 		'<=', 40, 'the oldest least used entries gave way');
 	is(psql1($node1, q{SELECT count(*) FROM zk_lock_stats WHERE resource LIKE 'ev/%'}), '0',
 		'node1 counted none of them (the statistics are per instance)');
+}
+
+# --- everything at once --------------------------------------------------------
+# four backends each take and release 150 names of their own and one SHARED
+# name they all share, while a fifth reads and resets the table: no error,
+# no crash, never more than zklock.stats_max entries, the worker connected.
+{
+	my $offset = -s $node2->logfile;
+	my @s;
+	for my $k (1 .. 4)
+	{
+		my $c = zk_session($node2, "busy$k");
+		$c->send(qq{DO \$\$BEGIN FOR i IN 1..150 LOOP
+			PERFORM zk_lock_acquire_session(format('cc_${k}_%s', i), parents => false);
+			PERFORM zk_lock_acquire_session('cc_shared', 'shared', parents => false);
+			PERFORM zk_lock_release(format('cc_${k}_%s', i));
+			PERFORM zk_lock_release('cc_shared', 'shared'); END LOOP; END \$\$});
+		push @s, $c;
+	}
+	my $reader = zk_session($node2, 'reader');
+	$reader->send(q{DO $$DECLARE n bigint; m bigint := 0; BEGIN FOR i IN 1..60 LOOP
+		SELECT count(*) INTO n FROM zk_lock_stats; m := greatest(m, n);
+		IF i % 10 = 0 THEN PERFORM zk_lock_stats_reset(); END IF;
+		PERFORM pg_sleep(0.02); END LOOP;
+		IF m > 100 THEN RAISE EXCEPTION 'zk_lock_stats held % entries', m; END IF; END $$});
+	for my $c (@s, $reader)
+	{
+		my $r = $c->wait(120);
+		ok($r && $r->{sqlstate} eq '00000' && $r->{err} !~ /ERROR/,
+			$c->name . ': done without an error') or diag($r ? $r->{err} : 'timed out');
+		$c->quit;
+	}
+	cmp_ok(psql1($node2, q{SELECT count(*) FROM zk_lock_stats}), '<=', 100,
+		'still at most zklock.stats_max entries');
+	is(psql1($node2, q{SELECT state FROM zk_lock_status}), 'connected', 'the worker is connected');
+	is(join("\n", zk_log_crashes($node2, $offset)), '', 'no crash in the log');
+	ok(wait_until(sub { psql1($node2, q{SELECT count(*) FROM zk_lock_local}) eq '0' }, timeout => 20),
+		'nothing left held');
 }
 
 $node1->stop;
