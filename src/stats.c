@@ -421,8 +421,9 @@ stats_put(ReturnSetInfo *rsinfo, StatsRow *row)
 
 /*
  * zk_lock_stats(): every entry, copied under the lock (each entry's
- * counters under its spinlock), then turned into rows without it (names
- * converted to the database encoding: a catalog lookup).
+ * counters under its spinlock; the copy is palloc'd under it, as status.c
+ * does: an ERROR releases the lock), then turned into rows without it
+ * (names converted to the database encoding: a catalog lookup).
  */
 Datum
 zklock_lock_stats(PG_FUNCTION_ARGS)
@@ -432,17 +433,20 @@ zklock_lock_stats(PG_FUNCTION_ARGS)
 	StatsEntry *e;
 	StatsRow   *rows;
 	int			nrows = 0;
+	long		nmax;
 
 	zklock_check_loaded();
 	InitMaterializedSRF(fcinfo, 0);
 	if (stats == NULL)
 		return (Datum) 0;
-	rows = palloc(sizeof(StatsRow) * zklock_stats_max);
 	LWLockAcquire(stats->lock, LW_SHARED);
+	/* no entry comes or goes while the lock is held */
+	nmax = hash_get_num_entries(stats_hash);
+	rows = palloc(sizeof(StatsRow) * Max(nmax, 1));
 	hash_seq_init(&seq, stats_hash);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
-		if (nrows == zklock_stats_max)
+		if (nrows == nmax)
 		{
 			hash_seq_term(&seq);
 			break;
