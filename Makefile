@@ -42,17 +42,18 @@ OBJS = \
 	src/election.o \
 	src/election_common.o \
 	src/election_query.o \
-	src/leader.o
+	src/leader.o \
+	src/stats.o
 
 EXTENSION = zklock
 DATA = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql zklock--1.2--1.3.sql \
-	zklock--1.3--1.4.sql
+	zklock--1.3--1.4.sql zklock--1.4--1.6.sql
 # the fresh install script of the default version: 1.0's script and every
 # update script in turn, as CREATE EXTENSION ran them before 1.4 (one
 # source for each object; test/t/006 compares it with every update path)
 ZKLOCK_SCRIPTS = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql \
-	zklock--1.2--1.3.sql zklock--1.3--1.4.sql
-DATA_built = zklock--1.4.sql
+	zklock--1.2--1.3.sql zklock--1.3--1.4.sql zklock--1.4--1.6.sql
+DATA_built = zklock--1.6.sql
 PGFILEDESC = "zklock - ZooKeeper locks for PostgreSQL"
 
 SHLIB_LINK = -lzookeeper_mt -lpthread
@@ -73,7 +74,7 @@ endif
 # settings of test/installcheck.conf and reach a ZooKeeper; the precheck
 # says what is missing, within seconds.  test/run_tests.sh starts such a
 # server and a ZooKeeper, and runs this.
-REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit limits advisory semaphore election
+REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit limits advisory semaphore election stats
 REGRESS_PREP = zklock-installcheck-precheck
 
 
@@ -93,8 +94,8 @@ zklock-installcheck-precheck:
 .PHONY: zklock-installcheck-precheck
 
 # (each script's "\echo ... \quit" line is dropped by CREATE EXTENSION)
-zklock--1.4.sql: $(ZKLOCK_SCRIPTS)
-	{ echo '/* zklock--1.4.sql: made by make from $(ZKLOCK_SCRIPTS); do not edit */'; \
+zklock--1.6.sql: $(ZKLOCK_SCRIPTS)
+	{ echo '/* zklock--1.6.sql: made by make from $(ZKLOCK_SCRIPTS); do not edit */'; \
 	  for f in $^; do echo; echo "/* ---- $$f */"; cat $$f; done; } > $@
 
 # every object depends on the shared headers (PGXS tracks no dependencies)
@@ -104,7 +105,7 @@ $(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
 	src/lock_int.h src/lease.h src/batch.h \
 	src/failpoint.h src/grant_rule.h src/nodedata.h src/session_file.h \
 	src/wait_events.h src/functions.h src/election.h src/election_int.h \
-	src/explicit_index.h
+	src/explicit_index.h src/stats.h
 
 # make zklock-unit: the unit tests of the grant rule and of the node data
 # codec (test/unit/), standalone programs with src/grant_rule.c and

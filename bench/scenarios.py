@@ -518,6 +518,102 @@ def scenario_semaphore(env, res):
     res.attempt(title, "zklock semaphore(3), 8 clients", "zklock", herd)
 
 
+# ------------------------------------------------------------- statistics cost
+
+def set_track_stats(env, value):
+    """zklock.track_stats on pg1 (ALTER SYSTEM, read at reload by every
+    session); None: back to the default"""
+    if value is None:
+        env.pg1.psql("ALTER SYSTEM RESET zklock.track_stats")
+    else:
+        env.pg1.psql("ALTER SYSTEM SET zklock.track_stats = %s" % value)
+    env.pg1.psql("SELECT pg_reload_conf()")
+    time.sleep(0.2)
+
+
+def reaped_cpu(pg):
+    """CPU seconds (user+system) of pg's postmaster's children that have
+    exited and been reaped (cutime + cstime): a round's backend, once
+    pgbench has disconnected"""
+    with open(os.path.join(pg.data, "postmaster.pid")) as f:
+        pm = int(f.readline())
+    with open("/proc/%d/stat" % pm) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
+def scenario_stats(env, res):
+    """
+    What the statistics (zk_lock_stats, 1.6) cost: the 1-client uncontended
+    session cycle (zk_lock_acquire_session / zk_lock_release of one flat
+    name) with zklock.track_stats on and off, 6 rounds of each after a
+    warm-up round, in the order off on, on off, off on, ... (so that a
+    drift of the machine's load falls on both alike); the median round of
+    each is a row.  zk_lock_stats must have counted the on rounds'
+    acquisitions and none of the off rounds'.  Notes give every round, the
+    CPU time per cycle of the rounds' backends (the postmaster's reaped
+    children: less sensitive to other load than cycles/s) and on/off (the
+    issue's target: at least 0.97).
+    """
+    title = "statistics: cycles with zklock.track_stats on vs off (1.6)"
+    log("scenario: " + title)
+    script = alternating_script(
+        "SELECT zk_lock_acquire_session('bench_stats_r', parents => false);",
+        "SELECT zk_lock_release('bench_stats_r');")
+    rounds = 6
+
+    def counted():
+        return int(env.pg1.psql("SELECT coalesce(sum(acquisitions), 0) FROM zk_lock_stats "
+                                "WHERE resource = 'bench_stats_r'"))
+
+    def zk():
+        got = {"on": [], "off": []}
+        grew = {"on": 0, "off": 0}
+        cpu = {"on": 0.0, "off": 0.0}
+        cycles = {"on": 0, "off": 0}
+        try:
+            # a warm-up round, not counted (the first round is the slowest)
+            pgbench_cycles(env, [(env.pg1, script, 1)], "session")
+            for i in range(rounds):
+                for kind in (("off", "on") if i % 2 == 0 else ("on", "off")):
+                    set_track_stats(env, kind)
+                    before, cpu0 = counted(), reaped_cpu(env.pg1)
+                    with ZkCounter(env) as z:
+                        cps, p50, p99, _, n, _ = pgbench_cycles(
+                            env, [(env.pg1, script, 1)], "session")
+                    time.sleep(0.3)         # the backend's exit, reaped
+                    cpu[kind] += reaped_cpu(env.pg1) - cpu0
+                    cycles[kind] += n
+                    grew[kind] += counted() - before
+                    got[kind].append((cps, p50, p99, z.note(n), z.counts(n)))
+                    log("  track_stats %s: %.0f cycles/s" % (kind, cps))
+        finally:
+            set_track_stats(env, None)
+        if grew["off"] != 0 or grew["on"] == 0:
+            raise BenchError("zk_lock_stats counted %d acquisitions with track_stats off, "
+                             "%d with it on" % (grew["off"], grew["on"]))
+        med = {k: sorted(v, key=lambda r: r[0])[len(v) // 2] for k, v in got.items()}
+        on, off = med["on"], med["off"]
+        ratio_ = on[0] / off[0] if off[0] else 0
+        us = {k: cpu[k] / cycles[k] * 1e6 if cycles[k] else 0 for k in cpu}
+        each = lambda k: ", ".join("%.0f" % r[0] for r in got[k])
+        res.add(title, "zklock session, 1 client, track_stats off", "zklock",
+                off[0], off[1], off[2],
+                join_notes(off[3], "median of %d rounds (%s); backend CPU %.1f us/cycle"
+                           % (rounds, each("off"), us["off"])), zk=off[4])
+        res.add(title, "zklock session, 1 client, track_stats on", "zklock",
+                on[0], on[1], on[2],
+                join_notes(on[3], "median of %d rounds (%s), %d acquisitions counted "
+                           "(none while off); backend CPU %.1f us/cycle; on/off cycles: %.3f "
+                           "(target >= 0.97: %s)"
+                           % (rounds, each("on"), grew["on"], us["on"], ratio_,
+                              "met" if ratio_ >= 0.97 else "MISSED")),
+                zk=on[4])
+        log("  statistics: on %.0f, off %.0f cycles/s, on/off %.3f; backend CPU on %.1f, "
+            "off %.1f us/cycle" % (on[0], off[0], ratio_, us["on"], us["off"]))
+    res.attempt(title, "zklock track_stats on vs off", "zklock", zk)
+
+
 # ------------------------------------------------------------- idle cost
 
 IDLE_TAKE_SQL = """
@@ -615,6 +711,7 @@ SCENARIOS = {
         env, res, "8 clients, 1 resource, SHARED", "s4", 8, True, shared=True),
     "handoff": lambda env, res: scenario_handoff(env, res),
     "sem": lambda env, res: scenario_semaphore(env, res),
+    "stats": lambda env, res: scenario_stats(env, res),
     # after the cycles: the scenarios that leave many resource nodes behind
     # for a while (which every sweep lists: the idle rate subtracted from
     # the counts would no longer hold)

@@ -43,6 +43,7 @@
 #include "shmem.h"
 #include "resource.h"
 #include "nodedata.h"
+#include "stats.h"
 
 /*
  * One step of an acquisition: a resource, the mode to take it in, and
@@ -150,6 +151,7 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 	int			timeout_ms = -1;
 	char	   *what;
 	LocalLock  *other = NULL;
+	TimestampTz asked_at;
 
 	if (step->advisory)
 	{
@@ -195,18 +197,23 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 		zklock_channel_result(other->idx, other->generation, &held);
 		strlcpy(req.ignore_node, held.node, sizeof(req.ignore_node));
 	}
+	asked_at = GetCurrentTimestamp();
 	idx = zklock_submit(&req, &gen);
 
 	what = step->child ?
 		psprintf("resource \"%s\" (a parent of \"%s\")", step->resource, step->child) :
 		psprintf("resource \"%s\"", step->resource);
 	/* a try answers at once; only a real wait gets the deadline */
-	state = zklock_wait_for_answer(idx, gen, what, timeout_ms == 0 ? -1 : timeout_ms,
-							timeout_total, wait && timeout_ms != 0);
+	state = req.kind == ZKR_ACQUIRE ?
+		zklock_wait_counted(idx, gen, what, timeout_ms, timeout_total,
+							step->resource, step->mode, asked_at) :
+		zklock_wait_for_answer(idx, gen, what, -1, timeout_total, false);
 
 	if (state == ZKE_NOT_GRANTED)
 	{
 		zklock_channel_withdraw(idx, gen);
+		zklock_stats_count(step->resource, step->mode,
+						   wait ? ZKLOCK_STAT_TIMEOUT : ZKLOCK_STAT_NOT_GRANTED);
 		if (wait)				/* no time was left to wait */
 			ereport(ERROR,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
@@ -218,7 +225,7 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 		zklock_raise_failure(idx, gen, psprintf("acquire zklock lock on %s", what));
 
 	lock = zklock_enter_lock(step->resource, step->mode,
-							 !step->implicit && step->parents, idx, gen);
+							 !step->implicit && step->parents, idx, gen, asked_at);
 	zklock_add_hold(lock, session, step->implicit);
 	return lock;
 }
@@ -377,10 +384,13 @@ ask_at_once(LockStep *steps, int nsteps, int *step_of, int n, bool session,
  * The batch's answers.  If all were granted, enter the locks (made[] gets
  * their keys) and return how many; otherwise give every node back, raise
  * the first failure (no connection, ...), or return -1 when some step
- * could not be granted now.
+ * could not be granted now (a refused try, counted if is_try; else the
+ * steps are taken, and counted, one by one; a try never waits: no
+ * asked_at).
  */
 static int
-batch_verdict(LockStep *steps, int *step_of, int n, LocalLockKey *made)
+batch_verdict(LockStep *steps, int *step_of, int n, LocalLockKey *made,
+			  bool is_try)
 {
 	bool		all_granted = true;
 	int			failed = -1;
@@ -394,6 +404,9 @@ batch_verdict(LockStep *steps, int *step_of, int n, LocalLockKey *made)
 			all_granted = false;
 		if (state == ZKE_FAILED && failed < 0)
 			failed = k;
+		if (state == ZKE_NOT_GRANTED && is_try)
+			zklock_stats_count(steps[step_of[k]].resource,
+							   steps[step_of[k]].mode, ZKLOCK_STAT_NOT_GRANTED);
 	}
 
 	if (!all_granted)
@@ -416,7 +429,7 @@ batch_verdict(LockStep *steps, int *step_of, int n, LocalLockKey *made)
 
 		made[nmade++] = zklock_enter_lock(step->resource, step->mode,
 										  !step->implicit && step->parents,
-										  batch_idx[k], batch_gen[k])->key;
+										  batch_idx[k], batch_gen[k], 0)->key;
 	}
 	nbatch = 0;
 	return nmade;
@@ -440,6 +453,7 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
 {
 	int			step_of[ZKLOCK_MAX_BATCH];
 	int			n;
+	bool		is_try = !wait;
 
 	/*
 	 * A zero timeout makes every step a try (see take_step): the batch,
@@ -466,7 +480,7 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
 
 	ask_at_once(steps, nsteps, step_of, n, session, wait, deadline,
 				timeout_total);
-	return batch_verdict(steps, step_of, n, made);
+	return batch_verdict(steps, step_of, n, made, is_try);
 }
 
 /*
@@ -567,17 +581,6 @@ add_steps(LockStep *steps, int n, const char *resource, ZkLockMode mode,
 	return n + 1;
 }
 
-/* How many '/' a resource has: its number of parents */
-static int
-depth(const char *resource)
-{
-	int			n = 0;
-
-	for (const char *p = resource; *p; p++)
-		n += (*p == '/');
-	return n;
-}
-
 /*
  * Take a lock, with its parents' SHARED locks when parents is true (Hive's
  * semantics: "db/table/part" in any mode takes "db" and "db/table" SHARED),
@@ -602,7 +605,7 @@ lock_one(const char *resource, ZkLockMode mode, int max_holders, bool session,
 	}
 	*acquired = false;
 	zklock_check_lost(ERROR);
-	steps = palloc0(sizeof(LockStep) * (depth(resource) + 1));
+	steps = palloc0(sizeof(LockStep) * (zklock_resource_depth(resource) + 1));
 	nsteps = add_steps(steps, 0, resource, mode, parents, 0);
 	steps[nsteps - 1].advisory = advisory;
 	steps[nsteps - 1].max_holders = max_holders;
@@ -768,7 +771,7 @@ merge_duplicates(int n, char **resources, ZkLockMode *modes, int *order,
 			j++;
 		}
 		order[ndistinct++] = rep;	/* distinct resources, reusing the array */
-		*total += depth(resources[rep]) + 1;
+		*total += zklock_resource_depth(resources[rep]) + 1;
 		k = j;
 	}
 	return ndistinct;

@@ -55,6 +55,7 @@
 #include "resource.h"
 #include "nodedata.h"
 #include "lease.h"
+#include "stats.h"
 
 /* this backend's locks: LocalLock by (resource, mode) */
 HTAB	   *zklock_local_locks = NULL;
@@ -317,10 +318,12 @@ zklock_drop_hold(LocalLock *lock, bool session, bool implicit)
 /*
  * Enter a lock just granted (entry idx of that generation) into the local
  * table, with no holds yet; parents: it was taken with its parents' locks.
+ * Counted in the statistics (stats.c) as granted at once, or after a wait
+ * since asked_at, as the worker says.
  */
 LocalLock *
 zklock_enter_lock(const char *resource, ZkLockMode mode, bool parents,
-				  int idx, uint32 generation)
+				  int idx, uint32 generation, TimestampTz asked_at)
 {
 	LocalLockKey key;
 	LocalLock  *lock;
@@ -347,6 +350,10 @@ zklock_enter_lock(const char *resource, ZkLockMode mode, bool parents,
 		strstr(granted.data, "\nscope=session\n") != NULL;
 	lock->shown_implicit =
 		strstr(granted.data, "\nimplicit=true\n") != NULL;
+	lock->granted_at = GetCurrentTimestamp();
+	zklock_stats_granted(resource, mode, granted.waited,
+						 granted.waited ?
+						 (double) (lock->granted_at - asked_at) / 1000.0 : 0);
 	return lock;
 }
 
@@ -355,6 +362,8 @@ void
 zklock_forget(LocalLock *lock)
 {
 	zklock_channel_withdraw(lock->idx, lock->generation);
+	zklock_stats_released(lock->key.resource, lock->key.mode,
+						  zklock_stats_ms_since(lock->granted_at));
 	if (lock->xact_holds)
 		pfree(lock->xact_holds);
 	hash_search(zklock_local_locks, &lock->key, HASH_REMOVE, NULL);
@@ -636,5 +645,9 @@ backend_exit(int code, Datum arg)
 		return;
 	hash_seq_init(&seq, zklock_local_locks);
 	while ((lock = hash_seq_search(&seq)) != NULL)
+	{
 		zklock_channel_withdraw(lock->idx, lock->generation);
+		zklock_stats_released(lock->key.resource, lock->key.mode,
+							  zklock_stats_ms_since(lock->granted_at));
+	}
 }

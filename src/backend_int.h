@@ -49,6 +49,7 @@ typedef struct LocalLock
 	XactHold   *xact_holds;		/* who took each of them */
 	bool		shown_session;	/* what the node data says: scope=session */
 	bool		shown_implicit; /* and implicit=true */
+	TimestampTz granted_at;		/* when it was entered: held time (stats.c) */
 } LocalLock;
 
 /* backend.c: the local lock table (NULL until zklock_backend_init) */
@@ -57,7 +58,8 @@ extern LocalLock *zklock_held_lock(const char *resource, ZkLockMode *mode);
 extern LocalLock *zklock_held_lock_in(const char *resource, ZkLockMode mode);
 extern char *zklock_held_hint(LocalLock *lock);
 extern LocalLock *zklock_enter_lock(const char *resource, ZkLockMode mode,
-									bool parents, int idx, uint32 generation);
+									bool parents, int idx, uint32 generation,
+									TimestampTz asked_at);
 extern void zklock_add_hold(LocalLock *lock, bool session, bool implicit);
 extern void zklock_drop_hold(LocalLock *lock, bool session, bool implicit);
 extern void zklock_forget(LocalLock *lock);
@@ -76,6 +78,10 @@ extern void zklock_wait_a_while(int idx, TimestampTz since,
 extern ZkEntryState zklock_wait_for_answer(int idx, uint32 gen,
 										   const char *what, int timeout_ms,
 										   int shown_ms, bool lock_timeout);
+extern ZkEntryState zklock_wait_counted(int idx, uint32 gen, const char *what,
+										int timeout_ms, int shown_ms,
+										const char *resource, ZkLockMode mode,
+										TimestampTz asked_at);
 extern void zklock_raise_failure(int idx, uint32 gen, const char *what);
 extern void zklock_withdraw_pending(void);
 

@@ -65,11 +65,13 @@
  * ZkLockShared->lock (an LWLock) guards the free list, the work queue, the
  * per-slot counts and every field of every entry.  Every function here
  * takes it itself, except those that say "caller holds the lock".  Nobody
- * holds it across a ZooKeeper call, a wait or an ERROR, and the frequent
- * calls set the latch they owe only after releasing it
- * (channel_unlock_and_wake).  Nothing in this file allocates under it
- * (the SQL views of status.c palloc their rows while holding it shared,
- * which PostgreSQL's LWLocks allow: an ERROR there releases the lock).
+ * holds it across a ZooKeeper call, a wait or an ERROR (a lost lock is
+ * counted under it, in stats.c, whose lock is taken last of all and never
+ * raises), and the frequent calls set the latch they owe only after
+ * releasing it (channel_unlock_and_wake).  Nothing in this file allocates
+ * under it (the SQL views of status.c palloc their rows while holding it
+ * shared, which PostgreSQL's LWLocks allow: an ERROR there releases the
+ * lock).
  *
  * Who writes which fields of an entry (zklock.h marks them):
  * - "lock" fields (state, queued, generation, next_free, count_slot): only
@@ -123,6 +125,7 @@
 #include "compat.h"
 #include "settings.h"
 #include "shmem.h"
+#include "stats.h"
 #include "zklock.h"
 
 static inline ZkLockEntry *
@@ -319,6 +322,9 @@ zklock_channel_submit(const ZkChannelRequest *req, bool wake,
 	strlcpy(e->ignore_node, req->ignore_node, sizeof(e->ignore_node));
 	e->list_handle = req->list_handle;
 	e->list_size = req->list_size;
+	e->waiting_since = 0;
+	e->wait_node[0] = '\0';
+	e->waits_behind[0] = '\0';
 	e->state = ZKE_REQUESTED;
 	channel_enqueue(idx);
 	if (wake)
@@ -383,6 +389,7 @@ channel_copy_result(int idx, uint32 generation, ZkChannelResult *result)
 	strlcpy(result->error, e->error, sizeof(result->error));
 	strlcpy(result->data, e->data, sizeof(result->data));
 	strlcpy(result->node, e->node, sizeof(result->node));
+	result->waited = e->waiting_since != 0;
 }
 
 /* Read the worker's verdict (and the node data) of the backend's entry */
@@ -585,6 +592,28 @@ zklock_channel_grant(int idx, uint32 generation, int64 token,
 }
 
 /*
+ * A REQUESTED entry waits behind another node: its own node and the one it
+ * watches, for zk_lock_waits (status.c); the first call sets since when.
+ */
+void
+zklock_channel_waiting(int idx, uint32 generation, const char *node,
+					   const char *behind)
+{
+	ZkLockEntry *e;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	e = channel_entry(idx);
+	if (channel_is(idx, generation, ZKE_REQUESTED))
+	{
+		if (e->waiting_since == 0)
+			e->waiting_since = GetCurrentTimestamp();
+		strlcpy(e->wait_node, node, sizeof(e->wait_node));
+		strlcpy(e->waits_behind, behind, sizeof(e->waits_behind));
+	}
+	LWLockRelease(zklock_shared->lock);
+}
+
+/*
  * A try-lock was not granted; its node is already deleted.  A withdrawn
  * request is left to its release (the worker has it queued).
  */
@@ -667,6 +696,7 @@ channel_mark_lost(int idx, uint32 generation, int *owner_pid)
 		return false;
 	e->state = ZKE_LOST;
 	zklock_shared->n_lost++;
+	zklock_stats_count(e->resource, e->mode, ZKLOCK_STAT_LOST);
 	channel_wake_owner(e);
 	if (owner_pid)
 		*owner_pid = e->owner_pid;

@@ -48,6 +48,7 @@ typedef struct ZkChannelResult
 	char		error[ZKLOCK_MAX_ERROR_LEN + 1];
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
 	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1]; /* the granted node */
+	bool		waited;			/* it waited behind another node first */
 } ZkChannelResult;
 
 /* setup: shmem.c, on a zeroed table */
@@ -75,6 +76,8 @@ extern ZkEntryState zklock_channel_take(int idx, ZkChannelRequest *req,
 										uint32 *generation);
 extern bool zklock_channel_grant(int idx, uint32 generation, int64 token,
 								 int64 session_id, const char *node);
+extern void zklock_channel_waiting(int idx, uint32 generation,
+								   const char *node, const char *behind);
 extern void zklock_channel_not_granted(int idx, uint32 generation);
 extern void zklock_channel_fail(int idx, uint32 generation, int sqlstate,
 								const char *msg, bool counted);

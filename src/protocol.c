@@ -565,6 +565,9 @@ wait_behind(int idx, const char *const *nodes, int nnodes, int nblockers,
 	 */
 	w->last_blocker = (nblockers == 1 && w->mode != ZKLOCK_SEMAPHORE);
 	w->listed_alone = false;	/* a handoff grants without listing */
+	/* what zk_lock_waits shows: our node, and the (first) node ahead */
+	if (nnodes > 0)
+		zklock_channel_waiting(idx, w->generation, w->node, nodes[0]);
 	w->phase = PH_WATCHING;
 	/* a watch of an earlier wait (before a lost reply) is not wanted */
 	if (!keep_watches)

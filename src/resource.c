@@ -614,3 +614,14 @@ zklock_instance_name(void)
 	}
 	return name;
 }
+
+/* How many '/' a resource has: its number of parents (acquire.c) */
+int
+zklock_resource_depth(const char *resource)
+{
+	int			n = 0;
+
+	for (const char *p = resource; *p; p++)
+		n += (*p == '/');
+	return n;
+}

@@ -26,6 +26,7 @@
 #define ZKLOCK_CLOCK_PREFIX			ZKLOCK_RESERVED_PREFIX "clock-"
 
 extern void zklock_check_resource(const char *resource);
+extern int	zklock_resource_depth(const char *resource);
 extern const char *zklock_resource_problem(const char *resource, int *sqlstate);
 extern bool zklock_check_allowed_subtrees(const char *setting,
 										  const char **why, bool strict);

@@ -28,5 +28,7 @@ extern int	zklock_lease_margin;
 extern int	zklock_max_explicit_locks_per_role;
 extern char *zklock_advisory_namespace;
 extern char *zklock_elections;
+extern bool zklock_track_stats;
+extern int	zklock_stats_max;
 
 #endif							/* ZKLOCK_SETTINGS_H */

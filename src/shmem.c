@@ -3,7 +3,8 @@
  * shmem.c
  *		zklock's shared memory: the segment that holds the entry table,
  *		the commit windows (lease.c), the worker's work queue and the
- *		per-slot counts.
+ *		per-slot counts; and the requests of the elections (election.c)
+ *		and of the statistics (stats.c).
  *
  * Only the segment's setup is here: its free list, its queue and every
  * change of an entry's state are channel.c's, where the locking rules are
@@ -27,6 +28,7 @@
 #include "zklock.h"
 #include "settings.h"
 #include "election.h"
+#include "stats.h"
 
 ZkLockShared *zklock_shared = NULL;
 
@@ -79,7 +81,9 @@ zklock_shmem_request(void)
 {
 	RequestAddinShmemSpace(zklock_shmem_size());
 	RequestAddinShmemSpace(zklock_election_shmem_size());
+	RequestAddinShmemSpace(zklock_stats_shmem_size());
 	RequestNamedLWLockTranche("zklock", 1);
+	RequestNamedLWLockTranche("zklock_stats", 1);
 }
 
 void
@@ -117,6 +121,7 @@ zklock_shmem_startup(void)
 		zklock_channel_init();	/* every entry FREE, on the free list */
 	}
 	zklock_election_shmem_init();
+	zklock_stats_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

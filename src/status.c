@@ -2,8 +2,8 @@
  *
  * status.c
  *		The SQL-callable listing and status functions of zklock:
- *		zk_lock_nodes, zk_lock_revocation_data, zk_lock_status and
- *		zk_lock_local.
+ *		zk_lock_nodes, zk_lock_revocation_data, zk_lock_status,
+ *		zk_lock_local and zk_lock_waits.
  *
  * Each reads the worker's listing (through backend.c) or a copy of the
  * shared state taken under its lock, and converts what it shows to the
@@ -42,6 +42,7 @@ PG_FUNCTION_INFO_V1(zklock_revocation_data);
 PG_FUNCTION_INFO_V1(zklock_status);
 PG_FUNCTION_INFO_V1(zklock_status_watches);
 PG_FUNCTION_INFO_V1(zklock_local);
+PG_FUNCTION_INFO_V1(zklock_lock_waits);
 
 static char *valid_utf8(char *s);
 
@@ -112,6 +113,13 @@ text_out(char *s)
 	}
 	pfree(buf);
 	return out.data;
+}
+
+/* text_out for the other files of SQL functions (stats.c) */
+char *
+zklock_text_out(char *s)
+{
+	return text_out(s);
 }
 
 /*
@@ -675,6 +683,83 @@ zklock_local(PG_FUNCTION_ARGS)
 	{
 		CHECK_FOR_INTERRUPTS();
 		local_put(rsinfo, &rows[i]);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * zk_lock_waits() (1.6): this instance's requests waiting behind another
+ * node, one row each: who waits, for what, its node, the node it watches
+ * (the worker's word, updated as the queue moves: protocol.c's
+ * wait_behind) and since when.  A new function, so that zk_lock_local
+ * keeps the columns that 1.4's SQL declares.
+ */
+typedef struct WaitRow
+{
+	int			pid;
+	ZkLockMode	mode;
+	TimestampTz since;
+	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
+	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1];
+	char		behind[ZKLOCK_MAX_NODE_NAME_LEN + 1];
+} WaitRow;
+
+static void
+wait_put(ReturnSetInfo *rsinfo, WaitRow *row)
+{
+	Datum		values[6];
+	bool		nulls[6];
+
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = Int32GetDatum(row->pid);
+	values[1] = CStringGetTextDatum(text_out(row->resource));
+	values[2] = CStringGetTextDatum(zklock_mode_name(row->mode));
+	values[3] = CStringGetTextDatum(text_out(row->node));
+	values[4] = CStringGetTextDatum(text_out(row->behind));
+	values[5] = TimestampTzGetDatum(row->since);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+Datum
+zklock_lock_waits(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkLockShared *s;
+	WaitRow    *rows;
+	int			nrows = 0;
+	int			maxrows = 16;
+
+	zklock_backend_init();
+	InitMaterializedSRF(fcinfo, 0);
+	s = zklock_shared;
+	rows = palloc(sizeof(WaitRow) * maxrows);
+	LWLockAcquire(s->lock, LW_SHARED);
+	for (int i = 0; i < s->nentries; i++)
+	{
+		ZkLockEntry *e = &s->entries[i];
+		WaitRow    *row;
+
+		if (e->state != ZKE_REQUESTED || e->waiting_since == 0)
+			continue;
+		if (nrows == maxrows)
+		{
+			maxrows *= 2;
+			rows = repalloc_huge(rows, sizeof(WaitRow) * maxrows);
+		}
+		row = &rows[nrows++];
+		row->pid = e->owner_pid;
+		row->mode = e->mode;
+		row->since = e->waiting_since;
+		strlcpy(row->resource, e->resource, sizeof(row->resource));
+		strlcpy(row->node, e->wait_node, sizeof(row->node));
+		strlcpy(row->behind, e->waits_behind, sizeof(row->behind));
+	}
+	LWLockRelease(s->lock);
+
+	for (int i = 0; i < nrows; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		wait_put(rsinfo, &rows[i]);
 	}
 	return (Datum) 0;
 }

@@ -43,6 +43,7 @@
 #include "shmem.h"
 #include "resource.h"
 #include "lease.h"
+#include "stats.h"
 
 /* the request this backend is waiting for, for the exit callback */
 static int	pending_idx = -1;
@@ -363,6 +364,39 @@ zklock_wait_for_answer(int idx, uint32 gen, const char *what, int timeout_ms,
 	}
 	PG_END_TRY();
 	pending_idx = -1;
+	return state;
+}
+
+/*
+ * zklock_wait_for_answer for a lock's request that may wait (ZKR_ACQUIRE,
+ * sent at asked_at), with lock_timeout: a wait that an error ends -- a
+ * timeout (55P03), a cancel (57014), a deadlock, any other -- is counted
+ * in the statistics of (resource, mode) before the error goes on (the
+ * deadlock detector counts its victim itself: stats.c).
+ */
+ZkEntryState
+zklock_wait_counted(int idx, uint32 gen, const char *what, int timeout_ms,
+					int shown_ms, const char *resource, ZkLockMode mode,
+					TimestampTz asked_at)
+{
+	ZkEntryState state;
+
+	PG_TRY();
+	{
+		state = zklock_wait_for_answer(idx, gen, what, timeout_ms, shown_ms,
+									   true);
+	}
+	PG_CATCH();
+	{
+		int			code = geterrcode();
+
+		zklock_stats_wait_ended(resource, mode,
+								code == ERRCODE_LOCK_NOT_AVAILABLE ? ZKLOCK_STAT_TIMEOUT :
+								code == ERRCODE_QUERY_CANCELED ? ZKLOCK_STAT_CANCEL : -1,
+								zklock_stats_ms_since(asked_at));
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	return state;
 }
 

@@ -44,6 +44,7 @@
 #include "backend.h"
 #include "failpoint.h"
 #include "wait_events.h"
+#include "stats.h"
 
 ZKLOCK_MODULE_MAGIC;
 
@@ -64,6 +65,8 @@ int			zklock_lease_margin = 2000;
 int			zklock_max_explicit_locks_per_role = 100;
 char	   *zklock_advisory_namespace = NULL;
 char	   *zklock_elections = NULL;
+bool		zklock_track_stats = true;
+int			zklock_stats_max = 1000;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -568,6 +571,24 @@ zklock_define_settings(void)
 							2000, 0, 600000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("zklock.track_stats",
+							 "Counts the acquisitions, waits and holds of zklock locks per resource and mode.",
+							 "zk_lock_stats shows the counts of this instance.",
+							 &zklock_track_stats,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.stats_max",
+							"Resource and mode pairs zk_lock_stats tracks at most.",
+							"Sizes the shared table of statistics; when it is full, the least used pairs give way.",
+							&zklock_stats_max,
+							1000, 100, 1000000,
+							PGC_POSTMASTER,
+							0,
 							NULL, NULL, NULL);
 
 #ifdef ZKLOCK_FAILPOINTS

@@ -165,6 +165,17 @@ typedef struct ZkLockEntry
 													 * backend for an
 													 * admin request */
 	char		error[ZKLOCK_MAX_ERROR_LEN + 1];	/* worker: for FAILED */
+
+	/*
+	 * A request waiting behind another node (1.6, zk_lock_waits), written
+	 * by the worker while REQUESTED, each time it watches a node ahead:
+	 * its own node, the node it watches, and since when it waits (0: it
+	 * has not waited, which the backend reads with its verdict: granted at
+	 * once or after a wait).  Cleared at submission.
+	 */
+	TimestampTz waiting_since;	/* worker */
+	char		wait_node[ZKLOCK_MAX_NODE_NAME_LEN + 1];	/* worker */
+	char		waits_behind[ZKLOCK_MAX_NODE_NAME_LEN + 1]; /* worker */
 } ZkLockEntry;
 
 typedef struct ZkLockShared

@@ -16,6 +16,12 @@
 #    (to 1.4, compared with the fresh install script zklock--1.4.sql) a
 #    semaphore, an advisory key, zk_locks.max_holders and
 #    zk_lock_status.notifications.
+#  - the same for a database at 1.4 (1.5.0 shipped no SQL): the 1.6 library
+#    under 1.4's objects (zk_lock_local's 7 columns, no zk_lock_stats), and
+#    after its update to 1.6 (compared with zklock--1.6.sql) zk_lock_stats
+#    counts the locks taken while the database was still at 1.4 (the
+#    counts are the instance's, in shared memory), zk_lock_waits is there
+#    and zk_lock_stats_reset is not granted to PUBLIC.
 #  (test/t/044 does every path again with default privileges in place and
 #  a schema named We%ird s.)
 use strict;
@@ -36,9 +42,11 @@ $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('postgres', 'CREATE DATABASE v11');
 $node->safe_psql('postgres', 'CREATE DATABASE v12');
 $node->safe_psql('postgres', 'CREATE DATABASE v13');
+$node->safe_psql('postgres', 'CREATE DATABASE v14');
 $node->safe_psql('v11', q{CREATE EXTENSION zklock VERSION '1.1'});
 $node->safe_psql('v12', q{CREATE EXTENSION zklock VERSION '1.2'});
 $node->safe_psql('v13', q{CREATE EXTENSION zklock VERSION '1.3'});
+$node->safe_psql('v14', q{CREATE EXTENSION zklock VERSION '1.4'});
 $node->safe_psql('old', q{CREATE EXTENSION zklock VERSION '1.0'});
 $node->safe_psql('fresh', 'CREATE EXTENSION zklock');
 
@@ -76,6 +84,19 @@ $node->safe_psql('v13', q{SELECT zk_lock_release_all()});
 is($node->safe_psql('v13',
 		q{SELECT count(*) FROM pg_proc WHERE proname IN ('zk_semaphore_acquire', 'zk_advisory_lock', 'zk_is_leader')}),
 	'0', '1.3 objects: no semaphore, advisory or leadership function before the update');
+
+# the new library under the 1.4 objects: zk_lock_local keeps 1.4's columns,
+# locks work, and 1.6's statistics and waits are not there until the update
+is($node->safe_psql('v14',
+		q{SELECT zk_lock_acquire_session('upgrade/v14') > 0,
+		         (SELECT count(*) FROM zk_lock_local WHERE resource = 'upgrade/v14'),
+		         (SELECT count(*) FROM pg_attribute
+		          WHERE attrelid = 'zk_lock_local'::regclass AND attnum > 0),
+		         zk_lock_release('upgrade/v14')}),
+	't|1|7|t', '1.4 objects: a lock is taken and zk_lock_local (7 columns) lists it');
+is($node->safe_psql('v14',
+		q{SELECT count(*) FROM pg_proc WHERE proname IN ('zk_lock_stats', 'zk_lock_stats_reset', 'zk_lock_waits')}),
+	'0', '1.4 objects: no statistics or waits function before the update');
 
 # the new library under the 1.1 objects, beside a 1.2 database: one queue,
 # holders SHARED, SHARED, then waiters EXCLUSIVE, SHARED, EXCLUSIVE
@@ -146,6 +167,10 @@ $node->safe_psql('v13', 'ALTER EXTENSION zklock UPDATE');
 is($node->safe_psql('v13', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	$default, "1.3: ALTER EXTENSION zklock UPDATE reaches $default");
 
+$node->safe_psql('v14', 'ALTER EXTENSION zklock UPDATE');
+is($node->safe_psql('v14', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
+	$default, "1.4: ALTER EXTENSION zklock UPDATE reaches $default");
+
 $node->safe_psql('old', 'ALTER EXTENSION zklock UPDATE');
 is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	$default, "ALTER EXTENSION zklock UPDATE reaches $default");
@@ -181,7 +206,18 @@ is($node->safe_psql('v11', $describe), $fresh,
 is($node->safe_psql('v12', $describe), $fresh,
 	'the database updated from 1.2 has the same objects as a fresh install');
 is($node->safe_psql('v13', $describe), $fresh,
-	'the database updated from 1.3 has the same objects as a fresh install (zklock--1.4.sql)');
+	'the database updated from 1.3 has the same objects as a fresh install');
+is($node->safe_psql('v14', $describe), $fresh,
+	'the database updated from 1.4 has the same objects as a fresh install (zklock--1.6.sql)');
+is($node->safe_psql('v14',
+		q{SELECT acquisitions >= 1, granted_at_once >= 1, total_held_time >= 0,
+		         (SELECT count(*) FROM zk_lock_waits),
+		         has_function_privilege('public', 'zk_lock_stats_reset()', 'EXECUTE'),
+		         has_table_privilege('public', 'zk_lock_stats', 'SELECT'),
+		         has_table_privilege('public', 'zk_lock_waits', 'SELECT')
+		  FROM zk_lock_stats WHERE resource = 'upgrade/v14' AND mode = 'exclusive'}),
+	't|t|t|0|f|t|f',
+	'updated from 1.4: zk_lock_stats counts the lock taken at 1.4; zk_lock_waits; zk_lock_stats_reset and zk_lock_waits not granted to PUBLIC');
 is($node->safe_psql('v13',
 		q{SELECT zk_semaphore_try_acquire('upgrade/sem', 2) > 0, zk_try_advisory_lock(7),
 		         (SELECT max_holders FROM zk_locks WHERE resource = 'upgrade/sem'),

@@ -6,11 +6,11 @@
 # sequences and types, to a role and to PUBLIC, globally and IN SCHEMA --
 # before CREATE EXTENSION, or only before ALTER EXTENSION UPDATE, every
 # path (a fresh install; 1.0, 1.1 and 1.2 updated step by step and at
-# once), into a schema whose name has capitals, a space and a %:
+# once; 1.3 and 1.4 updated to 1.6), into a schema whose name has capitals, a space and a %:
 #  - ends with the documented privileges: the superuser-only members
 #    (zk_lock_admin_node, zk_lock_force_release, zk_lock_revoke) and those
 #    not granted to PUBLIC (zk_lock_nodes, zk_lock_queue, zk_lock_local,
-#    zk_lock_fence) executable by neither the default-privilege role nor
+#    zk_lock_fence; 1.6: zk_lock_waits, zk_lock_stats_reset) executable by neither the default-privilege role nor
 #    PUBLIC, zk_lock_fences and the views read-only for both; grants an
 #    administrator made by hand on those not granted to PUBLIC (zk_lock_fence
 #    to a writer, zk_lock_nodes and zk_lock_local to a monitor) kept; every
@@ -104,13 +104,13 @@ my @closed_functions = (
 	'zk_lock_admin_node(text,text,text,text)', 'zk_lock_force_release(text,text)',
 	'zk_lock_revoke(text,text)', 'zk_lock_nodes(text)', 'zk_lock_queue(text)',
 	'zk_lock_local()', 'zk_lock_fence(text,bigint)',
-	'zk_lock_settle_privileges()');
+	'zk_lock_settle_privileges()', 'zk_lock_waits()', 'zk_lock_stats_reset()');
 my @closed_table = qw(INSERT UPDATE DELETE TRUNCATE REFERENCES TRIGGER);
 my $closed_query = join("\nUNION ALL ",
 	(map { my $f = $_; map { qq{SELECT '$_ $f', has_function_privilege('$_', '$qs.$f', 'EXECUTE')} } (qw(app plain), 'Ap%p "x') } @closed_functions),
 	(map { my $p = $_; map { qq{SELECT '$_ zk_lock_fences $p', has_table_privilege('$_', '$qs.zk_lock_fences', '$p')} } (qw(app plain), 'Ap%p "x') } @closed_table),
-	(map { qq{SELECT '$_ zk_lock_local view', has_table_privilege('$_', '$qs.zk_lock_local', 'SELECT')} } (qw(app plain), 'Ap%p "x')),
-	(map { my $v = $_; map { qq{SELECT '$_ $v UPDATE', has_table_privilege('$_', '$qs.$v', 'UPDATE,DELETE,INSERT,TRUNCATE,TRIGGER,REFERENCES')} } qw(app plain) } qw(zk_locks zk_lock_status zk_elections)));
+	(map { my $v = $_; map { qq{SELECT '$_ $v view', has_table_privilege('$_', '$qs.$v', 'SELECT')} } (qw(app plain), 'Ap%p "x') } qw(zk_lock_local zk_lock_waits)),
+	(map { my $v = $_; map { qq{SELECT '$_ $v UPDATE', has_table_privilege('$_', '$qs.$v', 'UPDATE,DELETE,INSERT,TRUNCATE,TRIGGER,REFERENCES')} } qw(app plain) } qw(zk_locks zk_lock_status zk_elections zk_lock_stats)));
 my $open_query = qq{
 	SELECT has_function_privilege('writer', '$qs.zk_lock_fence(text,bigint)', 'EXECUTE'),
 	       has_function_privilege('mon', '$qs.zk_lock_nodes(text)', 'EXECUTE'),
@@ -118,7 +118,8 @@ my $open_query = qq{
 	       has_table_privilege('mon', '$qs.zk_lock_local', 'SELECT'),
 	       has_table_privilege('plain', '$qs.zk_lock_fences', 'SELECT'),
 	       has_function_privilege('plain', '$qs.zk_lock_acquire(text,text,interval,boolean)', 'EXECUTE'),
-	       has_table_privilege('plain', '$qs.zk_locks', 'SELECT')};
+	       has_table_privilege('plain', '$qs.zk_locks', 'SELECT'),
+	       has_table_privilege('plain', '$qs.zk_lock_stats', 'SELECT')};
 
 # what a database's zklock objects are (006's form)
 my $describe = q{
@@ -153,10 +154,12 @@ my @paths = (
 	[ 'v11_once',   '1.1', [undef],                'create' ],
 	[ 'v12',        '1.2', [undef],                'create' ],
 	[ 'v13',        '1.3', [undef],                'create' ],
+	[ 'v14',        '1.4', [undef],                'create' ],
 	[ 'v10_late',   '1.0', [undef],                'update' ],
 	[ 'v11_late',   '1.1', [ '1.2', undef ],       'update' ],
 	[ 'v12_late',   '1.2', [undef],                'update' ],
 	[ 'v13_late',   '1.3', [undef],                'update' ],
+	[ 'v14_late',   '1.4', [undef],                'update' ],
 );
 
 my $fresh_described;
@@ -210,7 +213,7 @@ foreach my $path (@paths)
 	my $closed = psql1_db($db,
 		"SELECT string_agg(x || ' ' || y, ', ') FROM ($closed_query) s(x, y) WHERE y");
 	is($closed, '', "$what: nothing closed is open to the default-privilege role or PUBLIC");
-	is(psql1_db($db, $open_query), 't|t|t|t|t|t|t',
+	is(psql1_db($db, $open_query), 't|t|t|t|t|t|t|t',
 		"$what: the grants made by hand, and PUBLIC's, are kept");
 	is(psql1_db($db, qq{SELECT count(*) FROM aclexplode((SELECT proacl FROM pg_proc
 	                    WHERE oid = '$qs.zk_lock_force_release(text,text)'::regprocedure))
@@ -255,6 +258,10 @@ foreach my $path (@paths)
 		[ 'app', q{CREATE TRIGGER mine BEFORE UPDATE ON zk_lock_fences FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()} ],
 		[ 'app', q{SELECT zk_lock_fence('priv/fence', 9223372036854775807)} ],
 		[ 'app', q{SELECT zk_lock_settle_privileges()} ],
+		[ 'app', q{SELECT zk_lock_stats_reset()} ],
+		[ 'app', q{SELECT * FROM zk_lock_waits} ],
+		[ 'app', q{SELECT * FROM zk_lock_waits()} ],
+		[ 'plain', q{SELECT zk_lock_stats_reset()} ],
 		[ 'plain', q{SELECT zk_lock_force_release('priv/victim')} ],
 		[ 'plain', q{UPDATE zk_lock_fences SET token = 5 WHERE resource = 'priv/fence'} ],
 		[ 'ops', q{SELECT zk_lock_force_release('priv/victim')} ],

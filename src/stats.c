@@ -1,0 +1,490 @@
+/*-------------------------------------------------------------------------
+ *
+ * stats.c
+ *		Per-resource, per-mode contention statistics of this instance:
+ *		the shared hash that holds them, the calls that count (stats.h),
+ *		and the SQL functions zk_lock_stats() and zk_lock_stats_reset().
+ *
+ * Modeled on pg_stat_statements.  A fixed shared hash of at most
+ * zklock.stats_max entries, one per (resource, mode), sized at server
+ * start; when it is full, the least used entries give way: each entry's
+ * usage grows by one at each event counted, all usages decay by 1 % at
+ * each eviction, and an eviction removes the 5 % least used (at least 10).
+ * A new entry starts with the median usage of the last eviction, so that
+ * it is not the first to go again.
+ *
+ * What is counted, by whom (never with a ZooKeeper round trip of its own):
+ *	- acquisitions: lock nodes granted to a backend of this instance (a
+ *	  lock a backend holds already, taken again, costs nothing and is not
+ *	  counted); each parent's implicit SHARED lock is a node, counted under
+ *	  the parent's name.  granted_at_once: those granted without waiting
+ *	  behind another node (acquire.c, from the worker's word: the entry's
+ *	  waiting_since).
+ *	- waited: requests that waited behind another node, granted or not; a
+ *	  request that ended without a grant (timeout, cancel, deadlock) is
+ *	  counted as having waited.  total_wait_time and max_wait_time (ms):
+ *	  from the request until its end, for these.
+ *	- not_granted: try-locks refused at once; timeouts: 55P03 (the call's
+ *	  timeout, lock_timeout); cancels: 57014 (query cancel,
+ *	  statement_timeout); deadlocks: counted by the deadlock detector
+ *	  (zklock_stats_count); lost: counted by the worker when it marks a
+ *	  granted entry lost (channel.c).
+ *	- total_held_time and max_held_time (ms): from the grant until the
+ *	  backend gave the node back (release, transaction end, exit).
+ *
+ * Locking rules
+ * -------------
+ * StatsShared->lock (an LWLock, its own tranche "zklock_stats") guards the
+ * hash table's membership: a lookup holds it shared, an insert, an
+ * eviction and a reset hold it exclusively.  Each entry's counters are
+ * guarded by the entry's spinlock (mutex), taken while the LWLock is held
+ * (shared or exclusive); while the LWLock is held exclusively nobody else
+ * touches any entry, so an eviction reads usages without the spinlocks.
+ * The LWLock is taken after any other lock of zklock (the worker counts a
+ * lost lock while it holds ZkLockShared->lock) and nothing is taken while
+ * it is held: no lock order can cycle.  Nothing here raises an ERROR while
+ * counting, and nothing allocates: an eviction sorts in an array of
+ * zklock.stats_max pointers set aside in shared memory.
+ *
+ * Portions Copyright (c) 2026, zklock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/timestamp.h"
+
+#include "backend.h"
+#include "functions.h"
+#include "resource.h"
+#include "settings.h"
+#include "shmem.h"
+#include "stats.h"
+#include "zklock.h"
+
+PG_FUNCTION_INFO_V1(zklock_lock_stats);
+PG_FUNCTION_INFO_V1(zklock_lock_stats_reset);
+
+#define STATS_DECAY			0.99	/* usages decay by this at an eviction */
+#define STATS_EVICT_PERCENT	5		/* the share of entries an eviction
+									 * removes */
+#define STATS_EVICT_MIN		10
+#define STATS_COLUMNS		14
+
+typedef struct StatsKey
+{
+	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
+	int32		mode;			/* ZkLockMode */
+} StatsKey;
+
+/* The counters of one (resource, mode); see the file's header */
+typedef struct StatsCounters
+{
+	int64		acquisitions;
+	int64		granted_at_once;
+	int64		waited;
+	int64		not_granted;
+	double		total_wait_time;	/* ms */
+	double		max_wait_time;	/* ms */
+	int64		timeouts;
+	int64		cancels;
+	int64		deadlocks;
+	int64		lost;
+	double		total_held_time;	/* ms */
+	double		max_held_time;	/* ms */
+	double		usage;			/* events counted, decayed at evictions */
+} StatsCounters;
+
+typedef struct StatsEntry
+{
+	StatsKey	key;			/* hash key; must be first.  lock */
+	slock_t		mutex;			/* guards c */
+	StatsCounters c;			/* mutex (and the lock held, any mode) */
+} StatsEntry;
+
+typedef struct StatsShared
+{
+	LWLock	   *lock;			/* set at startup, then read only */
+	double		median_usage;	/* lock (exclusive to write): new entries'
+								 * usage */
+	int64		evictions;		/* lock (exclusive) */
+	StatsEntry *sort[FLEXIBLE_ARRAY_MEMBER];	/* lock (exclusive): an
+												 * eviction's scratch */
+} StatsShared;
+
+/* A change to an entry's counters: what one call counts */
+typedef struct StatsDelta
+{
+	StatsCounters add;			/* added to the counters (usage unused) */
+	double		wait_ms;		/* < 0: no wait to take the maximum of */
+	double		held_ms;		/* < 0: no hold */
+} StatsDelta;
+
+static StatsShared *stats = NULL;
+static HTAB *stats_hash = NULL;
+
+static Size
+stats_struct_size(void)
+{
+	return add_size(offsetof(StatsShared, sort),
+					mul_size(zklock_stats_max, sizeof(StatsEntry *)));
+}
+
+/* The shared memory the statistics need (shmem.c asks for it) */
+Size
+zklock_stats_shmem_size(void)
+{
+	return add_size(MAXALIGN(stats_struct_size()),
+					hash_estimate_size(zklock_stats_max, sizeof(StatsEntry)));
+}
+
+/*
+ * Set up (or, in a process started later, find) the statistics.  Caller
+ * holds AddinShmemInitLock.
+ */
+void
+zklock_stats_shmem_init(void)
+{
+	bool		found;
+	HASHCTL		info;
+
+	stats = ShmemInitStruct("zklock stats", stats_struct_size(), &found);
+	if (!found)
+	{
+		stats->lock = &(GetNamedLWLockTranche("zklock_stats"))->lock;
+		stats->median_usage = 1.0;
+		stats->evictions = 0;
+	}
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(StatsKey);
+	info.entrysize = sizeof(StatsEntry);
+	stats_hash = ShmemInitHash("zklock stats hash",
+							   zklock_stats_max, zklock_stats_max,
+							   &info, HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+}
+
+static int
+usage_cmp(const void *a, const void *b)
+{
+	double		x = (*(StatsEntry *const *) a)->c.usage;
+	double		y = (*(StatsEntry *const *) b)->c.usage;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Make room: decay every usage, and remove the least used 5 % (at least
+ * STATS_EVICT_MIN).  Caller holds the lock exclusively.
+ */
+static void
+stats_evict(void)
+{
+	HASH_SEQ_STATUS seq;
+	StatsEntry *e;
+	int			n = 0;
+	int			victims;
+
+	hash_seq_init(&seq, stats_hash);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		if (n < zklock_stats_max)
+			stats->sort[n++] = e;
+		e->c.usage *= STATS_DECAY;
+	}
+	if (n == 0)
+		return;
+	qsort(stats->sort, n, sizeof(StatsEntry *), usage_cmp);
+	stats->median_usage = stats->sort[n / 2]->c.usage;
+	victims = Max(STATS_EVICT_MIN, n * STATS_EVICT_PERCENT / 100);
+	victims = Min(victims, n);
+	for (int i = 0; i < victims; i++)
+		hash_search(stats_hash, &stats->sort[i]->key, HASH_REMOVE, NULL);
+	stats->evictions++;
+}
+
+/*
+ * The entry of a key, made if need be (evicting when the table is full).
+ * Caller holds the lock exclusively.  NULL only if the hash refuses (it
+ * should not: there is room after an eviction).
+ */
+static StatsEntry *
+stats_enter(const StatsKey *key)
+{
+	StatsEntry *e;
+	bool		found;
+
+	e = hash_search(stats_hash, key, HASH_FIND, NULL);
+	if (e)
+		return e;
+	if (hash_get_num_entries(stats_hash) >= zklock_stats_max)
+		stats_evict();
+	e = hash_search(stats_hash, key, HASH_ENTER_NULL, &found);
+	if (e && !found)
+	{
+		SpinLockInit(&e->mutex);
+		memset(&e->c, 0, sizeof(e->c));
+		e->c.usage = stats->median_usage;
+	}
+	return e;
+}
+
+static void
+apply_delta(StatsCounters *c, const StatsDelta *d)
+{
+	c->acquisitions += d->add.acquisitions;
+	c->granted_at_once += d->add.granted_at_once;
+	c->waited += d->add.waited;
+	c->not_granted += d->add.not_granted;
+	c->timeouts += d->add.timeouts;
+	c->cancels += d->add.cancels;
+	c->deadlocks += d->add.deadlocks;
+	c->lost += d->add.lost;
+	if (d->wait_ms >= 0)
+	{
+		c->total_wait_time += d->wait_ms;
+		c->max_wait_time = Max(c->max_wait_time, d->wait_ms);
+	}
+	if (d->held_ms >= 0)
+	{
+		c->total_held_time += d->held_ms;
+		c->max_held_time = Max(c->max_held_time, d->held_ms);
+	}
+	c->usage += 1.0;
+}
+
+/*
+ * Add a delta to the counters of (resource, mode): one lookup under the
+ * lock held shared and the entry's spinlock; a first event of a key takes
+ * the lock exclusively to make its entry.  Never raises.
+ */
+static void
+stats_add(const char *resource, ZkLockMode mode, const StatsDelta *d)
+{
+	StatsKey	key;
+	StatsEntry *e;
+
+	if (!zklock_track_stats || stats == NULL)
+		return;
+	memset(&key, 0, sizeof(key));
+	strlcpy(key.resource, resource, sizeof(key.resource));
+	key.mode = (int32) mode;
+
+	LWLockAcquire(stats->lock, LW_SHARED);
+	e = hash_search(stats_hash, &key, HASH_FIND, NULL);
+	if (e == NULL)
+	{
+		LWLockRelease(stats->lock);
+		LWLockAcquire(stats->lock, LW_EXCLUSIVE);
+		e = stats_enter(&key);
+	}
+	if (e)
+	{
+		SpinLockAcquire(&e->mutex);
+		apply_delta(&e->c, d);
+		SpinLockRelease(&e->mutex);
+	}
+	LWLockRelease(stats->lock);
+}
+
+static void
+delta_init(StatsDelta *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->wait_ms = -1;
+	d->held_ms = -1;
+}
+
+double
+zklock_stats_ms_since(TimestampTz start)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	return now > start ? (double) (now - start) / 1000.0 : 0.0;
+}
+
+void
+zklock_stats_granted(const char *resource, ZkLockMode mode, bool waited,
+					 double wait_ms)
+{
+	StatsDelta	d;
+
+	delta_init(&d);
+	d.add.acquisitions = 1;
+	if (waited)
+	{
+		d.add.waited = 1;
+		d.wait_ms = wait_ms;
+	}
+	else
+		d.add.granted_at_once = 1;
+	stats_add(resource, mode, &d);
+}
+
+static void
+delta_event(StatsDelta *d, ZkStatEvent event)
+{
+	switch (event)
+	{
+		case ZKLOCK_STAT_NOT_GRANTED:
+			d->add.not_granted = 1;
+			break;
+		case ZKLOCK_STAT_TIMEOUT:
+			d->add.timeouts = 1;
+			break;
+		case ZKLOCK_STAT_CANCEL:
+			d->add.cancels = 1;
+			break;
+		case ZKLOCK_STAT_DEADLOCK:
+			d->add.deadlocks = 1;
+			break;
+		case ZKLOCK_STAT_LOST:
+			d->add.lost = 1;
+			break;
+	}
+}
+
+void
+zklock_stats_wait_ended(const char *resource, ZkLockMode mode, int outcome,
+						double wait_ms)
+{
+	StatsDelta	d;
+
+	delta_init(&d);
+	d.add.waited = 1;
+	d.wait_ms = wait_ms;
+	if (outcome >= 0)
+		delta_event(&d, (ZkStatEvent) outcome);
+	stats_add(resource, mode, &d);
+}
+
+void
+zklock_stats_count(const char *resource, ZkLockMode mode, ZkStatEvent event)
+{
+	StatsDelta	d;
+
+	delta_init(&d);
+	delta_event(&d, event);
+	stats_add(resource, mode, &d);
+}
+
+void
+zklock_stats_released(const char *resource, ZkLockMode mode, double held_ms)
+{
+	StatsDelta	d;
+
+	delta_init(&d);
+	d.held_ms = held_ms;
+	stats_add(resource, mode, &d);
+}
+
+/* One row of zk_lock_stats, copied under the lock */
+typedef struct StatsRow
+{
+	StatsKey	key;
+	StatsCounters c;
+} StatsRow;
+
+static void
+stats_put(ReturnSetInfo *rsinfo, StatsRow *row)
+{
+	Datum		values[STATS_COLUMNS];
+	bool		nulls[STATS_COLUMNS];
+	StatsCounters *c = &row->c;
+	int			i = 0;
+
+	memset(nulls, 0, sizeof(nulls));
+	values[i++] = CStringGetTextDatum(zklock_text_out(row->key.resource));
+	values[i++] = CStringGetTextDatum(zklock_mode_name((ZkLockMode) row->key.mode));
+	values[i++] = Int64GetDatum(c->acquisitions);
+	values[i++] = Int64GetDatum(c->granted_at_once);
+	values[i++] = Int64GetDatum(c->waited);
+	values[i++] = Int64GetDatum(c->not_granted);
+	values[i++] = Float8GetDatum(c->total_wait_time);
+	values[i++] = Float8GetDatum(c->max_wait_time);
+	values[i++] = Int64GetDatum(c->timeouts);
+	values[i++] = Int64GetDatum(c->cancels);
+	values[i++] = Int64GetDatum(c->deadlocks);
+	values[i++] = Int64GetDatum(c->lost);
+	values[i++] = Float8GetDatum(c->total_held_time);
+	values[i++] = Float8GetDatum(c->max_held_time);
+	Assert(i == STATS_COLUMNS);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * zk_lock_stats(): every entry, copied under the lock (each entry's
+ * counters under its spinlock; the copy is palloc'd under it, as status.c
+ * does: an ERROR releases the lock), then turned into rows without it
+ * (names converted to the database encoding: a catalog lookup).
+ */
+Datum
+zklock_lock_stats(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	HASH_SEQ_STATUS seq;
+	StatsEntry *e;
+	StatsRow   *rows;
+	int			nrows = 0;
+	long		nmax;
+
+	zklock_check_loaded();
+	InitMaterializedSRF(fcinfo, 0);
+	if (stats == NULL)
+		return (Datum) 0;
+	LWLockAcquire(stats->lock, LW_SHARED);
+	/* no entry comes or goes while the lock is held */
+	nmax = hash_get_num_entries(stats_hash);
+	rows = palloc(sizeof(StatsRow) * Max(nmax, 1));
+	hash_seq_init(&seq, stats_hash);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		if (nrows == nmax)
+		{
+			hash_seq_term(&seq);
+			break;
+		}
+		rows[nrows].key = e->key;
+		SpinLockAcquire(&e->mutex);
+		rows[nrows].c = e->c;
+		SpinLockRelease(&e->mutex);
+		nrows++;
+	}
+	LWLockRelease(stats->lock);
+
+	for (int i = 0; i < nrows; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		stats_put(rsinfo, &rows[i]);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * zk_lock_stats_reset(): forget every entry.  Not granted to PUBLIC (the
+ * SQL object's grants decide who may).
+ */
+Datum
+zklock_lock_stats_reset(PG_FUNCTION_ARGS)
+{
+	HASH_SEQ_STATUS seq;
+	StatsEntry *e;
+
+	zklock_check_loaded();
+	if (stats == NULL)
+		PG_RETURN_VOID();
+	LWLockAcquire(stats->lock, LW_EXCLUSIVE);
+	hash_seq_init(&seq, stats_hash);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		hash_search(stats_hash, &e->key, HASH_REMOVE, NULL);
+	stats->median_usage = 1.0;
+	LWLockRelease(stats->lock);
+	PG_RETURN_VOID();
+}

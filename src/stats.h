@@ -1,0 +1,63 @@
+/*-------------------------------------------------------------------------
+ *
+ * stats.h
+ *		Per-resource, per-mode contention statistics of this instance
+ *		(zk_lock_stats): the calls that count, one per outcome of an
+ *		acquisition, one at a release, one for a lost lock.  stats.c states
+ *		what each counts and the locking rules.
+ *
+ * Every call is cheap (one lookup in a shared hash and a spinlock), never
+ * raises an ERROR, and does nothing while zklock.track_stats is off or
+ * before shared memory is set up.  The mode is the lock's
+ * (zklock_mode_name: 'exclusive', 'shared', 'semaphore').
+ *
+ * Portions Copyright (c) 2026, zklock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_STATS_H
+#define ZKLOCK_STATS_H
+
+#include "zklock.h"
+
+/* One outcome of an acquisition, or what befell a held lock */
+typedef enum ZkStatEvent
+{
+	ZKLOCK_STAT_NOT_GRANTED,	/* a try-lock refused at once */
+	ZKLOCK_STAT_TIMEOUT,		/* the caller's timeout or lock_timeout */
+	ZKLOCK_STAT_CANCEL,			/* query cancel, statement_timeout */
+	ZKLOCK_STAT_DEADLOCK,		/* chosen as a deadlock's victim */
+	ZKLOCK_STAT_LOST			/* a granted lock's node or session gone */
+} ZkStatEvent;
+
+/* shared memory (shmem.c asks for it and sets it up) */
+extern Size zklock_stats_shmem_size(void);
+extern void zklock_stats_shmem_init(void);
+
+/*
+ * A lock node granted: at once (waited false), or after waiting wait_ms
+ * (since the request was sent).
+ */
+extern void zklock_stats_granted(const char *resource, ZkLockMode mode,
+								 bool waited, double wait_ms);
+
+/*
+ * A wait that ended without a grant, after wait_ms: a timeout, a cancel,
+ * or (outcome -1) anything else (an error, a deadlock: the deadlock
+ * detector counts its victim with zklock_stats_count).
+ */
+extern void zklock_stats_wait_ended(const char *resource, ZkLockMode mode,
+									int outcome, double wait_ms);
+
+/* One more of an event: a refused try, a timeout, a deadlock, a loss */
+extern void zklock_stats_count(const char *resource, ZkLockMode mode,
+							   ZkStatEvent event);
+
+/* A lock released (its node given back) after held_ms */
+extern void zklock_stats_released(const char *resource, ZkLockMode mode,
+								  double held_ms);
+
+/* The milliseconds from start to now, as the counters take them */
+extern double zklock_stats_ms_since(TimestampTz start);
+
+#endif							/* ZKLOCK_STATS_H */
