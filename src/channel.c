@@ -150,7 +150,8 @@ static bool
 channel_is_admin_kind(ZkEntryKind kind)
 {
 	return kind == ZKR_LIST || kind == ZKR_FORCE_DELETE || kind == ZKR_REVOKE ||
-		kind == ZKR_ELECTION;	/* election */
+		kind == ZKR_ELECTION ||	/* election */
+		kind == ZKR_WAITS;		/* a deadlock search, beside a lock's wait */
 }
 
 /*
@@ -188,6 +189,7 @@ channel_alloc(ZkEntryKind kind, int slot)
 	e->sqlstate = 0;
 	e->node[0] = '\0';
 	e->error[0] = '\0';
+	e->long_wait = false;
 	return idx;
 }
 
@@ -476,6 +478,53 @@ zklock_channel_withdraw(int idx, uint32 generation)
 		}
 	}
 	LWLockRelease(zklock_shared->lock);
+}
+
+/*
+ * The backend's request (still REQUESTED) has waited past the deadlock
+ * timeout: mark it, for the worker to publish (deadlock_publish.c), and
+ * wake the worker.  Marked once; returns false when the entry no longer
+ * waits.
+ */
+bool
+zklock_channel_mark_long_wait(int idx, uint32 generation)
+{
+	ZkLockEntry *e;
+	bool		waiting;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	e = channel_entry(idx);
+	waiting = channel_is(idx, generation, ZKE_REQUESTED);
+	if (waiting && !e->long_wait)
+	{
+		e->long_wait = true;
+		zklock_shared->long_wait_marks++;
+		channel_wake_worker_locked();
+	}
+	LWLockRelease(zklock_shared->lock);
+	return waiting;
+}
+
+/*
+ * A deadlock's victim withdraws its request, but only if it still waits
+ * (REQUESTED), in one locked section: a grant that came first wins, and
+ * the caller goes on with its lock (returns false).  Never raises.
+ */
+bool
+zklock_channel_withdraw_waiting(int idx, uint32 generation)
+{
+	bool		waiting;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	waiting = channel_is(idx, generation, ZKE_REQUESTED);
+	if (waiting)
+	{
+		channel_entry(idx)->state = ZKE_RELEASING;
+		channel_enqueue(idx);
+		channel_wake_worker_locked();
+	}
+	LWLockRelease(zklock_shared->lock);
+	return waiting;
 }
 
 /* ---- worker side ---- */

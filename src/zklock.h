@@ -101,7 +101,9 @@ typedef enum ZkEntryKind
 	ZKR_LIST,					/* list every lock node under the root */
 	ZKR_FORCE_DELETE,			/* delete another holder's node */
 	ZKR_REVOKE,					/* ask another holder to give a lock up */
-	ZKR_ELECTION				/* list an election group (election_query.c) */
+	ZKR_ELECTION,				/* list an election group (election_query.c) */
+	ZKR_WAITS					/* read every instance's published long waits
+								 * (deadlock_publish.c) */
 } ZkEntryKind;
 
 typedef enum ZkEntryState
@@ -154,6 +156,8 @@ typedef struct ZkLockEntry
 	Size		list_size;		/* backend: its size */
 	/* backend: an advisory lock's own node of the other mode (no blocker) */
 	char		ignore_node[ZKLOCK_MAX_NODE_NAME_LEN + 1];	/* backend */
+	/* lock: the backend has waited past the deadlock timeout (deadlock.c) */
+	bool		long_wait;
 
 	/* result, written by the worker while REQUESTED (its verdict) */
 	int64		token;			/* worker: czxid of the node */
@@ -218,6 +222,13 @@ typedef struct ZkLockShared
 	uint64		n_watches;		/* lock: watches this session has set and not yet seen fire or removed (protocol.c) */
 	uint64		n_notifications;	/* lock: node watch notifications the
 									 * worker received (protocol.c) */
+
+	/*
+	 * lock: bumped at each entry newly marked long_wait, so that the
+	 * worker's publication of long waits (deadlock_publish.c) costs nothing
+	 * while it stays where the worker last saw it
+	 */
+	uint64		long_wait_marks;
 
 	/* free list and work queue, lock */
 	int			free_head;
