@@ -1,0 +1,220 @@
+
+# Deadlocks across instances (issue 19, doc/deadlocks.md): a backend whose
+# zklock wait has lasted zklock.deadlock_timeout looks for a cycle through
+# itself in every instance's published long waits (and, on its own
+# instance, PostgreSQL's lock waits); the youngest zklock request of a
+# cycle gets 40P01, the others go on.
+#  - the two-instance two-resource cross deadlock is broken within the
+#    timeout plus a few seconds: exactly one 40P01 (the youngest request),
+#    the other commits; DETAIL lists the cycle, the log too
+#  - a three-backend cycle across two instances: one victim
+#  - a chain with no cycle has no victim, after several timeouts
+#  - a mixed cycle on one instance: a zklock holder waits for a row lock
+#    held by a backend waiting for that zklock lock
+#  - DETAIL masks the pids of other roles' backends for a role that
+#    zk_locks would mask them for; the server log has them
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/..";
+use ZkLockTest;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+my $timeout_s = 1;
+my $conf = "zklock.deadlock_timeout = '${timeout_s}s'";
+my $hosts = zk_start();
+my $node1 = zk_node('node1', extra_conf => $conf);
+my $node2 = zk_node('node2', extra_conf => $conf);
+
+for my $n ($node1, $node2)
+{
+	$n->safe_psql('postgres', q{
+		CREATE ROLE alice LOGIN;
+		CREATE ROLE bob LOGIN;
+		CREATE TABLE t (id int PRIMARY KEY, v int);
+		INSERT INTO t VALUES (1, 0);
+		GRANT ALL ON t TO PUBLIC;
+	});
+}
+
+# A generous bound on detection: both members search at the timeout, and
+# again each timeout; a wait sleeps at most 1 s between checks
+my $bound = 2 * $timeout_s + 6;
+
+# Start each session's transaction and take its first lock
+sub hold
+{
+	my ($s, $res) = @_;
+	$s->query_ok('BEGIN');
+	$s->query_ok(qq{SELECT zk_lock_acquire('$res') IS NOT NULL});
+}
+
+# Send an acquire and wait until the backend waits for it
+sub ask
+{
+	my ($s, $res) = @_;
+	$s->send(qq{SELECT zk_lock_acquire('$res') IS NOT NULL});
+	ok(wait_for_waiting($s->node, $s->pid), $s->name . " waits for $res");
+}
+
+# ---------------------------------------------------------------------------
+# The cross deadlock between two instances
+{
+	my $off1 = -s $node1->logfile;
+	my $off2 = -s $node2->logfile;
+	my $a = zk_session_as($node1, 'cross_a');
+	my $b = zk_session_as($node2, 'cross_b');
+	hold($a, 'dl/orders');
+	hold($b, 'dl/customers');
+	ask($a, 'dl/customers');
+	my $t0 = time();
+	ask($b, 'dl/orders');
+	my $rb = $b->wait($bound + 10);
+	my $ra = $a->wait($bound + 10);
+	ok(defined $ra && defined $rb, 'both requests were answered');
+	my $elapsed = time() - $t0;
+	is($rb->{sqlstate}, '40P01', 'the youngest request (node2\'s) is the victim: 40P01');
+	like($rb->{err}, qr/ERROR:\s+40P01: deadlock detected/, 'the message is "deadlock detected"');
+	is($ra->{sqlstate}, '00000', 'the other request is granted');
+	ok($elapsed < $bound, "broken within ${bound}s (took " . sprintf('%.1f', $elapsed) . 's)');
+	my $apid = $a->pid;
+	my $bpid = $b->pid;
+	like($rb->{err},
+		qr/node2:$bpid waits for EXCLUSIVE lock on resource "dl\/orders" held by node1:$apid\./,
+		'DETAIL: node2\'s wait, held by node1\'s backend');
+	like($rb->{err},
+		qr/node1:$apid waits for EXCLUSIVE lock on resource "dl\/customers" held by node2:$bpid\./,
+		'DETAIL: node1\'s wait, held by node2\'s backend');
+	$b->query_ok('ROLLBACK');
+	$a->query_ok('COMMIT');
+	ok(zk_wait_log($node2, qr/deadlock broken: process $bpid/, $off2),
+		'the victim\'s instance logs the break at LOG with the cycle');
+	is(zk_log_count($node1, qr/deadlock detected/, $off1), 0,
+		'no error on the other instance');
+	$a->quit;
+	$b->quit;
+	ok(zk_wait_no_locks(zk_path('dl/orders'), 10) && zk_wait_no_locks(zk_path('dl/customers'), 10),
+		'no lock node left behind');
+}
+
+# ---------------------------------------------------------------------------
+# Three backends, two instances: a -> b -> c -> a
+{
+	my $a = zk_session_as($node1, 'three_a');
+	my $b = zk_session_as($node2, 'three_b');
+	my $c = zk_session_as($node1, 'three_c');
+	hold($a, 'd3/r1');
+	hold($b, 'd3/r2');
+	hold($c, 'd3/r3');
+	ask($a, 'd3/r2');
+	ask($b, 'd3/r3');
+	ask($c, 'd3/r1');
+	my $rc = $c->wait($bound + 10);
+	ok(defined $rc && $rc->{sqlstate} eq '40P01', 'the youngest (c) gets 40P01');
+	$c->query_ok('ROLLBACK');
+	my $rb = $b->wait(20);
+	is($rb && $rb->{sqlstate}, '00000', 'b is granted r3 once c is gone');
+	$b->query_ok('COMMIT');
+	my $ra = $a->wait(20);
+	is($ra && $ra->{sqlstate}, '00000', 'a is granted r2 once b has committed');
+	$a->query_ok('COMMIT');
+	$_->quit for ($a, $b, $c);
+}
+
+# ---------------------------------------------------------------------------
+# A chain is not a cycle: a holds x1; b waits for x1 holding x2; c waits for
+# x2 holding x3 (another instance); d waits for x3.  Nobody is a victim
+# after several timeouts, and the chain unwinds once a commits.
+{
+	my $off1 = -s $node1->logfile;
+	my $off2 = -s $node2->logfile;
+	my $a = zk_session_as($node1, 'chain_a');
+	my $b = zk_session_as($node2, 'chain_b');
+	my $c = zk_session_as($node1, 'chain_c');
+	my $d = zk_session_as($node2, 'chain_d');
+	hold($a, 'ch/x1');
+	hold($b, 'ch/x2');
+	hold($c, 'ch/x3');
+	ask($b, 'ch/x1');
+	ask($c, 'ch/x2');
+	ask($d, 'ch/x3');
+	sleep(4 * $timeout_s + 1);
+	ok(!$b->done && !$c->done && !$d->done, 'after four timeouts every waiter still waits');
+	ok(zk_log_count($node1, qr/deadlock search/, $off1) + zk_log_count($node2, qr/deadlock search/, $off2) == 0,
+		'no search gave up');
+	is(zk_log_count($node1, qr/deadlock (found|broken)/, $off1) + zk_log_count($node2, qr/deadlock (found|broken)/, $off2), 0,
+		'no cycle was found');
+	$a->query_ok('COMMIT');
+	is($b->wait(20)->{sqlstate}, '00000', 'b is granted once a commits');
+	$b->query_ok('COMMIT');
+	is($c->wait(20)->{sqlstate}, '00000', 'then c');
+	$c->query_ok('COMMIT');
+	is($d->wait(20)->{sqlstate}, '00000', 'then d');
+	$d->query_ok('ROLLBACK');
+	$_->quit for ($a, $b, $c, $d);
+}
+
+# ---------------------------------------------------------------------------
+# A mixed cycle on one instance: x holds the zklock lock and waits for the
+# row lock y holds; y waits for the zklock lock.  Neither PostgreSQL's
+# detector nor a zklock-only graph sees it; the victim is the zklock waiter.
+{
+	my $x = zk_session_as($node1, 'mixed_x');
+	my $y = zk_session_as($node1, 'mixed_y');
+	hold($x, 'mx/r');
+	$y->query_ok('BEGIN');
+	$y->query_ok('UPDATE t SET v = v + 1 WHERE id = 1');
+	$x->send('UPDATE t SET v = v + 10 WHERE id = 1');
+	ok(wait_until(sub {
+		psql1($node1, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = " . $x->pid) eq 'Lock' }),
+		'x waits for the row lock');
+	ask($y, 'mx/r');
+	my $ry = $y->wait($bound + 10);
+	ok(defined $ry && $ry->{sqlstate} eq '40P01', 'the zklock waiter gets 40P01');
+	my ($xpid, $ypid) = ($x->pid, $y->pid);
+	like($ry->{err}, qr/node1:$xpid waits for a PostgreSQL lock held by node1:$ypid\./,
+		'DETAIL names the row-lock edge');
+	$y->query_ok('ROLLBACK');
+	my $rx = $x->wait(20);
+	is($rx && $rx->{sqlstate}, '00000', 'the row lock goes to x');
+	$x->query_ok('COMMIT');
+	is(psql1($node1, 'SELECT v FROM t WHERE id = 1'), '10', 'x committed its update');
+	$_->quit for ($x, $y);
+}
+
+# ---------------------------------------------------------------------------
+# Masking: alice is the victim; bob's pid on node1 is not hers to see
+{
+	my $off2 = -s $node2->logfile;
+	my $a = zk_session_as($node1, 'mask_bob', 'bob');
+	my $b = zk_session_as($node2, 'mask_alice', 'alice');
+	hold($a, 'dm/orders');
+	hold($b, 'dm/customers');
+	ask($a, 'dm/customers');
+	ask($b, 'dm/orders');
+	my $rb = $b->wait($bound + 10);
+	ok(defined $rb && $rb->{sqlstate} eq '40P01', 'alice\'s request is the victim');
+	my ($apid, $bpid) = ($a->pid, $b->pid);
+	like($rb->{err}, qr/node2:$bpid waits for EXCLUSIVE lock on resource "dm\/orders" held by node1:\?\./,
+		'alice sees her own pid, not bob\'s');
+	unlike($rb->{err}, qr/node1:$apid/, 'bob\'s pid is not in alice\'s DETAIL');
+	ok(zk_wait_log($node2, qr/node1:$apid waits for EXCLUSIVE lock on resource "dm\/customers"/, $off2),
+		'the server log has it');
+	$b->query_ok('ROLLBACK');
+	is($a->wait(20)->{sqlstate}, '00000', 'bob is granted');
+	$a->query_ok('COMMIT');
+	$_->quit for ($a, $b);
+}
+
+# the publication is gone once nobody waits
+ok(wait_until(sub {
+	my ($rc, $out) = zkutil('ls-r', zk_path('zklock.waits'));
+	return $rc != 0 || $out !~ /[0-9a-f]{16}/;
+}, timeout => 10), 'no instance publishes a long wait once none waits');
+
+is(scalar(zk_log_crashes($node1)) + scalar(zk_log_crashes($node2)), 0, 'no crash');
+done_testing();
