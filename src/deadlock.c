@@ -219,7 +219,8 @@ parse_line(DlGraph *g, int64 session, char *line)
 
 		if (add_node(g, session, pid, f[5], &n))
 		{
-			DlVertex   *v = &g->v[vertex(g, session, pid)];
+			int			vi = vertex(g, session, pid);	/* may move g->v */
+			DlVertex   *v = &g->v[vi];
 
 			v->waits = true;
 			v->czxid = strtoll(f[2], NULL, 10);
@@ -275,7 +276,8 @@ add_local(DlGraph *g)
 		if (add_node(g, g->my_session, e->owner_pid,
 					 psprintf("%s/%s", e->resource, e->node), NULL))
 		{
-			DlVertex   *v = &g->v[vertex(g, g->my_session, e->owner_pid)];
+			int			vi = vertex(g, g->my_session, e->owner_pid);
+			DlVertex   *v = &g->v[vi];
 
 			role = zklock_node_field(e->data, "user=");
 			if (v->role == NULL && role)
