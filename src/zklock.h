@@ -131,6 +131,9 @@ typedef struct ZkLockEntry
 {
 	ZkEntryState state;			/* lock */
 	bool		queued;			/* lock: in the work queue */
+	bool		long_wait;		/* lock: the request has waited past the
+								 * deadlock timeout (deadlock.c), for the
+								 * worker to publish (deadlock_publish.c) */
 	uint32		generation;		/* lock: bumped at each allocation */
 	int			next_free;		/* lock: free-list link */
 	int			count_slot;		/* lock: the backend slot it counts
@@ -156,8 +159,6 @@ typedef struct ZkLockEntry
 	Size		list_size;		/* backend: its size */
 	/* backend: an advisory lock's own node of the other mode (no blocker) */
 	char		ignore_node[ZKLOCK_MAX_NODE_NAME_LEN + 1];	/* backend */
-	/* lock: the backend has waited past the deadlock timeout (deadlock.c) */
-	bool		long_wait;
 
 	/* result, written by the worker while REQUESTED (its verdict) */
 	int64		token;			/* worker: czxid of the node */
