@@ -20,7 +20,9 @@
  *	  the pids pg_blocking_pids() names.
  *
  * The victim of a cycle is its zklock request with the highest czxid (the
- * youngest), by the same rule on every instance.  Only the victim acts:
+ * youngest), by the same rule on every instance; in a cycle through a
+ * lock-manager edge, which only this instance's backends can see, the
+ * youngest of this instance's zklock requests in it.  Only the victim acts:
  * it reads again, finds a cycle through itself with itself the victim
  * again, withdraws its request if and only if it still waits
  * (zklock_channel_withdraw_waiting) and raises 40P01.  The search visits
@@ -513,6 +515,7 @@ find_cycle(DlGraph *g, bool *published, bool *victim_me)
 	List	   *path = NIL;
 	int			me;
 	int			victim = -1;
+	bool		mixed = false;
 	ListCell   *lc;
 
 	*published = false;
@@ -534,11 +537,21 @@ find_cycle(DlGraph *g, bool *published, bool *victim_me)
 							   DL_MAX_VERTICES)));
 		return NIL;
 	}
+	/*
+	 * A lock-manager edge is seen on its own instance only (ours: see
+	 * out_edges), so only our backends can find such a cycle: its victim
+	 * is the youngest zklock request of this instance in it, which every
+	 * backend that can find it picks alike.
+	 */
+	foreach(lc, path)
+		if (!g->v[lfirst_int(lc)].waits)
+			mixed = true;
 	foreach(lc, path)
 	{
 		DlVertex   *v = &g->v[lfirst_int(lc)];
 
-		if (v->waits && (victim < 0 || v->czxid > g->v[victim].czxid))
+		if (v->waits && (!mixed || v->session == g->my_session) &&
+			(victim < 0 || v->czxid > g->v[victim].czxid))
 			victim = lfirst_int(lc);
 	}
 	*victim_me = victim == me;

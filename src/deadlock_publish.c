@@ -48,6 +48,7 @@
 #include "settings.h"
 #include "resource.h"
 #include "zk_client.h"
+#include "lease.h"
 
 /* Operations, as carried in a tag */
 #define OP_PUB_PARENT	1		/* create <root>/zklock.waits (container) */
@@ -74,6 +75,15 @@ typedef struct WaitsRead
 } WaitsRead;
 
 static WaitsRead **reads = NULL;	/* nentries slots */
+
+/*
+ * The publication's size: ZooKeeper refuses a node's data past its
+ * jute.maxbuffer (1 MB by default).  Waits beyond are left out, logged at
+ * most once a minute.
+ */
+#define WAITS_MAX_TEXT		(512 * 1024)
+#define WAITS_CUT_LOG_US	(INT64CONST(60) * 1000000)
+static int64 last_cut_log_us = -WAITS_CUT_LOG_US;
 
 static void
 waits_dir(char *buf, size_t size)
@@ -138,6 +148,7 @@ build_text(void)
 {
 	StringInfoData s;
 	bool		any = false;
+	bool		cut = false;
 
 	initStringInfo(&s);
 	appendStringInfo(&s, "i\t%s\n", zklock_instance_name());
@@ -147,6 +158,11 @@ build_text(void)
 		ZkLockEntry *e = entry(i);
 		WorkEntry  *w = &zklock_work[i];
 
+		if (s.len > WAITS_MAX_TEXT)
+		{
+			cut = true;
+			break;
+		}
 		if (!e->long_wait || e->state != ZKE_REQUESTED ||
 			e->kind != ZKR_ACQUIRE || e->mode == ZKLOCK_SEMAPHORE ||
 			w->generation != e->generation || w->phase != PH_WATCHING ||
@@ -161,6 +177,14 @@ build_text(void)
 		any = true;
 	}
 	LWLockRelease(zklock_shared->lock);
+	if (cut && zklock_boottime_us() - last_cut_log_us >= WAITS_CUT_LOG_US)
+	{
+		last_cut_log_us = zklock_boottime_us();
+		ereport(LOG,
+				(errmsg("zklock: this instance's long waits take more than %d bytes: the rest are not published",
+						WAITS_MAX_TEXT),
+				 errdetail("Deadlocks through the waits left out are not found. (Said at most once a minute.)")));
+	}
 	if (any)
 		return s.data;
 	pfree(s.data);

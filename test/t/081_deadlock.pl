@@ -187,6 +187,88 @@ sub ask
 }
 
 # ---------------------------------------------------------------------------
+# A mixed cycle across instances: y (node1) waits for r1, held by x
+# (node2); x waits for the row lock w (node2) holds; w waits for r2, held by
+# y.  y's request is the youngest, but only node2's backends can see the
+# row-lock edge: the victim is node2's youngest zklock request in the
+# cycle, w, and y is granted in the end.
+{
+	my $x = zk_session_as($node2, 'xmixed_x');
+	my $w = zk_session_as($node2, 'xmixed_w');
+	my $y = zk_session_as($node1, 'xmixed_y');
+	hold($x, 'mc/r1');
+	hold($y, 'mc/r2');
+	$w->query_ok('BEGIN');
+	$w->query_ok('UPDATE t SET v = v + 1 WHERE id = 1');
+	$x->send('UPDATE t SET v = v + 10 WHERE id = 1');
+	ok(wait_until(sub {
+		psql1($node2, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = " . $x->pid) eq 'Lock' }),
+		'x waits for the row lock on node2');
+	ask($w, 'mc/r2');
+	ask($y, 'mc/r1');
+	my $rw = $w->wait($bound + 10);
+	ok(defined $rw && $rw->{sqlstate} eq '40P01', 'node2\'s zklock waiter gets 40P01');
+	ok(!$y->done, 'y (node1, the youngest request) still waits');
+	$w->query_ok('ROLLBACK');
+	is($x->wait(20)->{sqlstate}, '00000', 'x gets the row lock');
+	$x->query_ok('COMMIT');
+	my $ry = $y->wait(20);
+	is($ry && $ry->{sqlstate}, '00000', 'y is granted r1 once x has committed');
+	$y->query_ok('COMMIT');
+	$_->quit for ($x, $w, $y);
+}
+
+# ---------------------------------------------------------------------------
+# A parent's implicit SHARED lock is a hold like any other: a holds pp/x
+# (and so SHARED pp), b holds qq and waits for EXCLUSIVE pp; a waits for qq.
+{
+	my $a = zk_session_as($node1, 'parent_a');
+	my $b = zk_session_as($node2, 'parent_b');
+	hold($a, 'pp/x');
+	hold($b, 'qq');
+	ask($b, 'pp');
+	ask($a, 'qq');
+	my $ra = $a->wait($bound + 10);
+	ok(defined $ra && $ra->{sqlstate} eq '40P01', 'the youngest (a) gets 40P01');
+	like($ra->{err}, qr/waits for EXCLUSIVE lock on resource "pp" held by node1:/,
+		'DETAIL: b waits for pp, held (implicitly) by a');
+	$a->query_ok('ROLLBACK');
+	is($b->wait(20)->{sqlstate}, '00000', 'b is granted pp');
+	$b->query_ok('COMMIT');
+	$_->quit for ($a, $b);
+}
+
+# ---------------------------------------------------------------------------
+# SHARED requests: SHARED holders do not block each other, but a SHARED
+# request waits behind an earlier EXCLUSIVE one (fair queue).  a holds
+# SHARED sh/x; c waits for EXCLUSIVE sh/x behind it; b holds sh/y and asks
+# SHARED sh/x: it waits behind c, not behind a.  Then a asks sh/y: a -> b
+# -> c -> a is a cycle, a the youngest.
+{
+	my $a = zk_session_as($node1, 'shared_a');
+	my $b = zk_session_as($node2, 'shared_b');
+	my $c = zk_session_as($node2, 'shared_c');
+	$a->query_ok('BEGIN');
+	$a->query_ok(q{SELECT zk_lock_acquire('sh/x', 'shared') IS NOT NULL});
+	hold($b, 'sh/y');
+	$c->query_ok('BEGIN');
+	ask($c, 'sh/x');
+	$b->send(q{SELECT zk_lock_acquire('sh/x', 'shared') IS NOT NULL});
+	ok(wait_for_waiting($node2, $b->pid), 'b\'s SHARED request waits behind c\'s EXCLUSIVE one');
+	ask($a, 'sh/y');
+	my $ra = $a->wait($bound + 10);
+	ok(defined $ra && $ra->{sqlstate} eq '40P01', 'a gets 40P01');
+	like($ra->{err}, qr/waits for SHARED lock on resource "sh\/x" held by node2:/,
+		'DETAIL: b\'s SHARED wait is blocked by c');
+	$a->query_ok('ROLLBACK');
+	is($c->wait(20)->{sqlstate}, '00000', 'c is granted sh/x');
+	$c->query_ok('COMMIT');
+	is($b->wait(20)->{sqlstate}, '00000', 'then b');
+	$b->query_ok('COMMIT');
+	$_->quit for ($a, $b, $c);
+}
+
+# ---------------------------------------------------------------------------
 # Masking: alice is the victim; bob's pid on node1 is not hers to see
 {
 	my $off2 = -s $node2->logfile;
