@@ -65,6 +65,7 @@
 
 #define DL_MAX_VERTICES		1000
 #define DL_RETRY_MS			300 /* our own wait not published yet */
+#define DL_MIN_INTERVAL_MS	100 /* between two searches of one wait */
 
 /* A lock node in the graph, and the backend that owns it */
 typedef struct DlNode
@@ -118,7 +119,24 @@ static int	cur_idx = -1;
 static uint32 cur_gen = 0;
 static TimestampTz cur_since = 0;
 static bool cur_marked = false;
+static bool cur_gave_up = false;	/* a give-up of this wait was logged */
 static TimestampTz next_search = 0;
+
+/*
+ * A search gave up: no victim.  Logged once per wait (an outage would
+ * otherwise log at every timeout of every waiter).
+ */
+static void
+give_up(const char *why)
+{
+	if (cur_gave_up)
+		return;
+	cur_gave_up = true;
+	ereport(LOG,
+			(errmsg("zklock: deadlock search of process %d gave up: %s",
+					MyProcPid, why),
+			 errdetail("No victim is chosen by this search; it is tried again every zklock.deadlock_timeout while the wait lasts.")));
+}
 
 static int
 deadlock_timeout_ms(void)
@@ -313,6 +331,12 @@ read_waits(TimestampTz deadline)
 		req.list_handle = dsm_segment_handle(seg);
 		req.list_size = size;
 		idx = zklock_submit_aside(&req, &gen);
+		if (idx < 0)
+		{
+			dsm_detach(seg);
+			give_up("no zklock entry is free for it, or no worker runs");
+			return NULL;
+		}
 		PG_TRY();
 		{
 			while ((state = zklock_channel_state(idx, gen)) == ZKE_REQUESTED &&
@@ -337,14 +361,12 @@ read_waits(TimestampTz deadline)
 			if (state == ZKE_FAILED)
 			{
 				zklock_channel_collect(idx, gen, &done);
-				ereport(LOG,
-						(errmsg("zklock: deadlock search gave up: %s", done.error)));
+				give_up(done.error);
 			}
 			else
 			{
 				zklock_channel_withdraw(idx, gen);
-				ereport(LOG,
-						(errmsg("zklock: deadlock search gave up: the long waits could not be read in time")));
+				give_up("the long waits could not be read in time");
 			}
 			zklock_aside_done();
 			dsm_detach(seg);
@@ -531,10 +553,8 @@ find_cycle(DlGraph *g, bool *published, bool *victim_me)
 	if (!dfs(g, me, me, &path))
 	{
 		if (g->gave_up)
-			ereport(LOG,
-					(errmsg("zklock: deadlock search gave up after %d backends", g->nv),
-					 errdetail("It visits at most %d backends and lasts at most zklock.deadlock_timeout (at least 1 s).",
-							   DL_MAX_VERTICES)));
+			give_up(psprintf("%d backends visited; a search visits at most %d and lasts at most zklock.deadlock_timeout (at least 1 s)",
+							 g->nv, DL_MAX_VERTICES));
 		return NIL;
 	}
 	/*
@@ -656,12 +676,14 @@ zklock_deadlock_check(int idx, uint32 gen, TimestampTz since)
 		cur_gen = gen;
 		cur_since = since;
 		cur_marked = false;
+		cur_gave_up = false;
 		next_search = TimestampTzPlusMilliseconds(since, timeout_ms);
 	}
 	now = GetCurrentTimestamp();
 	if (now < next_search)
 		return;
-	next_search = TimestampTzPlusMilliseconds(now, timeout_ms);
+	next_search = TimestampTzPlusMilliseconds(now,
+											  Max(timeout_ms, DL_MIN_INTERVAL_MS));
 	if (!searchable(idx))
 		return;
 	if (!cur_marked)

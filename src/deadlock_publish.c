@@ -165,8 +165,8 @@ build_text(void)
 		}
 		if (!e->long_wait || e->state != ZKE_REQUESTED ||
 			e->kind != ZKR_ACQUIRE || e->mode == ZKLOCK_SEMAPHORE ||
-			w->generation != e->generation || w->phase != PH_WATCHING ||
-			w->node[0] == '\0')
+			w->generation != e->generation || w->node[0] == '\0' ||
+			(w->phase != PH_WATCHING && w->phase != PH_CHECKING))
 			continue;
 		appendStringInfo(&s, "w\t%d\t%lld\t%c\t", e->owner_pid,
 						 (long long) w->czxid,

@@ -132,13 +132,18 @@ zklock_submit_batched(const ZkChannelRequest *req, uint32 *gen)
 /*
  * Submit a request while another is pending (deadlock.c's, during a
  * lock's wait): the exit callback withdraws it too, until the caller says
- * it is done with it (zklock_aside_done).
+ * it is done with it (zklock_aside_done).  Never raises: returns
+ * zklock_channel_submit's negative answer when no worker runs or no entry
+ * is free.
  */
 int
 zklock_submit_aside(const ZkChannelRequest *req, uint32 *gen)
 {
-	int			idx = submit_request(req, gen, true);
+	int			idx = zklock_channel_submit(req, true, gen);
 
+	/* no worker, no entry: the caller gives up, the wait goes on */
+	if (idx < 0)
+		return idx;
 	aside_idx = idx;
 	aside_gen = *gen;
 	return idx;
