@@ -55,6 +55,7 @@
 
 #include "backend_int.h"
 #include "channel.h"
+#include "failpoint.h"
 #include "grant_rule.h"
 #include "nodedata.h"
 #include "resource.h"
@@ -620,6 +621,9 @@ search(int idx, uint32 gen, int timeout_ms)
 		/* again, from a fresh read: a wait that ended is no edge */
 		g = new_graph(deadline);
 		cycle = find_cycle(g, &published, &victim_me);
+		/* a test may grant us here: the withdrawal must then not happen */
+		if (cycle != NIL && victim_me)
+			(void) ZKLOCK_FAILPOINT("deadlock-before-withdraw");
 		if (cycle != NIL && victim_me &&
 			zklock_channel_withdraw_waiting(idx, gen))
 		{

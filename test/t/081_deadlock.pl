@@ -292,6 +292,35 @@ sub ask
 	$_->quit for ($a, $b);
 }
 
+# ---------------------------------------------------------------------------
+# A victim granted while it verifies is never picked: node2's victim sleeps
+# (failpoint) between finding the cycle again and withdrawing; meanwhile
+# node1's member is cancelled, which frees the victim's resource.  The
+# victim then has its lock, and no 40P01.
+{
+	ok(zk_set_failpoints($node2, 'deadlock-before-withdraw=sleep:3000'),
+		'failpoint set on node2');
+	my $off2 = -s $node2->logfile;
+	my $a = zk_session_as($node1, 'granted_a');
+	my $b = zk_session_as($node2, 'granted_b');
+	hold($a, 'dg/orders');
+	hold($b, 'dg/customers');
+	ask($a, 'dg/customers');
+	ask($b, 'dg/orders');
+	ok(zk_wait_log($node2, qr/failpoint "deadlock-before-withdraw" reached/, $off2, $bound + 10),
+		'the victim has verified the cycle');
+	psql1($node1, 'SELECT pg_cancel_backend(' . $a->pid . ')');
+	my $ra = $a->wait(20);
+	is($ra && $ra->{sqlstate}, '57014', 'node1\'s member is cancelled');
+	$a->query_ok('ROLLBACK');
+	my $rb = $b->wait(20);
+	is($rb && $rb->{sqlstate}, '00000', 'the victim was granted meanwhile: its lock, no 40P01');
+	is(zk_log_count($node2, qr/deadlock broken/, $off2), 0, 'no break logged');
+	$b->query_ok('COMMIT');
+	ok(zk_set_failpoints($node2, ''), 'failpoint cleared');
+	$_->quit for ($a, $b);
+}
+
 # the publication is gone once nobody waits
 ok(wait_until(sub {
 	my ($rc, $out) = zkutil('ls-r', zk_path('zklock.waits'));
