@@ -40,6 +40,11 @@
  *   (zklock_channel_released).  (A failure leaves nothing in ZooKeeper
  *   except an explicit request's persistent node whose grant could not be
  *   written: that node is left to its time to live and the sweep.)
+ *   Two more moves of the backend's on its REQUESTED entry (deadlock.c):
+ *   marking it long_wait (zklock_channel_mark_long_wait; the flag only,
+ *   and the table's long_wait_marks, for the worker to publish), and the
+ *   withdrawal of a deadlock's victim only while it is still REQUESTED
+ *   (zklock_channel_withdraw_waiting), so that a grant given first wins.
  * - The backend owns a verdict: it reads it (zklock_channel_result) and
  *   frees NOT_GRANTED, FAILED and DONE entries (zklock_channel_collect,
  *   zklock_channel_withdraw).  A GRANTED entry stays its own until it
