@@ -107,26 +107,31 @@ waits_init(void)
 	pub_text = MemoryContextStrdup(TopMemoryContext, "");
 }
 
-/*
- * The lines of entry i's other nodes (held, or waiting in a set): those
- * of its backend, pid, that are ephemeral and made.  Caller holds the lock.
- */
-static void
-add_holds(StringInfo s, int i, int pid)
+/* Is entry i a long wait to publish?  Caller holds the lock. */
+static bool
+is_long_wait(int i)
 {
-	for (int j = 0; j < zklock_recipe_nentries(); j++)
-	{
-		ZkLockEntry *e = entry(j);
-		WorkEntry  *w = &zklock_work[j];
+	ZkLockEntry *e = entry(i);
+	WorkEntry  *w = &zklock_work[i];
 
-		if (j == i || e->owner_pid != pid || e->persistent ||
-			(e->state != ZKE_GRANTED && e->state != ZKE_REQUESTED &&
-			 e->state != ZKE_LOST) ||
-			(e->kind != ZKR_ACQUIRE && e->kind != ZKR_TRY_ACQUIRE) ||
-			w->generation != e->generation || w->node[0] == '\0')
-			continue;
-		appendStringInfo(s, "h\t%d\t%s/%s\n", pid, e->resource, w->node);
-	}
+	return e->long_wait && e->state == ZKE_REQUESTED &&
+		e->kind == ZKR_ACQUIRE && e->mode != ZKLOCK_SEMAPHORE &&
+		w->generation == e->generation && w->node[0] != '\0' &&
+		(w->phase == PH_WATCHING || w->phase == PH_CHECKING);
+}
+
+/* Is entry j a node of ours that its backend owns (held or awaited)? */
+static bool
+is_owned_node(int j)
+{
+	ZkLockEntry *e = entry(j);
+	WorkEntry  *w = &zklock_work[j];
+
+	return !e->persistent &&
+		(e->state == ZKE_GRANTED || e->state == ZKE_REQUESTED ||
+		 e->state == ZKE_LOST) &&
+		(e->kind == ZKR_ACQUIRE || e->kind == ZKR_TRY_ACQUIRE) &&
+		w->generation == e->generation && w->node[0] != '\0';
 }
 
 /* The role written in an entry's node data ("" when none) */
@@ -139,53 +144,79 @@ add_role(StringInfo s, const char *data)
 		appendBinaryStringInfo(s, role, zklock_node_field_len(role));
 }
 
+static int
+cmp_pid(const void *a, const void *b)
+{
+	int			x = *(const int *) a;
+	int			y = *(const int *) b;
+
+	return (x > y) - (x < y);
+}
+
 /*
  * The text of this instance's long waits, now, in the current memory
- * context ("" when none).
+ * context ("" when none): a "w" line per long wait, then an "h" line per
+ * other node of those waits' backends.  Two passes over the table, the
+ * second looking each owner up among the waiting pids (sorted): linear in
+ * the table, whatever the number of waits.
  */
 static char *
 build_text(void)
 {
 	StringInfoData s;
-	bool		any = false;
+	int		   *pids;
+	int			npids = 0;
 	bool		cut = false;
 
 	initStringInfo(&s);
 	appendStringInfo(&s, "i\t%s\n", zklock_instance_name());
+	pids = palloc(sizeof(int) * zklock_recipe_nentries());
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	for (int i = 0; i < zklock_recipe_nentries(); i++)
 	{
 		ZkLockEntry *e = entry(i);
-		WorkEntry  *w = &zklock_work[i];
 
 		if (s.len > WAITS_MAX_TEXT)
 		{
 			cut = true;
 			break;
 		}
-		if (!e->long_wait || e->state != ZKE_REQUESTED ||
-			e->kind != ZKR_ACQUIRE || e->mode == ZKLOCK_SEMAPHORE ||
-			w->generation != e->generation || w->node[0] == '\0' ||
-			(w->phase != PH_WATCHING && w->phase != PH_CHECKING))
+		if (!is_long_wait(i))
 			continue;
 		appendStringInfo(&s, "w\t%d\t%lld\t%c\t", e->owner_pid,
-						 (long long) w->czxid,
+						 (long long) zklock_work[i].czxid,
 						 e->mode == ZKLOCK_SHARED ? 'S' : 'E');
 		add_role(&s, e->data);
-		appendStringInfo(&s, "\t%s/%s\n", e->resource, w->node);
-		add_holds(&s, i, e->owner_pid);
-		any = true;
+		appendStringInfo(&s, "\t%s/%s\n", e->resource, zklock_work[i].node);
+		pids[npids++] = e->owner_pid;
+	}
+	qsort(pids, npids, sizeof(int), cmp_pid);
+	for (int j = 0; npids > 0 && j < zklock_recipe_nentries(); j++)
+	{
+		ZkLockEntry *e = entry(j);
+
+		if (s.len > WAITS_MAX_TEXT)
+		{
+			cut = true;
+			break;
+		}
+		if (is_long_wait(j) || !is_owned_node(j) ||
+			bsearch(&e->owner_pid, pids, npids, sizeof(int), cmp_pid) == NULL)
+			continue;
+		appendStringInfo(&s, "h\t%d\t%s/%s\n", e->owner_pid, e->resource,
+						 zklock_work[j].node);
 	}
 	LWLockRelease(zklock_shared->lock);
+	pfree(pids);
 	if (cut && zklock_boottime_us() - last_cut_log_us >= WAITS_CUT_LOG_US)
 	{
 		last_cut_log_us = zklock_boottime_us();
 		ereport(LOG,
-				(errmsg("zklock: this instance's long waits take more than %d bytes: the rest are not published",
+				(errmsg("zklock: this instance's long waits take more than %d bytes: the rest of their nodes are not published",
 						WAITS_MAX_TEXT),
-				 errdetail("Deadlocks through the waits left out are not found. (Said at most once a minute.)")));
+				 errdetail("Deadlocks through the nodes left out are not found. (Said at most once a minute.)")));
 	}
-	if (any)
+	if (npids > 0)
 		return s.data;
 	pfree(s.data);
 	return "";
