@@ -647,7 +647,10 @@ search(int idx, uint32 gen, int timeout_ms)
 	MemoryContextDelete(cxt);
 }
 
-/* Is entry idx a wait the search covers (a lock, not a semaphore)? */
+/*
+ * Is entry idx a wait the search covers (a lock, or a semaphore of limit
+ * 1: deadlock_publish.c)?
+ */
 static bool
 searchable(int idx)
 {
@@ -655,7 +658,8 @@ searchable(int idx)
 	bool		ok;
 
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	ok = e->kind == ZKR_ACQUIRE && e->mode != ZKLOCK_SEMAPHORE;
+	ok = e->kind == ZKR_ACQUIRE &&
+		(e->mode != ZKLOCK_SEMAPHORE || e->max_holders == 1);
 	LWLockRelease(zklock_shared->lock);
 	return ok;
 }

@@ -16,7 +16,10 @@
  *	h <pid> <resource>/<node>				every other node of that pid
  *
  * (the role as escaped in the node data; resource names hold no control
- * characters).  The text is rebuilt at the worker's passes only while the
+ * characters).  A semaphore's wait is published only for a limit of 1 (a
+ * mutex: E, behind every lower node of its resource, all of them slots of
+ * the same limit); with a higher limit any of several holders frees the
+ * waiter, which a wait-for graph of single edges does not model.  The text is rebuilt at the worker's passes only while the
  * last one was not empty or a new mark came (long_wait_marks), so nothing
  * is done while nobody waits past the timeout; it is written only when it
  * changed (create the first time, setData after, delete once empty), at
@@ -115,7 +118,8 @@ is_long_wait(int i)
 	WorkEntry  *w = &zklock_work[i];
 
 	return e->long_wait && e->state == ZKE_REQUESTED &&
-		e->kind == ZKR_ACQUIRE && e->mode != ZKLOCK_SEMAPHORE &&
+		e->kind == ZKR_ACQUIRE &&
+		(e->mode != ZKLOCK_SEMAPHORE || e->max_holders == 1) &&
 		w->generation == e->generation && w->node[0] != '\0' &&
 		(w->phase == PH_WATCHING || w->phase == PH_CHECKING);
 }

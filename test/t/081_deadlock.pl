@@ -293,6 +293,48 @@ sub ask
 }
 
 # ---------------------------------------------------------------------------
+# Semaphores of limit 1 are mutexes: their cross deadlock is broken too.
+# A semaphore of limit 2 is out of scope (any holder frees a waiter): its
+# waits are not searched, so the same pattern stays until a timeout.
+{
+	my $a = zk_session_as($node1, 'sem_a');
+	my $b = zk_session_as($node2, 'sem_b');
+	$a->query_ok('BEGIN');
+	$a->query_ok(q{SELECT zk_semaphore_acquire('ds/one', 1) IS NOT NULL});
+	$b->query_ok('BEGIN');
+	$b->query_ok(q{SELECT zk_semaphore_acquire('ds/two', 1) IS NOT NULL});
+	$a->send(q{SELECT zk_semaphore_acquire('ds/two', 1) IS NOT NULL});
+	ok(wait_for_waiting($node1, $a->pid), 'a waits for ds/two');
+	$b->send(q{SELECT zk_semaphore_acquire('ds/one', 1) IS NOT NULL});
+	ok(wait_for_waiting($node2, $b->pid), 'b waits for ds/one');
+	my $rb = $b->wait($bound + 10);
+	is($rb && $rb->{sqlstate}, '40P01', 'limit 1: the youngest gets 40P01');
+	$b->query_ok('ROLLBACK');
+	is($a->wait(20)->{sqlstate}, '00000', 'the other is granted');
+	$a->query_ok('COMMIT');
+
+	my $c = zk_session_as($node2, 'sem_c');
+	$a->query_ok('BEGIN');
+	$a->query_ok(q{SELECT zk_semaphore_acquire('ds2/one', 1) IS NOT NULL});
+	$b->query_ok('BEGIN');
+	$b->query_ok(q{SELECT zk_semaphore_acquire('ds2/two', 2) IS NOT NULL});
+	$c->query_ok('BEGIN');
+	$c->query_ok(q{SELECT zk_semaphore_acquire('ds2/two', 2) IS NOT NULL});
+	# b and c hold the two slots of ds2/two
+	$a->send(q{SELECT zk_semaphore_acquire('ds2/two', 2, '4 s') IS NOT NULL});
+	ok(wait_for_waiting($node1, $a->pid), 'a waits for a slot of ds2/two');
+	$b->send(q{SELECT zk_semaphore_acquire('ds2/one', 1) IS NOT NULL});
+	ok(wait_for_waiting($node2, $b->pid), 'b waits for ds2/one');
+	my $ra = $a->wait(20);
+	is($ra && $ra->{sqlstate}, '55P03', 'limit 2: no victim, the timeout ends the wait');
+	$a->query_ok('ROLLBACK');
+	is($b->wait(20)->{sqlstate}, '00000', 'b is granted');
+	$b->query_ok('COMMIT');
+	$c->query_ok('COMMIT');
+	$_->quit for ($a, $b, $c);
+}
+
+# ---------------------------------------------------------------------------
 # A victim granted while it verifies is never picked: node2's victim sleeps
 # (failpoint) between finding the cycle again and withdrawing; meanwhile
 # node1's member is cancelled, which frees the victim's resource.  The
