@@ -149,6 +149,7 @@ zklock_channel_init(void)
 	}
 	zklock_shared->free_head = n > 0 ? 0 : -1;
 	zklock_shared->nfree = n;
+	pg_atomic_init_u64(&zklock_shared->long_wait_marks, 0);
 }
 
 static bool
@@ -503,7 +504,7 @@ zklock_channel_mark_long_wait(int idx, uint32 generation)
 	if (waiting && !e->long_wait)
 	{
 		e->long_wait = true;
-		zklock_shared->long_wait_marks++;
+		pg_atomic_fetch_add_u64(&zklock_shared->long_wait_marks, 1);
 		channel_wake_worker_locked();
 	}
 	LWLockRelease(zklock_shared->lock);

@@ -33,7 +33,8 @@
  * listing does (list_needed when it is too small).
  *
  * All of it runs in the worker's thread; it reads the shared entries under
- * zklock_shared->lock (shared) and writes none of their fields.
+ * zklock_shared->lock (shared), and long_wait_marks (atomic) without it,
+ * and writes none of them.
  *
  * Portions Copyright (c) 2026, zklock developers
  *
@@ -262,9 +263,7 @@ publish_now(void)
 		pub_exists = false;
 		pub_text[0] = '\0';
 	}
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	marks = zklock_shared->long_wait_marks;
-	LWLockRelease(zklock_shared->lock);
+	marks = pg_atomic_read_u64(&zklock_shared->long_wait_marks);
 	if (marks == pub_marks_seen && pub_text[0] == '\0' && !pub_dirty)
 		return;					/* nobody waits past the timeout */
 	pub_marks_seen = marks;

@@ -225,11 +225,13 @@ typedef struct ZkLockShared
 									 * worker received (protocol.c) */
 
 	/*
-	 * lock: bumped at each entry newly marked long_wait, so that the
-	 * worker's publication of long waits (deadlock_publish.c) costs nothing
-	 * while it stays where the worker last saw it
+	 * Bumped (under the lock) at each entry newly marked long_wait; the
+	 * worker reads it without the lock at each pass, so that its
+	 * publication of long waits (deadlock_publish.c) costs one atomic read
+	 * while nobody waits past the deadlock timeout.  A mark read late is
+	 * read at the next pass (the marking backend sets the worker's latch).
 	 */
-	uint64		long_wait_marks;
+	pg_atomic_uint64 long_wait_marks;
 
 	/* free list and work queue, lock */
 	int			free_head;
