@@ -230,7 +230,7 @@ parse_line(DlGraph *g, int64 session, char *line)
 		*p++ = '\0';
 	}
 	if (strcmp(f[0], "i") == 0 && nf == 2)
-		add_instance(g, session, f[1]);
+		add_instance(g, session, zklock_nodedata_unescape(f[1]));
 	else if (strcmp(f[0], "h") == 0 && nf == 3)
 		(void) add_node(g, session, atoi(f[1]), f[2], NULL);
 	else if (strcmp(f[0], "w") == 0 && nf == 6)
@@ -302,8 +302,7 @@ add_local(DlGraph *g)
 
 			role = zklock_node_field(e->data, "user=");
 			if (v->role == NULL && role)
-				v->role = zklock_nodedata_unescape(pnstrdup(role,
-															zklock_node_field_len(role)));
+				v->role = pnstrdup(role, zklock_node_field_len(role));
 		}
 	}
 	LWLockRelease(zklock_shared->lock);

@@ -15,7 +15,8 @@
  *	w <pid> <czxid> <E|S> <role> <resource>/<node>	the wait
  *	h <pid> <resource>/<node>				every other node of that pid
  *
- * (the role as escaped in the node data; resource names hold no control
+ * (the role and the instance name escaped by zklock_nodedata_escape, so
+ * that they hold no tab or line break; resource names hold no control
  * characters).  A semaphore's wait is published only for a limit of 1 (a
  * mutex: E, behind every lower node of its resource, all of them slots of
  * the same limit); with a higher limit any of several holders frees the
@@ -139,14 +140,22 @@ is_owned_node(int j)
 		w->generation == e->generation && w->node[0] != '\0';
 }
 
-/* The role written in an entry's node data ("" when none) */
+/* Text as one field: no tab, no line break (zklock_nodedata_escape) */
+static void
+add_escaped(StringInfo s, const char *src, size_t len)
+{
+	enlargeStringInfo(s, 2 * len + 1);
+	s->len += zklock_nodedata_escape(s->data + s->len, src, len);
+}
+
+/* The role written in an entry's node data ("" when none), escaped */
 static void
 add_role(StringInfo s, const char *data)
 {
 	const char *role = zklock_node_field(data, "user=");
 
 	if (role)
-		appendBinaryStringInfo(s, role, zklock_node_field_len(role));
+		add_escaped(s, role, zklock_node_field_len(role));
 }
 
 static int
@@ -174,7 +183,9 @@ build_text(void)
 	bool		cut = false;
 
 	initStringInfo(&s);
-	appendStringInfo(&s, "i\t%s\n", zklock_instance_name());
+	appendStringInfoString(&s, "i\t");
+	add_escaped(&s, zklock_instance_name(), strlen(zklock_instance_name()));
+	appendStringInfoChar(&s, '\n');
 	pids = palloc(sizeof(int) * zklock_recipe_nentries());
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	for (int i = 0; i < zklock_recipe_nentries(); i++)

@@ -62,6 +62,35 @@ sub ask
 }
 
 # ---------------------------------------------------------------------------
+# Publication: nothing while a wait is shorter than the timeout; the wait
+# in node2's node (its session's) once it is longer; nothing once it ends.
+{
+	my $sid = psql1($node2, q{SELECT lpad(to_hex(session_id), 16, '0') FROM zk_lock_status});
+	my $path = zk_path("zklock.waits/$sid");
+	my $published = sub { my ($rc, $out) = zkutil('get', $path); return $rc == 0 ? $out : undef; };
+	my $a = zk_session_as($node1, 'pub_a');
+	my $b = zk_session_as($node2, 'pub_b');
+	hold($a, 'pub/r');
+	my $t0 = time();
+	ask($b, 'pub/r');
+	my $early = $published->();
+	ok(time() - $t0 >= $timeout_s * 0.8 || !defined $early,
+		'no publication while the wait is shorter than the timeout');
+	my $bpid = $b->pid;
+	ok(wait_until(sub { ($published->() // '') =~ /^w\t$bpid\t\d+\tE\t[^\t]*\tpub\/r\/\S*LOCK-EXCLUSIVE-\d{10}$/m },
+		timeout => $timeout_s + 5), "node2's node lists b's wait once it is longer")
+	  or diag('published: ' . ($published->() // 'nothing'));
+	like($published->() // '', qr/^h\t$bpid\tpub\/\S*LOCK-SHARED-\d{10}$/m,
+		'and the implicit SHARED node b holds on pub');
+	$a->query_ok('COMMIT');
+	is($b->wait(20)->{sqlstate}, '00000', 'b is granted');
+	$b->query_ok('COMMIT');
+	ok(wait_until(sub { !defined $published->() }, timeout => 10),
+		'node2\'s node is deleted once nobody waits');
+	$_->quit for ($a, $b);
+}
+
+# ---------------------------------------------------------------------------
 # The cross deadlock between two instances
 {
 	my $off1 = -s $node1->logfile;
