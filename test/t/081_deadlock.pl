@@ -65,7 +65,7 @@ sub ask
 # Publication: nothing while a wait is shorter than the timeout; the wait
 # in node2's node (its session's) once it is longer; nothing once it ends.
 {
-	my $sid = psql1($node2, q{SELECT lpad(to_hex(session_id), 16, '0') FROM zk_lock_status});
+	my $sid = psql1($node2, q{SELECT lpad(substr(session_id, 3), 16, '0') FROM zk_lock_status});
 	my $path = zk_path("zklock.waits/$sid");
 	my $published = sub { my ($rc, $out) = zkutil('get', $path); return $rc == 0 ? $out : undef; };
 	my $a = zk_session_as($node1, 'pub_a');
