@@ -50,6 +50,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -92,6 +93,19 @@ typedef struct DlVertex
 	bool		visited;
 } DlVertex;
 
+/* The hash table of vertices: (session, pid) to an index of g->v */
+typedef struct DlVertexKey
+{
+	int64		session;
+	int			pid;
+} DlVertexKey;
+
+typedef struct DlVertexSlot
+{
+	DlVertexKey key;
+	int			index;
+} DlVertexSlot;
+
 /* Instance names by session */
 typedef struct DlInstance
 {
@@ -102,6 +116,7 @@ typedef struct DlInstance
 typedef struct DlGraph
 {
 	int64		my_session;
+	HTAB	   *vhash;			/* vertices by (session, pid) */
 	DlVertex   *v;
 	int			nv,
 				vroom;
@@ -112,6 +127,7 @@ typedef struct DlGraph
 	int			ninst,
 				iroom;
 	TimestampTz deadline;
+	int			nvisited;		/* backends the search went through */
 	bool		gave_up;
 } DlGraph;
 
@@ -156,17 +172,58 @@ deadlock_timeout_ms(void)
 		} \
 	} while (0)
 
+/* A backend's vertex, made if new (a hash table finds it) */
 static int
 vertex(DlGraph *g, int64 session, int pid)
 {
-	for (int i = 0; i < g->nv; i++)
-		if (g->v[i].session == session && g->v[i].pid == pid)
-			return i;
+	DlVertexKey key;
+	DlVertexSlot *slot;
+	bool		found;
+
+	memset(&key, 0, sizeof(key));
+	key.session = session;
+	key.pid = pid;
+	slot = hash_search(g->vhash, &key, HASH_ENTER, &found);
+	if (found)
+		return slot->index;
 	GROW(g->v, g->nv, g->vroom);
 	memset(&g->v[g->nv], 0, sizeof(DlVertex));
 	g->v[g->nv].session = session;
 	g->v[g->nv].pid = pid;
+	slot->index = g->nv;
 	return g->nv++;
+}
+
+/* Nodes by resource, then sequence number: out_edges finds a resource's */
+static int
+cmp_node(const void *a, const void *b)
+{
+	const DlNode *x = a;
+	const DlNode *y = b;
+	int			c = strcmp(x->resource, y->resource);
+
+	if (c != 0)
+		return c;
+	return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* The first node of resource r in the sorted g->n, or g->nn */
+static int
+first_node_of(DlGraph *g, const char *r)
+{
+	int			lo = 0,
+				hi = g->nn;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (strcmp(g->n[mid].resource, r) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 /* A node "<resource>/<node name>" of (session, pid); false if not a lock node's */
@@ -405,12 +462,14 @@ out_edges(DlGraph *g, int vi)
 
 	if (v.waits)
 	{
-		for (int i = 0; i < g->nn; i++)
+		/* the nodes of its resource below its own, in g->n's order */
+		for (int i = first_node_of(g, v.resource);
+			 i < g->nn && g->n[i].seq < v.seq &&
+			 strcmp(g->n[i].resource, v.resource) == 0; i++)
 		{
 			DlNode	   *n = &g->n[i];
 
-			if (n->seq < v.seq && strcmp(n->resource, v.resource) == 0 &&
-				zklock_modes_conflict(n->mode, v.mode) &&
+			if (zklock_modes_conflict(n->mode, v.mode) &&
 				!(n->session == v.session && n->pid == v.pid))
 				out = list_append_unique_int(out,
 											 vertex(g, n->session, n->pid));
@@ -446,7 +505,7 @@ dfs(DlGraph *g, int vi, int start, List **path)
 
 	check_stack_depth();
 	CHECK_FOR_INTERRUPTS();
-	if (g->nv > DL_MAX_VERTICES || GetCurrentTimestamp() > g->deadline)
+	if (++g->nvisited > DL_MAX_VERTICES || GetCurrentTimestamp() > g->deadline)
 	{
 		g->gave_up = true;
 		return false;
@@ -546,6 +605,7 @@ find_cycle(DlGraph *g, bool *published, bool *victim_me)
 		return NIL;
 	add_local(g);
 	parse_waits(g, text);
+	qsort(g->n, g->nn, sizeof(DlNode), cmp_node);
 	me = vertex(g, g->my_session, MyProcPid);
 	if (!g->v[me].waits)
 		return NIL;
@@ -554,7 +614,7 @@ find_cycle(DlGraph *g, bool *published, bool *victim_me)
 	{
 		if (g->gave_up)
 			give_up(psprintf("%d backends visited; a search visits at most %d and lasts at most zklock.deadlock_timeout (at least 1 s)",
-							 g->nv, DL_MAX_VERTICES));
+							 g->nvisited - 1, DL_MAX_VERTICES));
 		return NIL;
 	}
 	/*
@@ -582,7 +642,13 @@ static DlGraph *
 new_graph(TimestampTz deadline)
 {
 	DlGraph    *g = palloc0(sizeof(DlGraph));
+	HASHCTL		ctl;
 
+	ctl.keysize = sizeof(DlVertexKey);
+	ctl.entrysize = sizeof(DlVertexSlot);
+	ctl.hcxt = CurrentMemoryContext;
+	g->vhash = hash_create("zklock deadlock vertices", 64, &ctl,
+						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	g->deadline = deadline;
 	return g;
 }
