@@ -152,7 +152,10 @@ my $median = $n ? $d[ int(($n - 1) / 2) ] : 0;
 my $worst = $n ? $d[-1] : 0;
 diag(sprintf("082_deadlock_random: %d deadlocks broken; detection median %.2f s, worst %.2f s (zklock.deadlock_timeout %d s)",
 		$n, $median, $worst, $timeout_s));
-ok($n >= 20 || $jobs < 40, "at least 20 deadlocks happened ($n)");
+# the issue's figures are over at least 20 deadlocks (a hundred jobs give
+# about 110); the default run needs only some to have happened
+my $want = $jobs >= 100 ? 20 : 5;
+ok($n >= $want, "at least $want deadlocks happened ($n)");
 ok($median <= $timeout_s + 1, "median detection within the timeout + 1 s");
 ok($worst <= 2 * $timeout_s + 2, "worst detection within twice the timeout + 2 s");
 
