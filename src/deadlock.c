@@ -777,7 +777,17 @@ zklock_deadlock_due_ms(TimestampTz since)
 
 	if (timeout_ms <= 0)
 		return 1000;
-	due = since == cur_since ? next_search :
-		TimestampTzPlusMilliseconds(since, timeout_ms);
+	if (since == cur_since)
+		due = next_search;
+	else
+	{
+		/*
+		 * Not checked yet: due at the timeout.  Past it, this is a wait
+		 * that is never checked (a batch of try-locks, acquire.c): no cut.
+		 */
+		due = TimestampTzPlusMilliseconds(since, timeout_ms);
+		if (due <= GetCurrentTimestamp())
+			return 1000;
+	}
 	return Max(TimestampDifferenceMilliseconds(GetCurrentTimestamp(), due), 1);
 }
