@@ -392,6 +392,23 @@ sub ask
 	$_->quit for ($a, $b);
 }
 
+# ---------------------------------------------------------------------------
+# A waiter that searches is ended by pg_terminate_backend: nothing of it
+# stays (its request and any search's request are withdrawn at exit).
+{
+	my $a = zk_session_as($node1, 'term_a');
+	my $b = zk_session_as($node2, 'term_b');
+	hold($a, 'dt/r');
+	ask($b, 'dt/r');
+	sleep(3 * $timeout_s + 0.5);
+	psql1($node2, 'SELECT pg_terminate_backend(' . $b->pid . ')');
+	$b->wait(20);
+	ok(wait_until(sub { psql1($node2, 'SELECT entries_in_use FROM zk_lock_status') eq '0' },
+		timeout => 10), 'node2 has no entry left');
+	$a->query_ok('COMMIT');
+	$a->quit;
+}
+
 # the publication is gone once nobody waits
 ok(wait_until(sub {
 	my ($rc, $out) = zkutil('ls-r', zk_path('zklock.waits'));
