@@ -29,7 +29,7 @@ my $timeout_s = 1;
 my $jobs = $ENV{ZKLOCK_DEADLOCK_JOBS} // 40;
 my $seed = $ENV{ZKLOCK_STRESS_SEED} // (time() ^ $$) % 1000000;
 srand($seed);
-diag("082_deadlock_random: seed $seed (ZKLOCK_STRESS_SEED), $jobs jobs");
+diag("085_deadlock_random: seed $seed (ZKLOCK_STRESS_SEED), $jobs jobs");
 
 my $conf = "zklock.deadlock_timeout = '${timeout_s}s'";
 zk_start();
@@ -150,7 +150,7 @@ my $n = scalar @detect;
 my @d = sort { $a <=> $b } @detect;
 my $median = $n ? $d[ int(($n - 1) / 2) ] : 0;
 my $worst = $n ? $d[-1] : 0;
-diag(sprintf("082_deadlock_random: %d deadlocks broken; detection median %.2f s, worst %.2f s (zklock.deadlock_timeout %d s)",
+diag(sprintf("085_deadlock_random: %d deadlocks broken; detection median %.2f s, worst %.2f s (zklock.deadlock_timeout %d s)",
 		$n, $median, $worst, $timeout_s));
 # the issue's figures are over at least 20 deadlocks (a hundred jobs give
 # about 110); the default run needs only some to have happened
