@@ -3,6 +3,8 @@
 MODULE_big = zklock
 OBJS = \
 	src/zklock.o \
+	src/deadlock.o \
+	src/deadlock_publish.o \
 	src/shmem.o \
 	src/resource.o \
 	src/grant_rule.o \

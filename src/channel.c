@@ -40,6 +40,11 @@
  *   (zklock_channel_released).  (A failure leaves nothing in ZooKeeper
  *   except an explicit request's persistent node whose grant could not be
  *   written: that node is left to its time to live and the sweep.)
+ *   Two more moves of the backend's on its REQUESTED entry (deadlock.c):
+ *   marking it long_wait (zklock_channel_mark_long_wait; the flag only,
+ *   and the table's long_wait_marks, for the worker to publish), and the
+ *   withdrawal of a deadlock's victim only while it is still REQUESTED
+ *   (zklock_channel_withdraw_waiting), so that a grant given first wins.
  * - The backend owns a verdict: it reads it (zklock_channel_result) and
  *   frees NOT_GRANTED, FAILED and DONE entries (zklock_channel_collect,
  *   zklock_channel_withdraw).  A GRANTED entry stays its own until it
@@ -148,13 +153,15 @@ zklock_channel_init(void)
 	}
 	zklock_shared->free_head = n > 0 ? 0 : -1;
 	zklock_shared->nfree = n;
+	pg_atomic_init_u64(&zklock_shared->long_wait_marks, 0);
 }
 
 static bool
 channel_is_admin_kind(ZkEntryKind kind)
 {
 	return kind == ZKR_LIST || kind == ZKR_FORCE_DELETE || kind == ZKR_REVOKE ||
-		kind == ZKR_ELECTION;	/* election */
+		kind == ZKR_ELECTION ||	/* election */
+		kind == ZKR_WAITS;		/* a deadlock search, beside a lock's wait */
 }
 
 /*
@@ -192,6 +199,7 @@ channel_alloc(ZkEntryKind kind, int slot)
 	e->sqlstate = 0;
 	e->node[0] = '\0';
 	e->error[0] = '\0';
+	e->long_wait = false;
 	return idx;
 }
 
@@ -505,6 +513,53 @@ zklock_channel_withdraw(int idx, uint32 generation)
 		}
 	}
 	channel_unlock_and_wake(wake_procno);
+}
+
+/*
+ * The backend's request (still REQUESTED) has waited past the deadlock
+ * timeout: mark it, for the worker to publish (deadlock_publish.c), and
+ * wake the worker.  Marked once; returns false when the entry no longer
+ * waits.
+ */
+bool
+zklock_channel_mark_long_wait(int idx, uint32 generation)
+{
+	ZkLockEntry *e;
+	bool		waiting;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	e = channel_entry(idx);
+	waiting = channel_is(idx, generation, ZKE_REQUESTED);
+	if (waiting && !e->long_wait)
+	{
+		e->long_wait = true;
+		pg_atomic_fetch_add_u64(&zklock_shared->long_wait_marks, 1);
+		channel_wake_worker_locked();
+	}
+	LWLockRelease(zklock_shared->lock);
+	return waiting;
+}
+
+/*
+ * A deadlock's victim withdraws its request, but only if it still waits
+ * (REQUESTED), in one locked section: a grant that came first wins, and
+ * the caller goes on with its lock (returns false).  Never raises.
+ */
+bool
+zklock_channel_withdraw_waiting(int idx, uint32 generation)
+{
+	bool		waiting;
+
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	waiting = channel_is(idx, generation, ZKE_REQUESTED);
+	if (waiting)
+	{
+		channel_entry(idx)->state = ZKE_RELEASING;
+		channel_enqueue(idx);
+		channel_wake_worker_locked();
+	}
+	LWLockRelease(zklock_shared->lock);
+	return waiting;
 }
 
 /* ---- worker side ---- */

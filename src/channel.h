@@ -67,6 +67,8 @@ extern void zklock_channel_collect(int idx, uint32 generation,
 extern void zklock_channel_set_data(int idx, uint32 generation,
 									const char *data);
 extern void zklock_channel_withdraw(int idx, uint32 generation);
+extern bool zklock_channel_mark_long_wait(int idx, uint32 generation);
+extern bool zklock_channel_withdraw_waiting(int idx, uint32 generation);
 extern void zklock_channel_hold_wakes(void);
 extern void zklock_channel_release_wakes(void);
 

@@ -50,6 +50,10 @@
  *						not closed yet (no "fail")
  *	root-acl-check		root.c: the chroot was found, the credentials'
  *						part of the root check not sent yet (no "fail")
+ *	deadlock-before-withdraw	deadlock.c, in a backend: a deadlock's
+ *						victim found the cycle again and has not withdrawn
+ *						its request yet (sleep: it may be granted
+ *						meanwhile, and must then go on; no "fail")
  *
  *-------------------------------------------------------------------------
  */

@@ -58,6 +58,7 @@ static const ZkRecipe *const recipes[] = {
 	&zklock_lock_recipe,
 	&zklock_listing_recipe,
 	&zklock_admin_recipe,
+	&zklock_waits_recipe,
 };
 
 #define NRECIPES	lengthof(recipes)

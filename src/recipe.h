@@ -75,8 +75,15 @@
 #define MAILBOX_IDX			(ELECTION_IDX_BASE - 1)
 #define ZKLOCK_MAILBOX_NODE	"zklock.sessions"
 
+/*
+ * deadlock_publish.c: this session's node of long waits,
+ * <root>/ZKLOCK_WAITS_NODE/<session id, 16 hex digits>
+ */
+#define WAITS_IDX			(MAILBOX_IDX - 1)
+#define ZKLOCK_WAITS_NODE	"zklock.waits"
+
 /* Entries' indexes are below every reserved one */
-#define RECIPE_FIRST_RESERVED_IDX	MAILBOX_IDX
+#define RECIPE_FIRST_RESERVED_IDX	WAITS_IDX
 
 
 /* Where the worker is with one entry; the worker's own memory */
@@ -223,6 +230,7 @@ extern const ZkRecipe zklock_sweep_recipe;	/* sweep.c */
 extern const ZkRecipe zklock_orphan_recipe; /* orphan.c */
 extern const ZkRecipe zklock_root_recipe;	/* root.c */
 extern const ZkRecipe zklock_election_recipe;	/* election.c */
+extern const ZkRecipe zklock_waits_recipe;	/* deadlock_publish.c */
 
 /* recipe.c: the worker's table, one WorkEntry per shared entry */
 extern WorkEntry *zklock_work;

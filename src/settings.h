@@ -23,6 +23,7 @@ extern int	zklock_max_locks_per_backend;
 extern int	zklock_max_locks;
 extern char *zklock_allowed_subtrees;
 extern int	zklock_sweep_interval;
+extern int	zklock_deadlock_timeout;
 extern bool zklock_guard_by_listing;
 extern int	zklock_lease_margin;
 extern int	zklock_max_explicit_locks_per_role;

@@ -590,7 +590,7 @@ local_state(ZkLockEntry *e)
 {
 	int64		left;
 
-	if (e->kind == ZKR_LIST || e->kind == ZKR_ELECTION)
+	if (e->kind == ZKR_LIST || e->kind == ZKR_ELECTION || e->kind == ZKR_WAITS)
 		return NULL;
 	switch (e->state)
 	{

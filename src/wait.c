@@ -49,6 +49,10 @@
 static int	pending_idx = -1;
 static uint32 pending_gen = 0;
 
+/* a request made during that wait (a deadlock search's), likewise */
+static int	aside_idx = -1;
+static uint32 aside_gen = 0;
+
 /* Start a request of this kind, in the backend's own memory */
 void
 zklock_request_init(ZkChannelRequest *req, ZkEntryKind kind)
@@ -124,6 +128,32 @@ zklock_submit_batched(const ZkChannelRequest *req, uint32 *gen)
 
 	pending_idx = -1;
 	return idx;
+}
+
+/*
+ * Submit a request while another is pending (deadlock.c's, during a
+ * lock's wait): the exit callback withdraws it too, until the caller says
+ * it is done with it (zklock_aside_done).  Never raises: returns
+ * zklock_channel_submit's negative answer when no worker runs or no entry
+ * is free.
+ */
+int
+zklock_submit_aside(const ZkChannelRequest *req, uint32 *gen)
+{
+	int			idx = zklock_channel_submit(req, true, gen);
+
+	/* no worker, no entry: the caller gives up, the wait goes on */
+	if (idx < 0)
+		return idx;
+	aside_idx = idx;
+	aside_gen = *gen;
+	return idx;
+}
+
+void
+zklock_aside_done(void)
+{
+	aside_idx = -1;
 }
 
 /*
@@ -300,6 +330,8 @@ zklock_wait_a_while(int idx, TimestampTz since, TimestampTz deadline,
 		sleep_ms = Min(sleep_ms,
 					   TimestampDifferenceMilliseconds(now, deadline) + 1);
 	}
+	if (for_lock)
+		sleep_ms = Min(sleep_ms, zklock_deadlock_due_ms(since));
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 sleep_ms, zklock_wait_event(event));
 	ResetLatch(MyLatch);
@@ -350,6 +382,8 @@ zklock_wait_for_answer(int idx, uint32 gen, const char *what, int timeout_ms,
 				break;
 			zklock_wait_a_while(idx, since, deadline, what, shown_ms,
 									lock_timeout);
+			if (lock_timeout)
+				zklock_deadlock_check(idx, gen, since);
 		}
 		if (lock_timeout && LockTimeout > 0)
 			disable_timeout(LOCK_TIMEOUT, false);
@@ -441,4 +475,7 @@ zklock_withdraw_pending(void)
 	if (pending_idx >= 0)
 		zklock_channel_withdraw(pending_idx, pending_gen);
 	pending_idx = -1;
+	if (aside_idx >= 0)
+		zklock_channel_withdraw(aside_idx, aside_gen);
+	aside_idx = -1;
 }

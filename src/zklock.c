@@ -60,6 +60,7 @@ int			zklock_max_locks_per_backend = 32;
 int			zklock_max_locks = 0;
 char	   *zklock_allowed_subtrees = NULL;
 int			zklock_sweep_interval = 60000;
+int			zklock_deadlock_timeout = -1;
 bool		zklock_guard_by_listing = true;
 int			zklock_lease_margin = 2000;
 int			zklock_max_explicit_locks_per_role = 100;
@@ -552,6 +553,15 @@ zklock_define_settings(void)
 							&zklock_sweep_interval,
 							60000, 100, 3600000,
 							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.deadlock_timeout",
+							"How long a zklock lock wait lasts before it looks for a deadlock across instances.",
+							"-1 uses deadlock_timeout; 0 turns zklock's deadlock detection off.",
+							&zklock_deadlock_timeout,
+							-1, -1, INT_MAX,
+							PGC_SUSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

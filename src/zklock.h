@@ -101,7 +101,9 @@ typedef enum ZkEntryKind
 	ZKR_LIST,					/* list every lock node under the root */
 	ZKR_FORCE_DELETE,			/* delete another holder's node */
 	ZKR_REVOKE,					/* ask another holder to give a lock up */
-	ZKR_ELECTION				/* list an election group (election_query.c) */
+	ZKR_ELECTION,				/* list an election group (election_query.c) */
+	ZKR_WAITS					/* read every instance's published long waits
+								 * (deadlock_publish.c) */
 } ZkEntryKind;
 
 typedef enum ZkEntryState
@@ -129,6 +131,9 @@ typedef struct ZkLockEntry
 {
 	ZkEntryState state;			/* lock */
 	bool		queued;			/* lock: in the work queue */
+	bool		long_wait;		/* lock: the request has waited past the
+								 * deadlock timeout (deadlock.c), for the
+								 * worker to publish (deadlock_publish.c) */
 	uint32		generation;		/* lock: bumped at each allocation */
 	int			next_free;		/* lock: free-list link */
 	int			count_slot;		/* lock: the backend slot it counts
@@ -229,6 +234,15 @@ typedef struct ZkLockShared
 	uint64		n_watches;		/* lock: watches this session has set and not yet seen fire or removed (protocol.c) */
 	uint64		n_notifications;	/* lock: node watch notifications the
 									 * worker received (protocol.c) */
+
+	/*
+	 * Bumped (under the lock) at each entry newly marked long_wait; the
+	 * worker reads it without the lock at each pass, so that its
+	 * publication of long waits (deadlock_publish.c) costs one atomic read
+	 * while nobody waits past the deadlock timeout.  A mark read late is
+	 * read at the next pass (the marking backend sets the worker's latch).
+	 */
+	pg_atomic_uint64 long_wait_marks;
 
 	/* free list and work queue, lock */
 	int			free_head;

@@ -1,0 +1,793 @@
+/*-------------------------------------------------------------------------
+ *
+ * deadlock.c
+ *		A waiting backend's search for a deadlock through its own zklock
+ *		wait, across instances and with PostgreSQL's own lock waits on this
+ *		instance, and the error that breaks it.  Design: doc/deadlocks.md.
+ *
+ * A backend whose wait for a zklock lock has lasted zklock.deadlock_timeout
+ * (-1: core's deadlock_timeout; 0: off) marks its entry, so that its worker
+ * publishes the wait (deadlock_publish.c), and then, every timeout while it
+ * waits, reads every instance's published long waits (a ZKR_WAITS request
+ * beside its pending one) and looks for a cycle through itself:
+ *
+ *	- a vertex is a backend, (ZooKeeper session of its instance, pid);
+ *	- a published wait, node n under resource R, waits for the owner of
+ *	  every node of R with a lower sequence number whose mode conflicts
+ *	  (zklock_modes_conflict), as published (the waiters' own nodes) or in
+ *	  this instance's shared table (its granted entries);
+ *	- a backend of this instance that waits for no zklock lock waits for
+ *	  the pids pg_blocking_pids() names.
+ *
+ * The victim of a cycle is its zklock request with the highest czxid (the
+ * youngest), by the same rule on every instance; in a cycle through a
+ * lock-manager edge, which only this instance's backends can see, the
+ * youngest of this instance's zklock requests in it.  Only the victim acts:
+ * it reads again, finds a cycle through itself with itself the victim
+ * again, withdraws its request if and only if it still waits
+ * (zklock_channel_withdraw_waiting) and raises 40P01.  The search visits
+ * at most DL_MAX_VERTICES backends and lasts at most the timeout (at
+ * least a second); giving up is logged.
+ *
+ * Everything here runs in the waiting backend, in a memory context of the
+ * search; shared state is read under zklock_shared->lock and changed only
+ * through channel.c.
+ *
+ * Portions Copyright (c) 2026, zklock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_authid.h"
+#include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "storage/dsm.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "backend_int.h"
+#include "channel.h"
+#include "failpoint.h"
+#include "grant_rule.h"
+#include "nodedata.h"
+#include "resource.h"
+#include "settings.h"
+#include "shmem.h"
+#include "wait_events.h"
+#include "zklock.h"
+
+#define DL_MAX_VERTICES		1000
+#define DL_RETRY_MS			300 /* our own wait not published yet */
+#define DL_MIN_INTERVAL_MS	100 /* between two searches of one wait */
+
+/* A lock node in the graph, and the backend that owns it */
+typedef struct DlNode
+{
+	int64		session;
+	int			pid;
+	ZkLockMode	mode;
+	int64		seq;
+	const char *resource;
+} DlNode;
+
+/* A backend */
+typedef struct DlVertex
+{
+	int64		session;
+	int			pid;
+	bool		waits;			/* a published zklock wait: */
+	int64		czxid;			/* its node's */
+	ZkLockMode	mode;
+	int64		seq;
+	const char *resource;
+	const char *role;			/* NULL unknown */
+	bool		visited;
+} DlVertex;
+
+/* The hash table of vertices: (session, pid) to an index of g->v */
+typedef struct DlVertexKey
+{
+	int64		session;
+	int			pid;
+} DlVertexKey;
+
+typedef struct DlVertexSlot
+{
+	DlVertexKey key;
+	int			index;
+} DlVertexSlot;
+
+/* Instance names by session */
+typedef struct DlInstance
+{
+	int64		session;
+	const char *name;
+} DlInstance;
+
+typedef struct DlGraph
+{
+	int64		my_session;
+	HTAB	   *vhash;			/* vertices by (session, pid) */
+	DlVertex   *v;
+	int			nv,
+				vroom;
+	DlNode	   *n;
+	int			nn,
+				nroom;
+	DlInstance *inst;
+	int			ninst,
+				iroom;
+	TimestampTz deadline;
+	int			nvisited;		/* backends the search went through */
+	bool		gave_up;
+} DlGraph;
+
+/* The wait being watched: its search's schedule */
+static int	cur_idx = -1;
+static uint32 cur_gen = 0;
+static TimestampTz cur_since = 0;
+static bool cur_marked = false;
+static bool cur_gave_up = false;	/* a give-up of this wait was logged */
+static TimestampTz next_search = 0;
+
+/*
+ * A search gave up: no victim.  Logged once per wait (an outage would
+ * otherwise log at every timeout of every waiter).
+ */
+static void
+give_up(const char *why)
+{
+	if (cur_gave_up)
+		return;
+	cur_gave_up = true;
+	ereport(LOG,
+			(errmsg("zklock: deadlock search of process %d gave up: %s",
+					MyProcPid, why),
+			 errdetail("No victim is chosen by this search; it is tried again every zklock.deadlock_timeout while the wait lasts.")));
+}
+
+static int
+deadlock_timeout_ms(void)
+{
+	return zklock_deadlock_timeout < 0 ? DeadlockTimeout :
+		zklock_deadlock_timeout;
+}
+
+#define GROW(arr, n, room) \
+	do { \
+		if ((n) >= (room)) \
+		{ \
+			(room) = (room) ? (room) * 2 : 16; \
+			(arr) = (arr) ? repalloc((arr), sizeof(*(arr)) * (room)) : \
+				palloc(sizeof(*(arr)) * (room)); \
+		} \
+	} while (0)
+
+/* A backend's vertex, made if new (a hash table finds it) */
+static int
+vertex(DlGraph *g, int64 session, int pid)
+{
+	DlVertexKey key;
+	DlVertexSlot *slot;
+	bool		found;
+
+	memset(&key, 0, sizeof(key));
+	key.session = session;
+	key.pid = pid;
+	slot = hash_search(g->vhash, &key, HASH_ENTER, &found);
+	if (found)
+		return slot->index;
+	GROW(g->v, g->nv, g->vroom);
+	memset(&g->v[g->nv], 0, sizeof(DlVertex));
+	g->v[g->nv].session = session;
+	g->v[g->nv].pid = pid;
+	slot->index = g->nv;
+	return g->nv++;
+}
+
+/* Nodes by resource, then sequence number: out_edges finds a resource's */
+static int
+cmp_node(const void *a, const void *b)
+{
+	const DlNode *x = a;
+	const DlNode *y = b;
+	int			c = strcmp(x->resource, y->resource);
+
+	if (c != 0)
+		return c;
+	return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* The first node of resource r in the sorted g->n, or g->nn */
+static int
+first_node_of(DlGraph *g, const char *r)
+{
+	int			lo = 0,
+				hi = g->nn;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (strcmp(g->n[mid].resource, r) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* A node "<resource>/<node name>" of (session, pid); false if not a lock node's */
+static bool
+add_node(DlGraph *g, int64 session, int pid, char *path, DlNode **out)
+{
+	char	   *slash = strrchr(path, '/');
+	DlNode	   *n;
+
+	if (slash == NULL)
+		return false;
+	*slash = '\0';
+	GROW(g->n, g->nn, g->nroom);
+	n = &g->n[g->nn];
+	if (!zklock_parse_node_name(slash + 1, &n->mode, &n->seq) ||
+		n->mode == ZKLOCK_SEMAPHORE)
+		return false;
+	n->session = session;
+	n->pid = pid;
+	n->resource = path;
+	g->nn++;
+	if (out)
+		*out = n;
+	return true;
+}
+
+static void
+add_instance(DlGraph *g, int64 session, const char *name)
+{
+	GROW(g->inst, g->ninst, g->iroom);
+	g->inst[g->ninst].session = session;
+	g->inst[g->ninst].name = name;
+	g->ninst++;
+}
+
+static const char *
+instance_of(DlGraph *g, int64 session)
+{
+	for (int i = 0; i < g->ninst; i++)
+		if (g->inst[i].session == session)
+			return g->inst[i].name;
+	return session == g->my_session ? zklock_instance_name() : "?";
+}
+
+/* One published line of instance "session" (tab-separated fields) */
+static void
+parse_line(DlGraph *g, int64 session, char *line)
+{
+	char	   *f[6];
+	int			nf = 0;
+	char	   *p = line;
+
+	while (nf < 6)
+	{
+		f[nf++] = p;
+		if (nf == (line[0] == 'w' ? 6 : line[0] == 'h' ? 3 : 2))
+			break;
+		p = strchr(p, '\t');
+		if (p == NULL)
+			return;
+		*p++ = '\0';
+	}
+	if (strcmp(f[0], "i") == 0 && nf == 2)
+		add_instance(g, session, zklock_nodedata_unescape(f[1]));
+	else if (strcmp(f[0], "h") == 0 && nf == 3)
+		(void) add_node(g, session, atoi(f[1]), f[2], NULL);
+	else if (strcmp(f[0], "w") == 0 && nf == 6)
+	{
+		DlNode	   *n;
+		int			pid = atoi(f[1]);
+
+		if (add_node(g, session, pid, f[5], &n))
+		{
+			int			vi = vertex(g, session, pid);	/* may move g->v */
+			DlVertex   *v = &g->v[vi];
+
+			v->waits = true;
+			v->czxid = strtoll(f[2], NULL, 10);
+			v->mode = n->mode;
+			v->seq = n->seq;
+			v->resource = n->resource;
+			v->role = zklock_nodedata_unescape(f[4]);
+		}
+	}
+}
+
+/* The worker's answer: "@<session hex>\n<lines>\n" per instance */
+static void
+parse_waits(DlGraph *g, char *text)
+{
+	int64		session = 0;
+	char	   *line = text;
+
+	while (line && *line)
+	{
+		char	   *nl = strchr(line, '\n');
+
+		if (nl)
+			*nl = '\0';
+		if (line[0] == '@')
+			session = (int64) strtoull(line + 1, NULL, 16);
+		else if (session != 0)
+			parse_line(g, session, line);
+		line = nl ? nl + 1 : NULL;
+	}
+}
+
+/*
+ * This instance's granted nodes (a local holder need not wait for a zklock
+ * lock to be on a cycle: it may wait for a row lock), and the roles of its
+ * backends.
+ */
+static void
+add_local(DlGraph *g)
+{
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	g->my_session = zklock_shared->session_id;
+	for (int i = 0; i < zklock_shared->nentries; i++)
+	{
+		ZkLockEntry *e = &zklock_shared->entries[i];
+		const char *role;
+
+		if ((e->state != ZKE_GRANTED && e->state != ZKE_LOST) ||
+			e->persistent || e->node[0] == '\0' ||
+			(e->kind != ZKR_ACQUIRE && e->kind != ZKR_TRY_ACQUIRE) ||
+			e->session_id != g->my_session)
+			continue;
+		if (add_node(g, g->my_session, e->owner_pid,
+					 psprintf("%s/%s", e->resource, e->node), NULL))
+		{
+			int			vi = vertex(g, g->my_session, e->owner_pid);
+			DlVertex   *v = &g->v[vi];
+
+			role = zklock_node_field(e->data, "user=");
+			if (v->role == NULL && role)
+				v->role = pnstrdup(role, zklock_node_field_len(role));
+		}
+	}
+	LWLockRelease(zklock_shared->lock);
+}
+
+/*
+ * Every instance's long waits, read by the worker (NULL, logged, when it
+ * could not be read by the deadline).  Beside the lock's pending request.
+ */
+static char *
+read_waits(TimestampTz deadline)
+{
+	Size		size = 16 * 1024;
+
+	for (int attempt = 0; attempt < 3; attempt++)
+	{
+		dsm_segment *seg = dsm_create(size, 0);
+		ZkChannelRequest req;
+		ZkChannelResult done;
+		ZkEntryState state = ZKE_REQUESTED;
+		uint32		gen;
+		int			idx;
+		char	   *result = NULL;
+
+		zklock_request_init(&req, ZKR_WAITS);
+		req.list_handle = dsm_segment_handle(seg);
+		req.list_size = size;
+		idx = zklock_submit_aside(&req, &gen);
+		if (idx < 0)
+		{
+			dsm_detach(seg);
+			give_up("no zklock entry is free for it, or no worker runs");
+			return NULL;
+		}
+		PG_TRY();
+		{
+			while ((state = zklock_channel_state(idx, gen)) == ZKE_REQUESTED &&
+				   GetCurrentTimestamp() < deadline)
+			{
+				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT |
+								 WL_EXIT_ON_PM_DEATH, 50,
+								 zklock_wait_event(ZKLOCK_WAIT_WORKER));
+				ResetLatch(MyLatch);
+				CHECK_FOR_INTERRUPTS();
+			}
+		}
+		PG_CATCH();
+		{
+			zklock_channel_withdraw(idx, gen);
+			zklock_aside_done();
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		if (state != ZKE_DONE)
+		{
+			if (state == ZKE_FAILED)
+			{
+				zklock_channel_collect(idx, gen, &done);
+				give_up(done.error);
+			}
+			else
+			{
+				zklock_channel_withdraw(idx, gen);
+				give_up("the long waits could not be read in time");
+			}
+			zklock_aside_done();
+			dsm_detach(seg);
+			return NULL;
+		}
+		zklock_channel_collect(idx, gen, &done);
+		zklock_aside_done();
+		if (done.list_needed <= size)
+		{
+			result = palloc(done.list_needed);
+			memcpy(result, dsm_segment_address(seg), done.list_needed);
+			result[done.list_needed - 1] = '\0';
+		}
+		dsm_detach(seg);
+		if (result)
+			return result;
+		size = done.list_needed + done.list_needed / 4;
+	}
+	return NULL;
+}
+
+/* The pids a backend of this instance waits for in the lock manager */
+static ArrayType *
+blocking_pids(int pid)
+{
+	return DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids,
+												  Int32GetDatum(pid)));
+}
+
+/* Vertex v's out-edges, as vertex indexes (g->v may move) */
+static List *
+out_edges(DlGraph *g, int vi)
+{
+	List	   *out = NIL;
+	DlVertex	v = g->v[vi];
+
+	if (v.waits)
+	{
+		/* the nodes of its resource below its own, in g->n's order */
+		for (int i = first_node_of(g, v.resource);
+			 i < g->nn && g->n[i].seq < v.seq &&
+			 strcmp(g->n[i].resource, v.resource) == 0; i++)
+		{
+			DlNode	   *n = &g->n[i];
+
+			if (zklock_modes_conflict(n->mode, v.mode) &&
+				!(n->session == v.session && n->pid == v.pid))
+				out = list_append_unique_int(out,
+											 vertex(g, n->session, n->pid));
+		}
+	}
+	else if (v.session == g->my_session)
+	{
+		ArrayType  *a = blocking_pids(v.pid);
+		Datum	   *elems;
+		bool	   *nulls;
+		int			nelems;
+
+		deconstruct_array(a, INT4OID, 4, true, TYPALIGN_INT, &elems, &nulls,
+						  &nelems);
+		for (int i = 0; i < nelems; i++)
+			if (!nulls[i] && DatumGetInt32(elems[i]) != v.pid)
+				out = list_append_unique_int(out,
+											 vertex(g, g->my_session,
+													DatumGetInt32(elems[i])));
+	}
+	return out;
+}
+
+/*
+ * Depth first from vertex vi for an edge back to start; the path so far in
+ * *path (vertex indexes).  Bounded by DL_MAX_VERTICES and the deadline.
+ */
+static bool
+dfs(DlGraph *g, int vi, int start, List **path)
+{
+	List	   *out;
+	ListCell   *lc;
+
+	check_stack_depth();
+	CHECK_FOR_INTERRUPTS();
+	if (++g->nvisited > DL_MAX_VERTICES || GetCurrentTimestamp() > g->deadline)
+	{
+		g->gave_up = true;
+		return false;
+	}
+	g->v[vi].visited = true;
+	*path = lappend_int(*path, vi);
+	out = out_edges(g, vi);
+	foreach(lc, out)
+		if (lfirst_int(lc) == start)
+			return true;
+	foreach(lc, out)
+	{
+		int			w = lfirst_int(lc);
+
+		if (!g->v[w].visited && dfs(g, w, start, path))
+			return true;
+		if (g->gave_up)
+			return false;
+	}
+	*path = list_delete_last(*path);
+	return false;
+}
+
+/* May this role see a backend of that role's pid?  As zk_locks says. */
+static bool
+can_see(const char *role)
+{
+	Oid			roleid;
+
+	if (superuser() || has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS))
+		return true;
+	if (role == NULL)
+		return false;
+	roleid = get_role_oid(role, true);
+	return OidIsValid(roleid) && has_privs_of_role(GetUserId(), roleid);
+}
+
+static void
+append_who(StringInfo s, DlGraph *g, DlVertex *v, bool mask)
+{
+	if (mask && !can_see(v->role))
+		appendStringInfo(s, "%s:?", instance_of(g, v->session));
+	else
+		appendStringInfo(s, "%s:%d", instance_of(g, v->session), v->pid);
+}
+
+/* The cycle, one sentence per edge, as PostgreSQL's DETAIL has it */
+static char *
+describe(DlGraph *g, List *cycle, bool mask)
+{
+	StringInfoData s;
+	ListCell   *lc;
+
+	initStringInfo(&s);
+	foreach(lc, cycle)
+	{
+		DlVertex   *v = &g->v[lfirst_int(lc)];
+		DlVertex   *next = &g->v[lnext(cycle, lc) ?
+								 lfirst_int(lnext(cycle, lc)) :
+								 linitial_int(cycle)];
+
+		if (s.len > 0)
+			appendStringInfoChar(&s, '\n');
+		append_who(&s, g, v, mask);
+		if (v->waits)
+			appendStringInfo(&s, " waits for %s lock on resource \"%s\"",
+							 v->mode == ZKLOCK_SHARED ? "SHARED" : "EXCLUSIVE",
+							 v->resource);
+		else
+			appendStringInfoString(&s, " waits for a PostgreSQL lock");
+		appendStringInfoString(&s, " held by ");
+		append_who(&s, g, next, mask);
+		appendStringInfoChar(&s, '.');
+	}
+	return s.data;
+}
+
+/*
+ * Read the waits and look for a cycle through (my session, MyProcPid).
+ * Returns the cycle (vertex indexes, from us), or NIL; *published says
+ * whether our own wait was in the publication.  *victim_me: whether we are
+ * the cycle's youngest zklock request.
+ */
+static List *
+find_cycle(DlGraph *g, bool *published, bool *victim_me)
+{
+	char	   *text = read_waits(g->deadline);
+	List	   *path = NIL;
+	int			me;
+	int			victim = -1;
+	bool		mixed = false;
+	ListCell   *lc;
+
+	*published = false;
+	*victim_me = false;
+	if (text == NULL)
+		return NIL;
+	add_local(g);
+	parse_waits(g, text);
+	qsort(g->n, g->nn, sizeof(DlNode), cmp_node);
+	me = vertex(g, g->my_session, MyProcPid);
+	if (!g->v[me].waits)
+		return NIL;
+	*published = true;
+	if (!dfs(g, me, me, &path))
+	{
+		if (g->gave_up)
+			give_up(psprintf("%d backends visited; a search visits at most %d and lasts at most zklock.deadlock_timeout (at least 1 s)",
+							 g->nvisited - 1, DL_MAX_VERTICES));
+		return NIL;
+	}
+	/*
+	 * A lock-manager edge is seen on its own instance only (ours: see
+	 * out_edges), so only our backends can find such a cycle: its victim
+	 * is the youngest zklock request of this instance in it, which every
+	 * backend that can find it picks alike.
+	 */
+	foreach(lc, path)
+		if (!g->v[lfirst_int(lc)].waits)
+			mixed = true;
+	foreach(lc, path)
+	{
+		DlVertex   *v = &g->v[lfirst_int(lc)];
+
+		if (v->waits && (!mixed || v->session == g->my_session) &&
+			(victim < 0 || v->czxid > g->v[victim].czxid))
+			victim = lfirst_int(lc);
+	}
+	*victim_me = victim == me;
+	return path;
+}
+
+static DlGraph *
+new_graph(TimestampTz deadline)
+{
+	DlGraph    *g = palloc0(sizeof(DlGraph));
+	HASHCTL		ctl;
+
+	ctl.keysize = sizeof(DlVertexKey);
+	ctl.entrysize = sizeof(DlVertexSlot);
+	ctl.hcxt = CurrentMemoryContext;
+	g->vhash = hash_create("zklock deadlock vertices", 64, &ctl,
+						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	g->deadline = deadline;
+	return g;
+}
+
+/*
+ * The search, from this backend's wait on entry idx (generation gen):
+ * raises 40P01 when this backend is the victim of a deadlock.
+ */
+static void
+search(int idx, uint32 gen, int timeout_ms)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+											  "zklock deadlock search",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   Max(timeout_ms, 1000));
+	DlGraph    *g = new_graph(deadline);
+	bool		published;
+	bool		victim_me;
+	List	   *cycle = find_cycle(g, &published, &victim_me);
+
+	if (!published)
+		next_search = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												  DL_RETRY_MS);
+	if (cycle != NIL)
+		ereport(LOG,
+				(errmsg("zklock: deadlock found by process %d, %s",
+						MyProcPid, victim_me ?
+						"which is its youngest request: verifying" :
+						"whose youngest request is another's: left to it"),
+				 errdetail_log("%s", describe(g, cycle, false))));
+	if (cycle != NIL && victim_me)
+	{
+		/* again, from a fresh read: a wait that ended is no edge */
+		g = new_graph(deadline);
+		cycle = find_cycle(g, &published, &victim_me);
+		/* a test may grant us here: the withdrawal must then not happen */
+		if (cycle != NIL && victim_me)
+			(void) ZKLOCK_FAILPOINT("deadlock-before-withdraw");
+		if (cycle != NIL && victim_me &&
+			zklock_channel_withdraw_waiting(idx, gen))
+		{
+			char	   *full = describe(g, cycle, false);
+			char	   *shown = describe(g, cycle, true);
+
+			MemoryContextSwitchTo(old);
+			ereport(LOG,
+					(errmsg("zklock: deadlock broken: process %d's request was the youngest and is cancelled",
+							MyProcPid),
+					 errdetail_log("%s", full)));
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
+					 errmsg("deadlock detected"),
+					 errdetail_internal("%s", shown),
+					 errdetail_log("%s", full),
+					 errhint("See server log for query details.")));
+		}
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+}
+
+/*
+ * Is entry idx a wait the search covers (a lock, or a semaphore of limit
+ * 1: deadlock_publish.c)?
+ */
+static bool
+searchable(int idx)
+{
+	ZkLockEntry *e = &zklock_shared->entries[idx];
+	bool		ok;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	ok = e->kind == ZKR_ACQUIRE &&
+		(e->mode != ZKLOCK_SEMAPHORE || e->max_holders == 1);
+	LWLockRelease(zklock_shared->lock);
+	return ok;
+}
+
+/*
+ * Called at each pass of a lock's wait (wait.c) for the pending request,
+ * entry idx of generation gen, waited for since "since": once it has
+ * waited the timeout, mark it for publication and search, and again every
+ * timeout.  Raises 40P01 when this backend is a deadlock's victim.
+ */
+void
+zklock_deadlock_check(int idx, uint32 gen, TimestampTz since)
+{
+	int			timeout_ms = deadlock_timeout_ms();
+	TimestampTz now;
+
+	if (timeout_ms <= 0)
+		return;
+	if (idx != cur_idx || gen != cur_gen || since != cur_since)
+	{
+		cur_idx = idx;
+		cur_gen = gen;
+		cur_since = since;
+		cur_marked = false;
+		cur_gave_up = false;
+		next_search = TimestampTzPlusMilliseconds(since, timeout_ms);
+	}
+	now = GetCurrentTimestamp();
+	if (now < next_search)
+		return;
+	next_search = TimestampTzPlusMilliseconds(now,
+											  Max(timeout_ms, DL_MIN_INTERVAL_MS));
+	if (!searchable(idx))
+		return;
+	if (!cur_marked)
+	{
+		if (!zklock_channel_mark_long_wait(idx, gen))
+			return;				/* answered meanwhile */
+		cur_marked = true;
+	}
+	search(idx, gen, timeout_ms);
+}
+
+/* How long a wait begun at "since" may sleep before its next search (ms) */
+long
+zklock_deadlock_due_ms(TimestampTz since)
+{
+	int			timeout_ms = deadlock_timeout_ms();
+	TimestampTz due;
+
+	if (timeout_ms <= 0)
+		return 1000;
+	if (since == cur_since)
+		due = next_search;
+	else
+	{
+		/*
+		 * Not checked yet: due at the timeout.  Past it, this is a wait
+		 * that is never checked (a batch of try-locks, acquire.c): no cut.
+		 */
+		due = TimestampTzPlusMilliseconds(since, timeout_ms);
+		if (due <= GetCurrentTimestamp())
+			return 1000;
+	}
+	return Max(TimestampDifferenceMilliseconds(GetCurrentTimestamp(), due), 1);
+}
