@@ -526,6 +526,7 @@ zklock_channel_mark_long_wait(int idx, uint32 generation)
 {
 	ZkLockEntry *e;
 	bool		waiting;
+	int			wake_procno = -1;
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	e = channel_entry(idx);
@@ -534,9 +535,9 @@ zklock_channel_mark_long_wait(int idx, uint32 generation)
 	{
 		e->long_wait = true;
 		pg_atomic_fetch_add_u64(&zklock_shared->long_wait_marks, 1);
-		channel_wake_worker_locked();
+		wake_procno = channel_worker_procno_locked();
 	}
-	LWLockRelease(zklock_shared->lock);
+	channel_unlock_and_wake(wake_procno);
 	return waiting;
 }
 
@@ -549,6 +550,7 @@ bool
 zklock_channel_withdraw_waiting(int idx, uint32 generation)
 {
 	bool		waiting;
+	int			wake_procno = -1;
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	waiting = channel_is(idx, generation, ZKE_REQUESTED);
@@ -556,9 +558,9 @@ zklock_channel_withdraw_waiting(int idx, uint32 generation)
 	{
 		channel_entry(idx)->state = ZKE_RELEASING;
 		channel_enqueue(idx);
-		channel_wake_worker_locked();
+		wake_procno = channel_worker_procno_locked();
 	}
-	LWLockRelease(zklock_shared->lock);
+	channel_unlock_and_wake(wake_procno);
 	return waiting;
 }
 

@@ -62,6 +62,7 @@
 #include "resource.h"
 #include "settings.h"
 #include "shmem.h"
+#include "stats.h"
 #include "wait_events.h"
 #include "zklock.h"
 
@@ -654,6 +655,25 @@ new_graph(TimestampTz deadline)
 }
 
 /*
+ * zk_lock_stats: this request was a deadlock's victim.  Its entry, given
+ * back, keeps the resource and mode its backend wrote (read under the
+ * channel's lock; the stats lock is taken after it is released).
+ */
+static void
+count_victim(int idx)
+{
+	ZkLockEntry *e = &zklock_shared->entries[idx];
+	char		resource[sizeof(e->resource)];
+	ZkLockMode	mode;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	strlcpy(resource, e->resource, sizeof(resource));
+	mode = e->mode;
+	LWLockRelease(zklock_shared->lock);
+	zklock_stats_count(resource, mode, ZKLOCK_STAT_DEADLOCK);
+}
+
+/*
  * The search, from this backend's wait on entry idx (generation gen):
  * raises 40P01 when this backend is the victim of a deadlock.
  */
@@ -695,6 +715,7 @@ search(int idx, uint32 gen, int timeout_ms)
 			char	   *full = describe(g, cycle, false);
 			char	   *shown = describe(g, cycle, true);
 
+			count_victim(idx);
 			MemoryContextSwitchTo(old);
 			ereport(LOG,
 					(errmsg("zklock: deadlock broken: process %d's request was the youngest and is cancelled",
