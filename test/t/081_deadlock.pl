@@ -124,6 +124,12 @@ sub ask
 		'the victim\'s instance logs the break at LOG with the cycle');
 	is(zk_log_count($node1, qr/deadlock detected/, $off1), 0,
 		'no error on the other instance');
+	is($node2->safe_psql('postgres',
+			q{SELECT deadlocks FROM zk_lock_stats WHERE resource = 'dl/orders' AND mode = 'exclusive'}),
+		'1', 'zk_lock_stats counts the victim\'s deadlock on its instance');
+	is($node1->safe_psql('postgres',
+			q{SELECT coalesce(sum(deadlocks), 0) FROM zk_lock_stats}),
+		'0', 'and none on the other instance');
 	$a->quit;
 	$b->quit;
 	ok(zk_wait_no_locks(zk_path('dl/orders'), 10) && zk_wait_no_locks(zk_path('dl/customers'), 10),
