@@ -415,6 +415,28 @@ sub ask
 	$a->quit;
 }
 
+# ---------------------------------------------------------------------------
+# The advisory-lock API is the same locks: two sessions on two instances
+# taking keys 1 and 2 crosswise are a deadlock, and one gets 40P01
+# (PostgreSQL's own advisory locks would give it too).
+{
+	my $a = zk_session_as($node1, 'adv_a');
+	my $b = zk_session_as($node2, 'adv_b');
+	$a->query_ok('BEGIN');
+	$a->query_ok('SELECT zk_advisory_xact_lock(81001)');
+	$b->query_ok('BEGIN');
+	$b->query_ok('SELECT zk_advisory_xact_lock(81002)');
+	$a->send('SELECT zk_advisory_xact_lock(81002)');
+	ok(wait_for_waiting($node1, $a->pid), 'a waits for key 81002');
+	$b->send('SELECT zk_advisory_xact_lock(81001)');
+	my $rb = $b->wait($bound + 10);
+	my $ra = $a->wait($bound + 10);
+	is(join(',', sort map { $_->{sqlstate} } grep { defined } ($ra, $rb)), '00000,40P01',
+		'advisory keys taken crosswise: one 40P01, the other granted');
+	$_->query_ok('ROLLBACK') for ($a, $b);
+	$_->quit for ($a, $b);
+}
+
 # the publication is gone once nobody waits
 ok(wait_until(sub {
 	my ($rc, $out) = zkutil('ls-r', zk_path('zklock.waits'));
