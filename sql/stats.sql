@@ -117,3 +117,13 @@ DROP ROLE regress_zkl_stats;
 SELECT zk_lock_stats_reset();
 SELECT count(*) AS after_reset FROM zk_lock_stats;
 DROP VIEW st;
+
+-- doc/operations.md's two queries run as written
+SELECT count(*) >= 0 AS runs FROM (
+SELECT resource, mode, acquisitions, waited,
+       round((total_wait_time / nullif(waited, 0))::numeric, 1) AS mean_wait_ms,
+       max_wait_time, timeouts, cancels, deadlocks, lost
+FROM zk_lock_stats ORDER BY total_wait_time DESC LIMIT 10) q;
+SELECT count(*) >= 0 AS runs FROM (
+SELECT w.pid, w.resource, w.mode, w.waits_behind, now() - w.waiting_since AS waiting
+FROM zk_lock_waits w ORDER BY waiting_since) q;
