@@ -16,7 +16,11 @@
 #      and on one shared resource), and every uncontended acquire returns
 #      well within the one-second polls a lost wake-up would fall back on.
 #      A cancel and a statement_timeout during a wait end it at once, and
-#      the backend's next acquire is as fast as before.
+#      the backend's next acquire is as fast as before.  A waiter behind a
+#      holder that releases and then stays idle is granted in milliseconds
+#      (the release's own wake-up, held at transaction end and for a lock's
+#      parents, is the only one the worker gets: dropping it made the
+#      twelve hand-overs take 8.5 s instead of 0.15 s).
 use strict;
 use warnings;
 
