@@ -70,6 +70,8 @@ MAJOR_TAP_TESTS="
 	test/t/066_failover.pl
 	test/t/073_guard_listing.pl
 	test/t/074_group_commit.pl
+	test/t/080_stats.pl
+	test/t/081_deadlock.pl
 	test/t/001_cross_instance.pl
 	test/t/002_fairness.pl
 	test/t/003_trylock_waiters.pl
