@@ -12,7 +12,9 @@
 #    call's timeout (timeouts), pg_terminate_backend (neither): waited,
 #    no acquisition, never counted twice;
 #  - a lock set with a partial failure: the member taken is counted with
-#    its one hold, the one that timed out as a timeout;
+#    its one hold, the one that timed out as a timeout; a refused try on a
+#    set: one refusal, its other member not counted; lock_timeout caught
+#    by an exception block: one timeout;
 #  - a resource with parents that must wait (the batch of tries refused,
 #    then step by step): the refused tries are not counted as refusals,
 #    the wait lasts the hold and not since 2000-01-01;
@@ -21,7 +23,12 @@
 #  - names: 255 bytes (the maximum) kept whole, two that differ in their
 #    last byte kept apart; a name taken from a LATIN1 database shows as
 #    itself in a UTF8 one, and one it cannot show is escaped, not an error;
-#    a semaphore shows as 'semaphore'.
+#    a semaphore shows as 'semaphore';
+#  - lost locks counted by the worker (under the channel's lock) while
+#    other sessions read zk_lock_stats, zk_lock_waits, zk_lock_local and
+#    take locks: no hang, exactly the locks lost, on that instance only;
+#  - zklock.stats_max = 1000000 (its maximum): the instance starts with the
+#    room for it, and counts.
 use strict;
 use warnings;
 
@@ -155,12 +162,26 @@ my $once = 'acquisitions, total_held_time = max_held_time';
 	is($r->{sqlstate}, '55P03', 'a lock set with a member held elsewhere times out');
 	is(stats($node1, 'atk/a_set', $once), '1|t', 'the member it took: one acquisition, one hold');
 	is(stats($node1, 'atk/held', 'acquisitions, timeouts'), '0|3', 'the member held elsewhere: a timeout');
+	# a try on a set, one member held elsewhere: one refusal, nothing taken
+	$w->query_ok(q{SELECT zk_lock_try_acquire_all(ARRAY['atk/b_try', 'atk/held']) IS NULL});
+	is(stats($node1, 'atk/held', 'acquisitions, not_granted'), '0|1', 'a refused try on a set: one refusal');
+	is(psql1($node1, q{SELECT coalesce(sum(acquisitions + not_granted), 0) FROM zk_lock_stats WHERE resource = 'atk/b_try'}),
+		'0', 'its other member: nothing counted (its node was given back untaken)');
+	# an exception block catching lock_timeout: one timeout more
+	$w->query_ok(q{SET lock_timeout = '200ms'});
+	$w->query_ok(q{DO $$BEGIN
+		PERFORM zk_lock_acquire('atk/held', parents => false);
+		EXCEPTION WHEN lock_not_available THEN NULL; END $$});
+	$w->query_ok(q{RESET lock_timeout});
+	is(stats($node1, 'atk/held', 'acquisitions, timeouts, cancels'), '0|4|1',
+		'lock_timeout caught by an exception block: one timeout more, counted once');
 	$h->query_ok(q{SELECT zk_lock_release('atk/held')});
 
 	# parents: the batch of tries is refused, then the steps wait one by one
 	$h->query_ok(q{SELECT zk_lock_acquire_session('atk/p/q', parents => false) > 0});
 	$w->send(q{SELECT zk_lock_acquire_session('atk/p/q/r') > 0});
-	ok(wait_for_waiting($node1, $w->pid), 'a lock with parents waits for a parent held elsewhere');
+	ok(wait_until(sub { psql1($node1, q{SELECT count(*) FROM zk_lock_waits WHERE resource = 'atk/p/q' AND mode = 'shared'}) eq '1' }, timeout => 10),
+		'a lock with parents waits for a parent held elsewhere');
 	sleep(1);
 	$h->query_ok(q{SELECT zk_lock_release('atk/p/q')});
 	$r = $w->wait(20);
@@ -221,6 +242,71 @@ my $once = 'acquisitions, total_held_time = max_held_time';
 	is($out, 'atk/\u65e5\u672c', 'escaped');
 	is($node1->safe_psql('lat', qq{SELECT acquisitions FROM zk_lock_stats WHERE resource = $lat_name}),
 		'1', 'and its own name as itself');
+}
+
+# --- lost locks counted while everything else reads -------------------------------
+# node1's worker counts each lost lock while it holds the channel's lock
+# (the statistics' lock is taken last of all): node2 force-releases 25
+# locks a node1 backend holds while two node1 sessions read zk_lock_stats,
+# zk_lock_waits and zk_lock_local (the channel's lock) in a loop, and a
+# third takes and releases locks of its own.  No hang, no error, and
+# exactly 25 lost, on node1 only (a backend holds 32 nodes at most).
+{
+	my $offset = -s $node1->logfile;
+	my $h = zk_session($node1, 'lost_holder');
+	$h->query_ok(q{DO $$BEGIN FOR i IN 1..25 LOOP
+		PERFORM zk_lock_acquire_session('lo/' || i, parents => false); END LOOP; END $$});
+	my @r;
+	for my $k (1 .. 2)
+	{
+		my $r = zk_session($node1, "lost_reader$k");
+		$r->send(q{DO $$DECLARE n bigint; BEGIN FOR i IN 1..150 LOOP
+			SELECT count(*) INTO n FROM zk_lock_stats;
+			SELECT count(*) INTO n FROM zk_lock_waits;
+			SELECT count(*) INTO n FROM zk_lock_local;
+			PERFORM pg_sleep(0.01); END LOOP; END $$});
+		push @r, $r;
+	}
+	my $t = zk_session($node1, 'lost_taker');
+	$t->send(q{DO $$BEGIN FOR i IN 1..150 LOOP
+		PERFORM zk_lock_acquire_session('lo_t/' || (i % 7), parents => false);
+		PERFORM zk_lock_release('lo_t/' || (i % 7)); END LOOP; END $$});
+	is(psql1($node2, q{SELECT sum(zk_lock_force_release('lo/' || i)) FROM generate_series(1, 25) i}),
+		'25', 'node2 force-releases the 25 locks node1 holds');
+	ok(wait_until(sub { psql1($node1, q{SELECT coalesce(sum(lost), 0) FROM zk_lock_stats WHERE resource LIKE 'lo/%'}) eq '25' },
+			timeout => 20),
+		'node1: 25 lost');
+	for my $c (@r, $t)
+	{
+		my $res = $c->wait(60);
+		ok($res && $res->{sqlstate} eq '00000' && $res->{err} !~ /ERROR/,
+			$c->name . ': done, no error') or diag($res ? $res->{err} : 'timed out');
+		$c->quit;
+	}
+	is(psql1($node1, q{SELECT coalesce(sum(lost), 0) FROM zk_lock_stats WHERE resource LIKE 'lo%'}), '25',
+		'node1: exactly 25 lost');
+	is(psql1($node2, q{SELECT coalesce(sum(lost), 0) FROM zk_lock_stats WHERE resource LIKE 'lo%'}), '0',
+		'node2: none');
+	is(psql1($node1, q{SELECT acquisitions FROM zk_lock_stats WHERE resource = 'lo_t/3'}), '22',
+		'the taker meanwhile: every acquisition counted');
+	$h->query(q{SELECT zk_lock_release_all()});
+	$h->quit;
+	is(psql1($node1, q{SELECT state FROM zk_lock_status}), 'connected', 'the worker is connected');
+	is(join("\n", zk_log_crashes($node1, $offset)), '', 'no crash in the log');
+}
+
+# --- zklock.stats_max at its maximum ----------------------------------------------
+{
+	my $big = zk_node('big', extra_conf => 'zklock.stats_max = 1000000');
+	is(psql1($big, q{SHOW zklock.stats_max}), '1000000', 'an instance starts with zklock.stats_max = 1000000');
+	my $q = q{SELECT setting FROM pg_settings WHERE name = 'shared_memory_size'};
+	cmp_ok(psql1($big, $q) - psql1($node1, $q), '>=', int(999000 * 256 / 1048576),
+		'and sets aside room for a million names of up to 255 bytes (shared_memory_size, MB)');
+	is(psql1($big, q{SELECT zk_lock_try_acquire_session('big/a', parents => false) > 0,
+	                        zk_lock_release('big/a'),
+	                        (SELECT acquisitions FROM zk_lock_stats WHERE resource = 'big/a')}),
+		't|t|1', 'and counts');
+	$big->stop;
 }
 
 $node1->stop;
