@@ -23,7 +23,8 @@
 #  - names: 255 bytes (the maximum) kept whole, two that differ in their
 #    last byte kept apart; a name taken from a LATIN1 database shows as
 #    itself in a UTF8 one, and one it cannot show is escaped, not an error;
-#    a semaphore shows as 'semaphore';
+#    a semaphore shows as 'semaphore', and a wait for a slot of a
+#    semaphore of one is counted as any wait;
 #  - lost locks counted by the worker (under the channel's lock) while
 #    other sessions read zk_lock_stats, zk_lock_waits, zk_lock_local and
 #    take locks: no hang, exactly the locks lost, on that instance only;
@@ -176,6 +177,14 @@ my $once = 'acquisitions, total_held_time = max_held_time';
 	is(stats($node1, 'atk/held', 'acquisitions, timeouts, cancels'), '0|4|1',
 		'lock_timeout caught by an exception block: one timeout more, counted once');
 	$h->query_ok(q{SELECT zk_lock_release('atk/held')});
+
+	# a semaphore of one slot held elsewhere: its wait counts as any other
+	$h->query_ok(q{SELECT zk_semaphore_acquire_session('atk/sem1', 1) > 0});
+	$r = $w->query(q{SELECT zk_semaphore_acquire_session('atk/sem1', 1, timeout => '300ms')});
+	is($r->{sqlstate}, '55P03', 'a wait for a semaphore slot times out');
+	is(stats($node1, 'atk/sem1', 'acquisitions, waited, timeouts, total_wait_time >= 250', 'semaphore'),
+		'0|1|1|t', "the semaphore's wait and timeout, under 'semaphore'");
+	$h->query_ok(q{SELECT zk_semaphore_release('atk/sem1')});
 
 	# parents: the batch of tries is refused, then the steps wait one by one
 	$h->query_ok(q{SELECT zk_lock_acquire_session('atk/p/q', parents => false) > 0});
