@@ -630,7 +630,10 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 /*
  * Backend exit, FATAL included: withdraw the pending request and release
- * everything held.
+ * everything held.  This runs before core's ShutdownPostgres (registered
+ * earlier), whose abort of an open transaction calls xact_callback: each
+ * lock given back here leaves the local table, so that the abort does not
+ * give it back, and count its hold in the statistics, a second time.
  */
 static void
 backend_exit(int code, Datum arg)
@@ -649,5 +652,6 @@ backend_exit(int code, Datum arg)
 		zklock_channel_withdraw(lock->idx, lock->generation);
 		zklock_stats_released(lock->key.resource, lock->key.mode,
 							  zklock_stats_ms_since(lock->granted_at));
+		hash_search(zklock_local_locks, &lock->key, HASH_REMOVE, NULL);
 	}
 }
