@@ -42,7 +42,8 @@ REVOKE ALL ON FUNCTION zk_lock_stats_reset() FROM PUBLIC;
 -- This instance's requests waiting behind another node: who waits (pid),
 -- for what, its own node, the node it waits behind (the one it watches;
 -- it changes as the queue moves) and since when.  As zk_lock_local, not
--- granted to PUBLIC (it names backends).  A new function: zk_lock_local()
+-- granted to PUBLIC (it names backends); a monitoring role reads it, as
+-- pg_stat_activity's details, through pg_read_all_stats (pg_monitor).  A new function: zk_lock_local()
 -- keeps the columns 1.4's SQL declares (a rolling upgrade runs this
 -- library under it).
 CREATE FUNCTION zk_lock_waits(
@@ -55,6 +56,8 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE VIEW zk_lock_waits AS SELECT * FROM zk_lock_waits();
 REVOKE ALL ON FUNCTION zk_lock_waits() FROM PUBLIC;
 REVOKE ALL ON zk_lock_waits FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION zk_lock_waits() TO pg_read_all_stats;
+GRANT SELECT ON zk_lock_waits TO pg_read_all_stats;
 
 -- ==== privileges, last ====
 

@@ -111,6 +111,12 @@ SELECT err($$SELECT zk_lock_stats_reset()$$);
 SELECT err($$SET zklock.track_stats = off$$);
 SELECT err($$SELECT * FROM zk_lock_waits$$);
 RESET ROLE;
+-- a monitoring role (pg_monitor, through pg_read_all_stats) reads it
+GRANT pg_monitor TO regress_zkl_stats;
+SET ROLE regress_zkl_stats;
+SELECT count(*) >= 0 AS monitor_reads FROM zk_lock_waits;
+SELECT count(*) >= 0 AS monitor_calls FROM zk_lock_waits();
+RESET ROLE;
 DROP ROLE regress_zkl_stats;
 
 -- the reset forgets every count
