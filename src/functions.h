@@ -14,10 +14,6 @@
 /* a name in the database encoding, as UTF-8 (functions.c) */
 extern char *zklock_utf8_in(char *name);
 
-/* a name read from ZooKeeper or shared memory, in the database encoding,
- * never failing (status.c) */
-extern char *zklock_text_out(char *s);
-
 /*
  * Arguments (functions.c): the resource (argument 0; NULL is an error), a
  * timeout interval in ms (-1 for NULL or absent)

@@ -3,7 +3,8 @@
  * stats.c
  *		Per-resource, per-mode contention statistics of this instance:
  *		the shared hash that holds them, the calls that count (stats.h),
- *		and the SQL functions zk_lock_stats() and zk_lock_stats_reset().
+ *		and the copy and the reset that status.c's zk_lock_stats() and
+ *		zk_lock_stats_reset() are made of.
  *
  * Modeled on pg_stat_statements.  A fixed shared hash of at most
  * zklock.stats_max entries, one per (resource, mode), sized at server
@@ -52,32 +53,23 @@
  */
 #include "postgres.h"
 
-#include "fmgr.h"
-#include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
-#include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
-#include "backend.h"
-#include "functions.h"
 #include "resource.h"
 #include "settings.h"
 #include "shmem.h"
 #include "stats.h"
 #include "zklock.h"
 
-PG_FUNCTION_INFO_V1(zklock_lock_stats);
-PG_FUNCTION_INFO_V1(zklock_lock_stats_reset);
-
 #define STATS_DECAY			0.99	/* usages decay by this at an eviction */
 #define STATS_EVICT_PERCENT	5		/* the share of entries an eviction
 									 * removes */
 #define STATS_EVICT_MIN		10
-#define STATS_COLUMNS		14
 
 typedef struct StatsKey
 {
@@ -85,29 +77,12 @@ typedef struct StatsKey
 	int32		mode;			/* ZkLockMode */
 } StatsKey;
 
-/* The counters of one (resource, mode); see the file's header */
-typedef struct StatsCounters
-{
-	int64		acquisitions;
-	int64		granted_at_once;
-	int64		waited;
-	int64		not_granted;
-	double		total_wait_time;	/* ms */
-	double		max_wait_time;	/* ms */
-	int64		timeouts;
-	int64		cancels;
-	int64		deadlocks;
-	int64		lost;
-	double		total_held_time;	/* ms */
-	double		max_held_time;	/* ms */
-	double		usage;			/* events counted, decayed at evictions */
-} StatsCounters;
 
 typedef struct StatsEntry
 {
 	StatsKey	key;			/* hash key; must be first.  lock */
 	slock_t		mutex;			/* guards c */
-	StatsCounters c;			/* mutex (and the lock held, any mode) */
+	ZkStatsCounters c;			/* mutex (and the lock held, any mode) */
 } StatsEntry;
 
 typedef struct StatsShared
@@ -123,7 +98,7 @@ typedef struct StatsShared
 /* A change to an entry's counters: what one call counts */
 typedef struct StatsDelta
 {
-	StatsCounters add;			/* added to the counters (usage unused) */
+	ZkStatsCounters add;			/* added to the counters (usage unused) */
 	double		wait_ms;		/* < 0: no wait to take the maximum of */
 	double		held_ms;		/* < 0: no hold */
 } StatsDelta;
@@ -237,7 +212,7 @@ stats_enter(const StatsKey *key)
 }
 
 static void
-apply_delta(StatsCounters *c, const StatsDelta *d)
+apply_delta(ZkStatsCounters *c, const StatsDelta *d)
 {
 	c->acquisitions += d->add.acquisitions;
 	c->granted_at_once += d->add.granted_at_once;
@@ -385,64 +360,29 @@ zklock_stats_released(const char *resource, ZkLockMode mode, double held_ms)
 	stats_add(resource, mode, &d);
 }
 
-/* One row of zk_lock_stats, copied under the lock */
-typedef struct StatsRow
-{
-	StatsKey	key;
-	StatsCounters c;
-} StatsRow;
-
-static void
-stats_put(ReturnSetInfo *rsinfo, StatsRow *row)
-{
-	Datum		values[STATS_COLUMNS];
-	bool		nulls[STATS_COLUMNS];
-	StatsCounters *c = &row->c;
-	int			i = 0;
-
-	memset(nulls, 0, sizeof(nulls));
-	values[i++] = CStringGetTextDatum(zklock_text_out(row->key.resource));
-	values[i++] = CStringGetTextDatum(zklock_mode_name((ZkLockMode) row->key.mode));
-	values[i++] = Int64GetDatum(c->acquisitions);
-	values[i++] = Int64GetDatum(c->granted_at_once);
-	values[i++] = Int64GetDatum(c->waited);
-	values[i++] = Int64GetDatum(c->not_granted);
-	values[i++] = Float8GetDatum(c->total_wait_time);
-	values[i++] = Float8GetDatum(c->max_wait_time);
-	values[i++] = Int64GetDatum(c->timeouts);
-	values[i++] = Int64GetDatum(c->cancels);
-	values[i++] = Int64GetDatum(c->deadlocks);
-	values[i++] = Int64GetDatum(c->lost);
-	values[i++] = Float8GetDatum(c->total_held_time);
-	values[i++] = Float8GetDatum(c->max_held_time);
-	Assert(i == STATS_COLUMNS);
-	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-}
-
 /*
- * zk_lock_stats(): every entry, copied under the lock (each entry's
- * counters under its spinlock; the copy is palloc'd under it, as status.c
- * does: an ERROR releases the lock), then turned into rows without it
- * (names converted to the database encoding: a catalog lookup).
+ * Every entry, copied under the lock (each entry's counters under its
+ * spinlock) into a palloc'd array: the rows of zk_lock_stats (status.c).
+ * The copy is palloc'd under the lock, as status.c's views do: an ERROR
+ * releases the lock.  Returns the number of rows; 0 before shared memory
+ * is set up.
  */
-Datum
-zklock_lock_stats(PG_FUNCTION_ARGS)
+int
+zklock_stats_copy(ZkStatsRow **rows_out)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	HASH_SEQ_STATUS seq;
 	StatsEntry *e;
-	StatsRow   *rows;
+	ZkStatsRow *rows;
 	int			nrows = 0;
 	long		nmax;
 
-	zklock_check_loaded();
-	InitMaterializedSRF(fcinfo, 0);
+	*rows_out = NULL;
 	if (stats == NULL)
-		return (Datum) 0;
+		return 0;
 	LWLockAcquire(stats->lock, LW_SHARED);
 	/* no entry comes or goes while the lock is held */
 	nmax = hash_get_num_entries(stats_hash);
-	rows = palloc(sizeof(StatsRow) * Max(nmax, 1));
+	rows = palloc(sizeof(ZkStatsRow) * Max(nmax, 1));
 	hash_seq_init(&seq, stats_hash);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
@@ -451,40 +391,32 @@ zklock_lock_stats(PG_FUNCTION_ARGS)
 			hash_seq_term(&seq);
 			break;
 		}
-		rows[nrows].key = e->key;
+		strlcpy(rows[nrows].resource, e->key.resource,
+				sizeof(rows[nrows].resource));
+		rows[nrows].mode = (ZkLockMode) e->key.mode;
 		SpinLockAcquire(&e->mutex);
 		rows[nrows].c = e->c;
 		SpinLockRelease(&e->mutex);
 		nrows++;
 	}
 	LWLockRelease(stats->lock);
-
-	for (int i = 0; i < nrows; i++)
-	{
-		CHECK_FOR_INTERRUPTS();
-		stats_put(rsinfo, &rows[i]);
-	}
-	return (Datum) 0;
+	*rows_out = rows;
+	return nrows;
 }
 
-/*
- * zk_lock_stats_reset(): forget every entry.  Not granted to PUBLIC (the
- * SQL object's grants decide who may).
- */
-Datum
-zklock_lock_stats_reset(PG_FUNCTION_ARGS)
+/* Forget every entry (zk_lock_stats_reset, status.c) */
+void
+zklock_stats_reset(void)
 {
 	HASH_SEQ_STATUS seq;
 	StatsEntry *e;
 
-	zklock_check_loaded();
 	if (stats == NULL)
-		PG_RETURN_VOID();
+		return;
 	LWLockAcquire(stats->lock, LW_EXCLUSIVE);
 	hash_seq_init(&seq, stats_hash);
 	while ((e = hash_seq_search(&seq)) != NULL)
 		hash_search(stats_hash, &e->key, HASH_REMOVE, NULL);
 	stats->median_usage = 1.0;
 	LWLockRelease(stats->lock);
-	PG_RETURN_VOID();
 }

@@ -30,6 +30,32 @@ typedef enum ZkStatEvent
 	ZKLOCK_STAT_LOST			/* a granted lock's node or session gone */
 } ZkStatEvent;
 
+/* The counters of one (resource, mode); see the file's header */
+typedef struct ZkStatsCounters
+{
+	int64		acquisitions;
+	int64		granted_at_once;
+	int64		waited;
+	int64		not_granted;
+	double		total_wait_time;	/* ms */
+	double		max_wait_time;	/* ms */
+	int64		timeouts;
+	int64		cancels;
+	int64		deadlocks;
+	int64		lost;
+	double		total_held_time;	/* ms */
+	double		max_held_time;	/* ms */
+	double		usage;			/* events counted, decayed at evictions */
+} ZkStatsCounters;
+
+/* One row of zk_lock_stats: a (resource, mode) and its counters */
+typedef struct ZkStatsRow
+{
+	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
+	ZkLockMode	mode;
+	ZkStatsCounters c;
+} ZkStatsRow;
+
 /* shared memory (shmem.c asks for it and sets it up) */
 extern Size zklock_stats_shmem_size(void);
 extern void zklock_stats_shmem_init(void);
@@ -56,6 +82,10 @@ extern void zklock_stats_count(const char *resource, ZkLockMode mode,
 /* A lock released (its node given back) after held_ms */
 extern void zklock_stats_released(const char *resource, ZkLockMode mode,
 								  double held_ms);
+
+/* zk_lock_stats and zk_lock_stats_reset (status.c): copy, forget */
+extern int	zklock_stats_copy(ZkStatsRow **rows);
+extern void zklock_stats_reset(void);
 
 /* The milliseconds from start to now, as the counters take them */
 extern double zklock_stats_ms_since(TimestampTz start);

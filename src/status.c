@@ -33,6 +33,7 @@
 #include "lease.h"
 #include "nodedata.h"
 #include "backend.h"
+#include "stats.h"
 
 #include "functions.h"
 
@@ -43,6 +44,8 @@ PG_FUNCTION_INFO_V1(zklock_status);
 PG_FUNCTION_INFO_V1(zklock_status_watches);
 PG_FUNCTION_INFO_V1(zklock_local);
 PG_FUNCTION_INFO_V1(zklock_lock_waits);
+PG_FUNCTION_INFO_V1(zklock_lock_stats);
+PG_FUNCTION_INFO_V1(zklock_lock_stats_reset);
 
 static char *valid_utf8(char *s);
 
@@ -113,13 +116,6 @@ text_out(char *s)
 	}
 	pfree(buf);
 	return out.data;
-}
-
-/* text_out for the other files of SQL functions (stats.c) */
-char *
-zklock_text_out(char *s)
-{
-	return text_out(s);
 }
 
 /*
@@ -762,4 +758,68 @@ zklock_lock_waits(PG_FUNCTION_ARGS)
 		wait_put(rsinfo, &rows[i]);
 	}
 	return (Datum) 0;
+}
+
+/*
+ * zk_lock_stats(): stats.c's entries, copied under its lock, then turned
+ * into rows without it (names converted to the database encoding: a
+ * catalog lookup).
+ */
+#define STATS_COLUMNS		14
+
+static void
+stats_put(ReturnSetInfo *rsinfo, const ZkStatsRow *row)
+{
+	Datum		values[STATS_COLUMNS];
+	bool		nulls[STATS_COLUMNS];
+	const ZkStatsCounters *c = &row->c;
+	int			i = 0;
+
+	memset(nulls, 0, sizeof(nulls));
+	values[i++] = CStringGetTextDatum(text_out((char *) row->resource));
+	values[i++] = CStringGetTextDatum(zklock_mode_name(row->mode));
+	values[i++] = Int64GetDatum(c->acquisitions);
+	values[i++] = Int64GetDatum(c->granted_at_once);
+	values[i++] = Int64GetDatum(c->waited);
+	values[i++] = Int64GetDatum(c->not_granted);
+	values[i++] = Float8GetDatum(c->total_wait_time);
+	values[i++] = Float8GetDatum(c->max_wait_time);
+	values[i++] = Int64GetDatum(c->timeouts);
+	values[i++] = Int64GetDatum(c->cancels);
+	values[i++] = Int64GetDatum(c->deadlocks);
+	values[i++] = Int64GetDatum(c->lost);
+	values[i++] = Float8GetDatum(c->total_held_time);
+	values[i++] = Float8GetDatum(c->max_held_time);
+	Assert(i == STATS_COLUMNS);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+Datum
+zklock_lock_stats(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkStatsRow *rows;
+	int			nrows;
+
+	zklock_check_loaded();
+	InitMaterializedSRF(fcinfo, 0);
+	nrows = zklock_stats_copy(&rows);
+	for (int i = 0; i < nrows; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		stats_put(rsinfo, &rows[i]);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * zk_lock_stats_reset(): forget every entry.  Not granted to PUBLIC (the
+ * SQL object's grants decide who may).
+ */
+Datum
+zklock_lock_stats_reset(PG_FUNCTION_ARGS)
+{
+	zklock_check_loaded();
+	zklock_stats_reset();
+	PG_RETURN_VOID();
 }
