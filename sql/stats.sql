@@ -95,6 +95,15 @@ SELECT zk_semaphore_try_acquire_session('st/sem', 2) > 0 AS ok;
 SELECT zk_semaphore_release('st/sem') AS released;
 SELECT * FROM st WHERE resource = 'st/sem';
 
+-- an explicit lock counts when it is taken (acquisitions; its held time is
+-- nobody's), and a refused try on it too
+SELECT zk_lock_acquire_explicit('st/expl', ttl => '1 min') > 0 AS ok;
+SELECT err($$SELECT zk_lock_acquire_explicit('st/expl', timeout => '0', ttl => '1 min')$$);
+SELECT zk_lock_release_explicit('st/expl') AS released;
+SELECT resource, mode, acquisitions, granted_at_once, waited, not_granted,
+       total_held_time
+FROM zk_lock_stats WHERE resource = 'st/expl';
+
 -- zklock.track_stats off: nothing is counted
 SET zklock.track_stats = off;
 SELECT zk_lock_acquire_session('st/off', parents => false) > 0 AS ok;

@@ -32,6 +32,7 @@
 #include "channel.h"
 #include "zklock.h"
 #include "settings.h"
+#include "stats.h"
 #include "shmem.h"
 #include "resource.h"
 #include "grant_rule.h"
@@ -410,6 +411,7 @@ zklock_lock_explicit(const char *resource, ZkLockMode mode, int64 ttl_ms,
 	ZkEntryState state;
 	char	   *what;
 	ZkLockMode	held_mode;
+	TimestampTz asked_at;
 
 	zklock_backend_init();
 	zklock_check_resource(resource);
@@ -442,23 +444,34 @@ zklock_lock_explicit(const char *resource, ZkLockMode mode, int64 ttl_ms,
 	req.persistent = true;
 	strlcpy(req.resource, resource, sizeof(req.resource));
 	strlcpy(req.data, data, sizeof(req.data));
+	asked_at = GetCurrentTimestamp();
 	idx = zklock_submit(&req, &gen);
 
 	what = psprintf("resource \"%s\"", resource);
-	state = zklock_wait_for_answer(idx, gen, what, timeout_ms == 0 ? -1 : timeout_ms,
-							timeout_ms, timeout_ms != 0);
+	/* counted in zk_lock_stats as any lock: a wait that an error ends too */
+	state = timeout_ms == 0 ?
+		zklock_wait_for_answer(idx, gen, what, -1, timeout_ms, false) :
+		zklock_wait_counted(idx, gen, what, timeout_ms, timeout_ms, resource,
+							mode, asked_at);
 	if (state == ZKE_FAILED)
 		zklock_raise_failure(idx, gen, psprintf("acquire explicit zklock lock on resource \"%s\"",
 									resource));
 	if (state == ZKE_NOT_GRANTED)
 	{
 		zklock_channel_withdraw(idx, gen);
+		zklock_stats_count(resource, mode, ZKLOCK_STAT_NOT_GRANTED);
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("could not obtain zklock lock on %s within 0 ms", what)));
 	}
 
-	/* granted: the node is on its own; the entry is done */
+	/*
+	 * granted: the node is on its own; the entry is done.  Counted as an
+	 * acquisition; its held time is nobody's (it lives until released or
+	 * expired, whoever does it).
+	 */
 	zklock_channel_collect(idx, gen, &granted);
+	zklock_stats_granted(resource, mode, granted.waited,
+						 granted.waited ? zklock_stats_ms_since(asked_at) : 0);
 	return granted.token;
 }

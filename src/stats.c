@@ -31,7 +31,9 @@
  *	  (zklock_stats_count); lost: counted by the worker when it marks a
  *	  granted entry lost (channel.c).
  *	- total_held_time and max_held_time (ms): from the grant until the
- *	  backend gave the node back (release, transaction end, exit).
+ *	  backend gave the node back (release, transaction end, exit).  An
+ *	  explicit lock counts when taken (request.c), with no held time: it
+ *	  is nobody's once granted.
  *
  * Locking rules
  * -------------
