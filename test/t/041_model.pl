@@ -58,7 +58,10 @@ my $GRACE = 1.5;    # seconds a worker gets to notice a force-released node
 srand($SEED);
 diag("041_model: seed $SEED (ZKLOCK_MODEL_SEED), at most $STEPS steps or $MAXSECS s");
 
-my %EXPECTED = map { $_ => 1 } qw(55P03 57014 57P01 25P02);
+# 40P01: since 1.6 a deadlock among the backends' random orders (one call
+# at a time, so lock sets do not avoid it) is broken by zklock's detector
+# instead of ending by a timeout (55P03); either ends the request unmet.
+my %EXPECTED = map { $_ => 1 } qw(55P03 57014 57P01 25P02 40P01);
 
 zk_start();
 my $conf = "zklock.sweep_interval = '500ms'\nrestart_after_crash = on\n";
