@@ -1,0 +1,168 @@
+
+# A reviewer's attacks on the deadlock detector (issue 19, doc/deadlocks.md,
+# shared/REVIEW.md):
+#  - two requests of one instance sent in one worker pass go to ZooKeeper
+#    as one multi and so share a czxid: a cycle between them must still
+#    have exactly one victim (the victim rule needs a tie-break every
+#    instance applies alike)
+#  - an unprivileged victim that asks for LOG messages on its connection
+#    (client_min_messages = log) sees no other role's pid
+#  - an unprivileged role cannot name the internal node zklock.waits
+#  - timeouts that differ between instances: one victim, the cycle broken
+#  - nothing left behind: no waits node, no entry in use
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/..";
+use ZkLockTest;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time sleep);
+
+my $hosts = zk_start();
+my $node1 = zk_node('node1', extra_conf => "zklock.deadlock_timeout = '1s'");
+my $node2 = zk_node('node2', extra_conf => "zklock.deadlock_timeout = '3s'");
+
+for my $n ($node1, $node2)
+{
+	$n->safe_psql('postgres', q{
+		CREATE ROLE alice LOGIN;
+		CREATE ROLE bob LOGIN;
+	});
+}
+
+sub hold
+{
+	my ($s, $res) = @_;
+	$s->query_ok('BEGIN');
+	$s->query_ok(qq{SELECT zk_lock_acquire('$res') IS NOT NULL});
+}
+
+sub ask
+{
+	my ($s, $res) = @_;
+	$s->send(qq{SELECT zk_lock_acquire('$res') IS NOT NULL});
+	ok(wait_for_waiting($s->node, $s->pid), $s->name . " waits for $res");
+}
+
+# ---------------------------------------------------------------------------
+# One pass, one multi, one czxid: node1's worker is stopped while both
+# members of a cross deadlock on node1 send their second request, so both
+# creates leave in the same multi (two resources at the top: no parent in
+# common) and get the same czxid.  Each member's search finds the cycle
+# (the failpoint holds a verifying victim for a second before it
+# withdraws, so that the other's search runs meanwhile): exactly one
+# 40P01 all the same.
+{
+	ok(zk_set_failpoints($node1, 'deadlock-before-withdraw=sleep:1500'),
+		'failpoint set on node1');
+	my $off = -s $node1->logfile;
+	my $sid = psql1($node1, q{SELECT lpad(substr(session_id, 3), 16, '0') FROM zk_lock_status});
+	my $a = zk_session_as($node1, 'tie_a');
+	my $b = zk_session_as($node1, 'tie_b');
+	hold($a, 'tie1');
+	hold($b, 'tie2');
+	my $worker = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
+	kill 'STOP', $worker;
+	$a->send(q{SELECT zk_lock_acquire('tie2') IS NOT NULL});
+	$b->send(q{SELECT zk_lock_acquire('tie1') IS NOT NULL});
+	sleep(0.3);
+	kill 'CONT', $worker;
+	my ($apid, $bpid) = ($a->pid, $b->pid);
+	my %cz;
+	wait_until(sub {
+			my ($rc, $out) = zkutil('get', zk_path("zklock.waits/$sid"));
+			%cz = $rc == 0 ? ($out =~ /^w\t(\d+)\t(\d+)\t/mg) : ();
+			defined $cz{$apid} && defined $cz{$bpid};
+		}, timeout => 5, interval => 0.05);
+	ok(defined $cz{$apid} && defined $cz{$bpid} && $cz{$apid} == $cz{$bpid},
+		'precondition: both waits published with one czxid (one multi)')
+	  or diag(explain(\%cz));
+	my $ra = $a->wait(30);
+	my $rb = $b->wait(30);
+	ok(defined $ra && defined $rb, 'both requests were answered');
+	my @states = sort map { $_ ? $_->{sqlstate} : 'none' } ($ra, $rb);
+	is_deeply(\@states, [ '00000', '40P01' ],
+		'a tie of czxids: exactly one victim, the other granted');
+	is(zk_log_count($node1, qr/deadlock broken/, $off), 1, 'one break logged');
+	$_->query_ok('ROLLBACK') for ($a, $b);
+	$_->quit for ($a, $b);
+	ok(zk_set_failpoints($node1, ''), 'failpoint cleared');
+}
+
+# ---------------------------------------------------------------------------
+# An unprivileged victim with client_min_messages = log: what reaches its
+# client names no pid of another role's backend (the LOG lines' details
+# stay in the server log).
+{
+	my $a = zk_session_as($node1, 'mask_a', 'bob');
+	my $b = zk_session_as($node2, 'mask_b', 'alice');
+	$b->query_ok('SET client_min_messages = log');
+	hold($a, 'mask/orders');
+	hold($b, 'mask/customers');
+	ask($a, 'mask/customers');
+	ask($b, 'mask/orders');
+	my $rb = $b->wait(30);
+	my $ra = $a->wait(30);
+	is($rb && $rb->{sqlstate}, '40P01', 'the youngest (alice on node2) is the victim');
+	is($ra && $ra->{sqlstate}, '00000', 'bob is granted');
+	my $apid = $a->pid;
+	my $seen = ($rb ? $rb->{err} . $rb->{out} : '');
+	unlike($seen, qr/\b$apid\b/, 'alice\'s client never sees bob\'s pid');
+	like($seen, qr/node1:\? waits for/, 'her DETAIL masks it');
+	$b->query_ok('ROLLBACK');
+	$a->query_ok('COMMIT');
+	$_->quit for ($a, $b);
+}
+
+# ---------------------------------------------------------------------------
+# The internal node cannot be named by a role
+{
+	my ($rc, $out, $err) = $node1->psql('postgres',
+		q{SELECT zk_lock_acquire('zklock.waits/0000000000000001')},
+		extra_params => [ '-U', 'alice' ]);
+	isnt($rc, 0, 'zklock.waits is not a resource name');
+	like($err, qr/zklock\./, 'the error names the reserved prefix');
+}
+
+# ---------------------------------------------------------------------------
+# Timeouts differ (node1 1 s, node2 3 s): the cycle is broken once node2's
+# member has waited its own timeout, with one victim.
+{
+	my $a = zk_session_as($node1, 'diff_a');
+	my $b = zk_session_as($node2, 'diff_b');
+	hold($a, 'diff/orders');
+	hold($b, 'diff/customers');
+	ask($b, 'diff/orders');
+	my $t0 = time();
+	ask($a, 'diff/customers');
+	my $ra = $a->wait(30);
+	my $rb = $b->wait(30);
+	my @states = sort map { $_ ? $_->{sqlstate} : 'none' } ($ra, $rb);
+	is_deeply(\@states, [ '00000', '40P01' ], 'differing timeouts: one victim');
+	is($ra && $ra->{sqlstate}, '40P01', 'the youngest (node1\'s) is the victim');
+	ok(time() - $t0 < 2 * 3 + 6, 'broken within twice the longer timeout + 6 s');
+	$_->query_ok('ROLLBACK') for ($a, $b);
+	$_->quit for ($a, $b);
+}
+
+# ---------------------------------------------------------------------------
+# Nothing left behind
+{
+	ok(wait_until(sub {
+				my ($rc, $out) = zkutil('ls', zk_path('zklock.waits'));
+				$rc != 0 || $out !~ /[0-9a-f]{16}/;
+			}, timeout => 15),
+		'no waits node left');
+	for my $n ($node1, $node2)
+	{
+		ok(wait_until(sub { psql1($n, 'SELECT entries_in_use FROM zk_lock_status') eq '0' },
+				timeout => 15), $n->name . ': no entry in use');
+		is(scalar zk_log_crashes($n), 0, $n->name . ': no crash');
+	}
+}
+
+zk_done_check();
+done_testing();
