@@ -20,7 +20,8 @@
  *	  the pids pg_blocking_pids() names.
  *
  * The victim of a cycle is its zklock request with the highest czxid (the
- * youngest), by the same rule on every instance; in a cycle through a
+ * youngest; a tie, creates of one multi, broken by session and pid), by
+ * the same rule on every instance; in a cycle through a
  * lock-manager edge, which only this instance's backends can see, the
  * youngest of this instance's zklock requests in it.  Only the victim acts:
  * it reads again, finds a cycle through itself with itself the victim
@@ -584,6 +585,21 @@ describe(DlGraph *g, List *cycle, bool mask)
 }
 
 /*
+ * Is request a younger than b?  By czxid, then (for requests created in one
+ * multi of batch.c, which share its zxid) by session and pid: a total
+ * order, the same on every instance, so that a cycle has one victim.
+ */
+static bool
+younger(const DlVertex *a, const DlVertex *b)
+{
+	if (a->czxid != b->czxid)
+		return a->czxid > b->czxid;
+	if (a->session != b->session)
+		return a->session > b->session;
+	return a->pid > b->pid;
+}
+
+/*
  * Read the waits and look for a cycle through (my session, MyProcPid).
  * Returns the cycle (vertex indexes, from us), or NIL; *published says
  * whether our own wait was in the publication.  *victim_me: whether we are
@@ -631,7 +647,7 @@ find_cycle(DlGraph *g, bool *published, bool *victim_me)
 		DlVertex   *v = &g->v[lfirst_int(lc)];
 
 		if (v->waits && (!mixed || v->session == g->my_session) &&
-			(victim < 0 || v->czxid > g->v[victim].czxid))
+			(victim < 0 || younger(v, &g->v[victim])))
 			victim = lfirst_int(lc);
 	}
 	*victim_me = victim == me;
