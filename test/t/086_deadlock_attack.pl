@@ -9,6 +9,11 @@
 #    (client_min_messages = log) sees no other role's pid
 #  - an unprivileged role cannot name the internal node zklock.waits
 #  - timeouts that differ between instances: one victim, the cycle broken
+#  - zklock.deadlock_timeout by SET: refused to a role without rights; a
+#    superuser's SET is what that session's wait uses
+#  - the extension in two databases of one instance: one victim
+#  - the victim cancelled or terminated while it verifies: the other goes
+#    on, nothing left
 #  - nothing left behind: no waits node, no entry in use
 use strict;
 use warnings;
@@ -146,6 +151,85 @@ sub ask
 	ok(time() - $t0 < 2 * 3 + 6, 'broken within twice the longer timeout + 6 s');
 	$_->query_ok('ROLLBACK') for ($a, $b);
 	$_->quit for ($a, $b);
+}
+
+# ---------------------------------------------------------------------------
+# zklock.deadlock_timeout by SET: refused to a role without rights (as
+# core's deadlock_timeout); a superuser's SET in one session is what that
+# session's wait uses (node2's 3 s configured, 500 ms set: broken before
+# node2's own timeout could have published the wait).
+{
+	my ($rc, $out, $err) = $node2->psql('postgres',
+		q{SET zklock.deadlock_timeout = 0},
+		extra_params => [ '-U', 'alice' ]);
+	like($err, qr/permission denied/, 'an unprivileged SET of zklock.deadlock_timeout is refused');
+	my $a = zk_session_as($node1, 'set_a');
+	my $b = zk_session_as($node2, 'set_b');
+	$b->query_ok(q{SET zklock.deadlock_timeout = '500ms'});
+	hold($a, 'set/orders');
+	hold($b, 'set/customers');
+	ask($a, 'set/customers');
+	my $t0 = time();
+	ask($b, 'set/orders');
+	my $rb = $b->wait(30);
+	my $ra = $a->wait(30);
+	my $took = time() - $t0;
+	is($rb && $rb->{sqlstate}, '40P01', 'SET: the youngest (node2\'s) is the victim');
+	is($ra && $ra->{sqlstate}, '00000', 'SET: the other is granted');
+	ok($took < 3, 'SET: broken before node2\'s configured 3 s (took ' . sprintf('%.1f', $took) . ' s)');
+	$_->query_ok('ROLLBACK') for ($a, $b);
+	$_->quit for ($a, $b);
+}
+
+# ---------------------------------------------------------------------------
+# The extension in two databases of one instance: a cycle between them has
+# one victim.
+{
+	$node1->safe_psql('postgres', 'CREATE DATABASE db2');
+	$node1->safe_psql('db2', 'CREATE EXTENSION zklock');
+	my $a = zk_session_as($node1, 'db_a');
+	my $b = zk_session_as($node1, 'db_b', undef, dbname => 'db2');
+	hold($a, 'dbs/orders');
+	hold($b, 'dbs/customers');
+	ask($a, 'dbs/customers');
+	ask($b, 'dbs/orders');
+	my $rb = $b->wait(30);
+	my $ra = $a->wait(30);
+	is($rb && $rb->{sqlstate}, '40P01', 'two databases: the youngest is the victim');
+	is($ra && $ra->{sqlstate}, '00000', 'two databases: the other is granted');
+	$_->query_ok('ROLLBACK') for ($a, $b);
+	$_->quit for ($a, $b);
+}
+
+# ---------------------------------------------------------------------------
+# The victim is cancelled, then another terminated, while it verifies
+# (failpoint): the other member goes on, nothing is left.
+{
+	ok(zk_set_failpoints($node2, 'deadlock-before-withdraw=sleep:2000'),
+		'failpoint set on node2');
+	for my $how ('pg_cancel_backend', 'pg_terminate_backend')
+	{
+		my $off2 = -s $node2->logfile;
+		my $a = zk_session_as($node1, "v_$how" . '_a');
+		my $b = zk_session_as($node2, "v_$how" . '_b');
+		hold($a, "v/$how/orders");
+		hold($b, "v/$how/customers");
+		ask($a, "v/$how/customers");
+		ask($b, "v/$how/orders");
+		ok(zk_wait_log($node2, qr/failpoint "deadlock-before-withdraw" reached/, $off2, 15),
+			"$how: the victim verifies");
+		psql1($node2, "SELECT $how(" . $b->pid . ')');
+		my $rb = $b->wait(20);
+		my $ra = $a->wait(20);
+		ok($rb && ($rb->{exited} || $rb->{sqlstate} =~ /^(57014|40P01|57P01)$/),
+			"$how: the victim ends with an error");
+		is($ra && $ra->{sqlstate}, '00000', "$how: the other is granted");
+		$a->query_ok('ROLLBACK');
+		$_->quit for ($a, $b);
+		ok(wait_until(sub { psql1($node2, 'SELECT entries_in_use FROM zk_lock_status') eq '0' },
+				timeout => 15), "$how: no entry of node2 in use");
+	}
+	ok(zk_set_failpoints($node2, ''), 'failpoint cleared');
 }
 
 # ---------------------------------------------------------------------------
