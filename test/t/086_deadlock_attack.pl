@@ -5,6 +5,8 @@
 #    as one multi and so share a czxid: a cycle between them must still
 #    have exactly one victim (the victim rule needs a tie-break every
 #    instance applies alike)
+#  - a role without rights fills its instance's publication (cut at
+#    512 kB) with its own nodes: another role's deadlock is broken still
 #  - an unprivileged victim that asks for LOG messages on its connection
 #    (client_min_messages = log) sees no other role's pid
 #  - an unprivileged role cannot name the internal node zklock.waits
@@ -50,6 +52,53 @@ sub ask
 	my ($s, $res) = @_;
 	$s->send(qq{SELECT zk_lock_acquire('$res') IS NOT NULL});
 	ok(wait_for_waiting($s->node, $s->pid), $s->name . " waits for $res");
+}
+
+# ---------------------------------------------------------------------------
+# A role without rights hides another role's deadlock by the size of the
+# publication: node3's only publication is cut at 512 kB; alice holds
+# 1900 locks with long names and has one long wait, so her nodes fill the
+# cut before those of bob's backend that come after hers in the table
+# (node3 is fresh: entries are taken in order).  bob's cross deadlock
+# between node3 and node1 must still be broken (node1's member, the
+# youngest, needs node3's publication of the lock bob holds there).  The
+# per-backend allowance is raised here only to need few sessions: with the
+# default 32, some sixty of alice's backends do the same.
+{
+	my $node3 = zk_node('node3', extra_conf => "zklock.deadlock_timeout = '1s'\n"
+		  . "zklock.max_locks_per_backend = 2000\nzklock.max_locks = 5000");
+	$node3->safe_psql('postgres', 'CREATE ROLE alice LOGIN; CREATE ROLE bob LOGIN;');
+	my $hog = zk_session_as($node3, 'hog', 'alice');
+	$hog->query_ok(q{SELECT count(*) FROM unnest(zk_lock_acquire_all_session(
+		ARRAY(SELECT 'hog' || i || repeat('x', 240) FROM generate_series(1, 1900) i)))}, 120);
+	my $blocker = zk_session_as($node3, 'blocker', 'alice');
+	$blocker->query_ok(q{SELECT zk_lock_acquire_session('hogwait') IS NOT NULL});
+	my $a = zk_session_as($node3, 'hide_a', 'bob');
+	my $b = zk_session_as($node1, 'hide_b', 'bob');
+	hold($a, 'hide/orders');
+	hold($b, 'hide/customers');
+	ask($hog, 'hogwait');
+	ask($a, 'hide/customers');
+	ask($b, 'hide/orders');
+	my $rb = $b->wait(15);
+	my $ra = defined $rb ? $a->wait(15) : undef;
+	is($rb && $rb->{sqlstate}, '40P01',
+		'a full publication hides no other role\'s deadlock: the youngest is the victim');
+	unless (defined $rb)
+	{
+		psql1($node1, 'SELECT pg_cancel_backend(' . $b->pid . ')');
+		$b->wait(20);
+		$ra = $a->wait(20);
+	}
+	is($ra && $ra->{sqlstate}, '00000', 'the other member is granted');
+	$_->query_ok('ROLLBACK') for ($a, $b);
+	$blocker->query_ok('SELECT zk_lock_release_all()');
+	$hog->wait(20);
+	$hog->query_ok('SELECT zk_lock_release_all()', 60);
+	$_->quit for ($a, $b, $hog, $blocker);
+	ok(wait_until(sub { psql1($node3, 'SELECT entries_in_use FROM zk_lock_status') eq '0' },
+			timeout => 30), 'node3: no entry in use');
+	$node3->stop;
 }
 
 # ---------------------------------------------------------------------------
