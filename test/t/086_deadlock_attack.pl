@@ -16,6 +16,9 @@
 #  - the extension in two databases of one instance: one victim
 #  - the victim cancelled or terminated while it verifies: the other goes
 #    on, nothing left
+#  - statement_timeout while a search waits for its stopped worker: bounded,
+#    nothing left
+#  - zk_lock_force_release (superuser) cannot remove zklock.waits
 #  - nothing left behind: no waits node, no entry in use
 use strict;
 use warnings;
@@ -279,6 +282,53 @@ sub ask
 				timeout => 15), "$how: no entry of node2 in use");
 	}
 	ok(zk_set_failpoints($node2, ''), 'failpoint cleared');
+}
+
+# ---------------------------------------------------------------------------
+# statement_timeout while a search waits for its read (node1's worker
+# stopped): the statement ends within its timeout plus a bound, and once
+# the worker runs again nothing of the wait or of the search is left.
+{
+	my $h = zk_session_as($node1, 'st_h');
+	my $w = zk_session_as($node1, 'st_w');
+	hold($h, 'st/r');
+	$w->query_ok(q{SET statement_timeout = '3s'});
+	$w->query_ok('BEGIN');
+	my $t0 = time();
+	ask($w, 'st/r');
+	sleep(1.6);			# the first search (at 1 s) is done; the next is at 2 s
+	my $worker = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
+	kill 'STOP', $worker;
+	my $rw = $w->wait(20);
+	my $took = time() - $t0;
+	kill 'CONT', $worker;
+	is($rw && $rw->{sqlstate}, '57014', 'statement_timeout ends the wait and its search');
+	ok($took < 3 + 3, 'within the statement timeout + 3 s (took ' . sprintf('%.1f', $took) . ' s)');
+	$w->query_ok('ROLLBACK');
+	$h->query_ok('COMMIT');
+	$_->quit for ($h, $w);
+}
+
+# ---------------------------------------------------------------------------
+# The internal node is not a resource for the administrative functions
+# either: a superuser's force release of zklock.waits removes nothing.
+{
+	my $a = zk_session_as($node1, 'fr_a');
+	my $b = zk_session_as($node1, 'fr_b');
+	hold($a, 'fr/r');
+	ask($b, 'fr/r');
+	my $sid = psql1($node1, q{SELECT lpad(substr(session_id, 3), 16, '0') FROM zk_lock_status});
+	my $path = zk_path("zklock.waits/$sid");
+	ok(wait_until(sub { (zkutil('get', $path))[0] == 0 }, timeout => 10),
+		'node1 publishes its long wait');
+	my ($rc, $out, $err) = $node1->psql('postgres',
+		qq{SELECT zk_lock_force_release('zklock.waits', '$sid')});
+	isnt($rc, 0, 'zk_lock_force_release refuses zklock.waits');
+	is((zkutil('get', $path))[0], 0, 'the publication is still there');
+	$a->query_ok('COMMIT');
+	is($b->wait(20)->{sqlstate}, '00000', 'the waiter is granted');
+	$b->query_ok('COMMIT');
+	$_->quit for ($a, $b);
 }
 
 # ---------------------------------------------------------------------------
