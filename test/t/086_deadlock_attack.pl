@@ -19,6 +19,7 @@
 #  - statement_timeout while a search waits for its stopped worker: bounded,
 #    nothing left
 #  - zk_lock_force_release (superuser) cannot remove zklock.waits
+#  - a wait searched many times, then cancelled, leaves no entry
 #  - nothing left behind: no waits node, no entry in use
 use strict;
 use warnings;
@@ -182,6 +183,12 @@ sub ask
 		extra_params => [ '-U', 'alice' ]);
 	isnt($rc, 0, 'zklock.waits is not a resource name');
 	like($err, qr/zklock\./, 'the error names the reserved prefix');
+	# a resource name with a line break would forge a line of the
+	# publication (a wait, a hold) that makes another's backend a victim
+	($rc, $out, $err) = $node1->psql('postgres',
+		qq{SELECT zk_lock_acquire(E'inj\\nw\\t1\\t99\\tE\\tbob\\tinj/x')},
+		extra_params => [ '-U', 'alice' ]);
+	isnt($rc, 0, 'a resource name with a line break or a tab is refused');
 }
 
 # ---------------------------------------------------------------------------
@@ -329,6 +336,26 @@ sub ask
 	is($b->wait(20)->{sqlstate}, '00000', 'the waiter is granted');
 	$b->query_ok('COMMIT');
 	$_->quit for ($a, $b);
+}
+
+# ---------------------------------------------------------------------------
+# What grows with use: a wait searched some twenty times (a superuser's
+# 100 ms timeout), then cancelled, leaves no entry in use (the worker's
+# loop does not answer pg_log_backend_memory_contexts, so its read
+# contexts are not counted here).
+{
+	my $h = zk_session_as($node1, 'grow_h');
+	my $w = zk_session_as($node1, 'grow_w');
+	hold($h, 'grow/r');
+	$w->query_ok(q{SET zklock.deadlock_timeout = '100ms'});
+	ask($w, 'grow/r');
+	sleep(2.5);
+	psql1($node1, 'SELECT pg_cancel_backend(' . $w->pid . ')');
+	is($w->wait(20)->{sqlstate}, '57014', 'the searching wait is cancelled');
+	$h->query_ok('COMMIT');
+	ok(wait_until(sub { psql1($node1, 'SELECT entries_in_use FROM zk_lock_status') eq '0' },
+			timeout => 15), 'no entry in use after the searches');
+	$_->quit for ($h, $w);
 }
 
 # ---------------------------------------------------------------------------
