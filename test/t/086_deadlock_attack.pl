@@ -18,6 +18,7 @@
 #    on, nothing left
 #  - statement_timeout while a search waits for its stopped worker: bounded,
 #    nothing left
+#  - a search is bounded by the wait's own timeout (the worker stopped)
 #  - zk_lock_force_release (superuser) cannot remove zklock.waits
 #  - a wait searched many times, then cancelled, leaves no entry
 #  - nothing left behind: no waits node, no entry in use
@@ -313,6 +314,33 @@ sub ask
 	ok($took < 3 + 3, 'within the statement timeout + 3 s (took ' . sprintf('%.1f', $took) . ' s)');
 	$w->query_ok('ROLLBACK');
 	$h->query_ok('COMMIT');
+	$_->quit for ($h, $w);
+}
+
+# ---------------------------------------------------------------------------
+# A search is bounded by the wait's own timeout too: a superuser's 5 s
+# zklock.deadlock_timeout, a 6 s timeout of the call, node1's worker
+# stopped just before the search: the call ends near its 6 s, not at the
+# search's own bound (5 s + 5 s).
+{
+	my $h = zk_session_as($node1, 'own_h');
+	my $w = zk_session_as($node1, 'own_w');
+	hold($h, 'own/r');
+	$w->query_ok(q{SET zklock.deadlock_timeout = '5s'});
+	$w->query_ok('BEGIN');
+	my $t0 = time();
+	ask($w, q{own/r', timeout => '6s});
+	sleep(4.3 - (time() - $t0));
+	my $worker = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
+	kill 'STOP', $worker;
+	my $rw = $w->wait(30);
+	my $took = time() - $t0;
+	kill 'CONT', $worker;
+	ok($rw && $rw->{sqlstate} ne '00000', 'the call fails (its timeout, or the stopped worker)');
+	ok($took < 6 + 2.5, 'within the call\'s timeout + 2.5 s (took ' . sprintf('%.1f', $took) . ' s)');
+	$w->query_ok('ROLLBACK');
+	$h->query_ok('ROLLBACK');	# its lease may have run out meanwhile
+	zk_wait_connected($node1);
 	$_->quit for ($h, $w);
 }
 
