@@ -671,10 +671,12 @@ new_graph(TimestampTz deadline)
 
 /*
  * The search, from this backend's wait on entry idx (generation gen):
- * raises 40P01 when this backend is the victim of a deadlock.
+ * raises 40P01 when this backend is the victim of a deadlock.  It lasts
+ * at most the timeout (at least a second), and never past the wait's own
+ * deadline (wait_deadline, 0 when none).
  */
 static void
-search(int idx, uint32 gen, int timeout_ms)
+search(int idx, uint32 gen, int timeout_ms, TimestampTz wait_deadline)
 {
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
 											  "zklock deadlock search",
@@ -682,11 +684,15 @@ search(int idx, uint32 gen, int timeout_ms)
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   Max(timeout_ms, 1000));
-	DlGraph    *g = new_graph(deadline);
+	DlGraph    *g;
 	bool		published;
 	bool		victim_me;
-	List	   *cycle = find_cycle(g, &published, &victim_me);
+	List	   *cycle;
 
+	if (wait_deadline != 0 && wait_deadline < deadline)
+		deadline = wait_deadline;
+	g = new_graph(deadline);
+	cycle = find_cycle(g, &published, &victim_me);
 	if (!published)
 		next_search = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 												  DL_RETRY_MS);
@@ -749,10 +755,12 @@ searchable(int idx)
  * Called at each pass of a lock's wait (wait.c) for the pending request,
  * entry idx of generation gen, waited for since "since": once it has
  * waited the timeout, mark it for publication and search, and again every
- * timeout.  Raises 40P01 when this backend is a deadlock's victim.
+ * timeout.  Raises 40P01 when this backend is a deadlock's victim.  The
+ * wait's own deadline (0: none) bounds the search too.
  */
 void
-zklock_deadlock_check(int idx, uint32 gen, TimestampTz since)
+zklock_deadlock_check(int idx, uint32 gen, TimestampTz since,
+					  TimestampTz wait_deadline)
 {
 	int			timeout_ms = deadlock_timeout_ms();
 	TimestampTz now;
@@ -781,7 +789,7 @@ zklock_deadlock_check(int idx, uint32 gen, TimestampTz since)
 			return;				/* answered meanwhile */
 		cur_marked = true;
 	}
-	search(idx, gen, timeout_ms);
+	search(idx, gen, timeout_ms, wait_deadline);
 }
 
 /* How long a wait begun at "since" may sleep before its next search (ms) */
