@@ -21,6 +21,8 @@
 #  - a search is bounded by the wait's own timeout (the worker stopped)
 #  - zk_lock_force_release (superuser) cannot remove zklock.waits
 #  - a wait searched many times, then cancelled, leaves no entry
+#  - a failed delete of the publication is tried again: no stale node,
+#    no false victim from it
 #  - nothing left behind: no waits node, no entry in use
 use strict;
 use warnings;
@@ -384,6 +386,66 @@ sub ask
 	ok(wait_until(sub { psql1($node1, 'SELECT entries_in_use FROM zk_lock_status') eq '0' },
 			timeout => 15), 'no entry in use after the searches');
 	$_->quit for ($h, $w);
+}
+
+# ---------------------------------------------------------------------------
+# A delete of the publication that fails is tried again: else the node
+# stays, stale, and its old wait makes a false cycle.  node2's backend P
+# held st/r2 and waited past the timeout for st/r, held by node1's Q; P
+# is cancelled while the waits parent refuses deletes (its ACL, set by
+# the test: as a delete lost with the connection would leave it).  Once
+# deletes are allowed again, node2's node must go; and when Q later waits
+# for st/r2 behind a merely slow holder Z, Q is no victim.
+sub waits_parent_acl
+{
+	my ($perms) = @_;
+	my $code = q{
+import sys
+from kazoo.client import KazooClient
+from kazoo.security import make_acl
+zk = KazooClient(hosts=sys.argv[1]); zk.start(timeout=10)
+p = sys.argv[3]
+zk.set_acls(sys.argv[2], [make_acl("world", "anyone", read="r" in p, write="w" in p,
+	create="c" in p, delete="d" in p, admin="a" in p)])
+zk.stop()
+};
+	my ($out, $err);
+	IPC::Run::run([ $ENV{ZKLOCK_TEST_PYTHON} // '/usr/bin/python3', '-c', $code,
+			zk_hosts(), zk_path('zklock.waits'), $perms ],
+		'>', \$out, '2>', \$err);
+	return $? == 0 ? 1 : (diag($err), 0);
+}
+{
+	my $sid2 = psql1($node2, q{SELECT lpad(substr(session_id, 3), 16, '0') FROM zk_lock_status});
+	my $path = zk_path("zklock.waits/$sid2");
+	my $q = zk_session_as($node1, 'stale_q');
+	my $pp = zk_session_as($node2, 'stale_p');
+	$pp->query_ok(q{SET zklock.deadlock_timeout = '1s'});
+	hold($q, 'stale/r');
+	hold($pp, 'stale/r2');
+	ask($pp, 'stale/r');
+	my $ppid = $pp->pid;
+	ok(wait_until(sub { ((zkutil('get', $path))[1] // '') =~ /^w\t$ppid\t/m }, timeout => 10),
+		'node2 publishes P\'s wait');
+	ok(waits_parent_acl('rwca'), 'the waits parent refuses deletes');
+	my $off2 = -s $node2->logfile;
+	psql1($node2, "SELECT pg_cancel_backend($ppid)");
+	is($pp->wait(20)->{sqlstate}, '57014', 'P is cancelled');
+	$pp->query_ok('ROLLBACK');
+	ok(zk_wait_log($node2, qr/could not publish this instance's long waits/, $off2),
+		'node2\'s delete of its publication failed');
+	ok(waits_parent_acl('rwcda'), 'deletes are allowed again');
+	ok(wait_until(sub { (zkutil('get', $path))[0] != 0 }, timeout => 10),
+		'node2\'s publication goes once its delete can succeed');
+	my $z = zk_session_as($node1, 'stale_z');
+	hold($z, 'stale/r2');
+	ask($q, 'stale/r2');
+	sleep(3.5);
+	$z->query_ok('COMMIT');
+	my $rq = $q->wait(20);
+	is($rq && $rq->{sqlstate}, '00000', 'Q, behind a slow holder, is no victim');
+	$q->query_ok('ROLLBACK');
+	$_->quit for ($q, $pp, $z);
 }
 
 # ---------------------------------------------------------------------------
