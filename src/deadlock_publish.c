@@ -347,11 +347,17 @@ publish_reply(ZkEvent *ev)
 		return;
 	if (ev->rc == ZKC_NONODE)
 		pub_exists = false;		/* deleted by someone: make it again */
-	else if (ev->rc != ZKC_CONNLOSS && ev->rc != ZKC_EXPIRED)
-		ereport(LOG,
-				(errmsg("zklock: could not publish this instance's long waits at \"%s\": %s",
-						ev->path ? ev->path : "", zkc_result_text(ev->zoo_rc)),
-				 errdetail("Deadlocks through this instance's waits are not found until it is written.")));
+	else
+	{
+		/* a delete that failed: the node may be there, stale; again */
+		if (op == OP_PUB_DELETE)
+			pub_exists = true;
+		if (ev->rc != ZKC_CONNLOSS && ev->rc != ZKC_EXPIRED)
+			ereport(LOG,
+					(errmsg("zklock: could not publish this instance's long waits at \"%s\": %s",
+							ev->path ? ev->path : "", zkc_result_text(ev->zoo_rc)),
+					 errdetail("Deadlocks through this instance's waits are not found until it is written.")));
+	}
 	if (ev->rc != ZKC_EXPIRED)
 	{
 		pub_dirty = true;
