@@ -23,6 +23,7 @@
 #  - a wait searched many times, then cancelled, leaves no entry
 #  - a failed delete of the publication is tried again: no stale node,
 #    no false victim from it
+#  - an explicit request's wait on a cycle: the victim, its node gone
 #  - nothing left behind: no waits node, no entry in use
 use strict;
 use warnings;
@@ -446,6 +447,27 @@ zk.stop()
 	is($rq && $rq->{sqlstate}, '00000', 'Q, behind a slow holder, is no victim');
 	$q->query_ok('ROLLBACK');
 	$_->quit for ($q, $pp, $z);
+}
+
+# ---------------------------------------------------------------------------
+# An explicit (persistent) request's wait on a cycle: as the youngest it is
+# the victim, and its persistent node goes with its withdrawal.
+{
+	my $a = zk_session_as($node1, 'ex_a');
+	my $b = zk_session_as($node2, 'ex_b');
+	hold($a, 'exd/a');
+	hold($b, 'exd/b');
+	ask($b, 'exd/a');
+	$a->send(q{SELECT zk_lock_acquire_explicit('exd/b', ttl => '1 hour') IS NOT NULL});
+	ok(wait_for_waiting($node1, $a->pid), 'a waits for exd/b, explicitly');
+	my $ra = $a->wait(30);
+	my $rb = $b->wait(30);
+	is($ra && $ra->{sqlstate}, '40P01', 'the explicit request, the youngest, is the victim');
+	is($rb && $rb->{sqlstate}, '00000', 'the other is granted');
+	$a->query_ok('ROLLBACK');
+	$b->query_ok('COMMIT');
+	ok(zk_wait_no_locks(zk_path('exd/b'), 10), 'no persistent node of the victim is left');
+	$_->quit for ($a, $b);
 }
 
 # ---------------------------------------------------------------------------
