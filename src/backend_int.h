@@ -88,7 +88,8 @@ extern int	zklock_submit_aside(const ZkChannelRequest *req, uint32 *gen);
 extern void zklock_aside_done(void);
 
 /* deadlock.c: the search for a deadlock through a long wait */
-extern void zklock_deadlock_check(int idx, uint32 gen, TimestampTz since);
+extern void zklock_deadlock_check(int idx, uint32 gen, TimestampTz since,
+								  TimestampTz wait_deadline);
 extern long zklock_deadlock_due_ms(TimestampTz since);
 
 /* request.c: a lock node's data */

@@ -20,7 +20,8 @@
  *	  the pids pg_blocking_pids() names.
  *
  * The victim of a cycle is its zklock request with the highest czxid (the
- * youngest), by the same rule on every instance; in a cycle through a
+ * youngest; a tie, creates of one multi, broken by session and pid), by
+ * the same rule on every instance; in a cycle through a
  * lock-manager edge, which only this instance's backends can see, the
  * youngest of this instance's zklock requests in it.  Only the victim acts:
  * it reads again, finds a cycle through itself with itself the victim
@@ -585,6 +586,21 @@ describe(DlGraph *g, List *cycle, bool mask)
 }
 
 /*
+ * Is request a younger than b?  By czxid, then (for requests created in one
+ * multi of batch.c, which share its zxid) by session and pid: a total
+ * order, the same on every instance, so that a cycle has one victim.
+ */
+static bool
+younger(const DlVertex *a, const DlVertex *b)
+{
+	if (a->czxid != b->czxid)
+		return a->czxid > b->czxid;
+	if (a->session != b->session)
+		return a->session > b->session;
+	return a->pid > b->pid;
+}
+
+/*
  * Read the waits and look for a cycle through (my session, MyProcPid).
  * Returns the cycle (vertex indexes, from us), or NIL; *published says
  * whether our own wait was in the publication.  *victim_me: whether we are
@@ -632,7 +648,7 @@ find_cycle(DlGraph *g, bool *published, bool *victim_me)
 		DlVertex   *v = &g->v[lfirst_int(lc)];
 
 		if (v->waits && (!mixed || v->session == g->my_session) &&
-			(victim < 0 || v->czxid > g->v[victim].czxid))
+			(victim < 0 || younger(v, &g->v[victim])))
 			victim = lfirst_int(lc);
 	}
 	*victim_me = victim == me;
@@ -675,10 +691,12 @@ count_victim(int idx)
 
 /*
  * The search, from this backend's wait on entry idx (generation gen):
- * raises 40P01 when this backend is the victim of a deadlock.
+ * raises 40P01 when this backend is the victim of a deadlock.  It lasts
+ * at most the timeout (at least a second), and never past the wait's own
+ * deadline (wait_deadline, 0 when none).
  */
 static void
-search(int idx, uint32 gen, int timeout_ms)
+search(int idx, uint32 gen, int timeout_ms, TimestampTz wait_deadline)
 {
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
 											  "zklock deadlock search",
@@ -686,11 +704,15 @@ search(int idx, uint32 gen, int timeout_ms)
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   Max(timeout_ms, 1000));
-	DlGraph    *g = new_graph(deadline);
+	DlGraph    *g;
 	bool		published;
 	bool		victim_me;
-	List	   *cycle = find_cycle(g, &published, &victim_me);
+	List	   *cycle;
 
+	if (wait_deadline != 0 && wait_deadline < deadline)
+		deadline = wait_deadline;
+	g = new_graph(deadline);
+	cycle = find_cycle(g, &published, &victim_me);
 	if (!published)
 		next_search = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 												  DL_RETRY_MS);
@@ -754,10 +776,12 @@ searchable(int idx)
  * Called at each pass of a lock's wait (wait.c) for the pending request,
  * entry idx of generation gen, waited for since "since": once it has
  * waited the timeout, mark it for publication and search, and again every
- * timeout.  Raises 40P01 when this backend is a deadlock's victim.
+ * timeout.  Raises 40P01 when this backend is a deadlock's victim.  The
+ * wait's own deadline (0: none) bounds the search too.
  */
 void
-zklock_deadlock_check(int idx, uint32 gen, TimestampTz since)
+zklock_deadlock_check(int idx, uint32 gen, TimestampTz since,
+					  TimestampTz wait_deadline)
 {
 	int			timeout_ms = deadlock_timeout_ms();
 	TimestampTz now;
@@ -786,7 +810,7 @@ zklock_deadlock_check(int idx, uint32 gen, TimestampTz since)
 			return;				/* answered meanwhile */
 		cur_marked = true;
 	}
-	search(idx, gen, timeout_ms);
+	search(idx, gen, timeout_ms, wait_deadline);
 }
 
 /* How long a wait begun at "since" may sleep before its next search (ms) */

@@ -172,14 +172,18 @@ cmp_pid(const void *a, const void *b)
  * context ("" when none): a "w" line per long wait, then an "h" line per
  * other node of those waits' backends.  Two passes over the table, the
  * second looking each owner up among the waiting pids (sorted): linear in
- * the table, whatever the number of waits.
+ * the table, whatever the number of waits.  The "h" lines of each waiting
+ * backend get an equal share of what room is left: one backend's many
+ * nodes (a role's, to hide others' deadlocks) cannot push another's out.
  */
 static char *
 build_text(void)
 {
 	StringInfoData s;
 	int		   *pids;
+	int		   *used;			/* bytes of "h" lines per pid of pids[] */
 	int			npids = 0;
+	int			share;			/* the most each may use */
 	bool		cut = false;
 
 	initStringInfo(&s);
@@ -207,23 +211,31 @@ build_text(void)
 		pids[npids++] = e->owner_pid;
 	}
 	qsort(pids, npids, sizeof(int), cmp_pid);
+	share = npids > 0 ? (WAITS_MAX_TEXT - Min(s.len, WAITS_MAX_TEXT)) / npids : 0;
+	used = palloc0(sizeof(int) * Max(npids, 1));
 	for (int j = 0; npids > 0 && j < zklock_recipe_nentries(); j++)
 	{
 		ZkLockEntry *e = entry(j);
+		int		   *k;
+		int			len;
 
-		if (s.len > WAITS_MAX_TEXT)
-		{
-			cut = true;
-			break;
-		}
 		if (is_long_wait(j) || !is_owned_node(j) ||
-			bsearch(&e->owner_pid, pids, npids, sizeof(int), cmp_pid) == NULL)
+			(k = bsearch(&e->owner_pid, pids, npids, sizeof(int),
+						 cmp_pid)) == NULL)
 			continue;
+		len = strlen(e->resource) + strlen(zklock_work[j].node) + 16;
+		if (used[k - pids] + len > share)
+		{
+			cut = true;			/* this backend's share is full */
+			continue;
+		}
+		used[k - pids] += len;
 		appendStringInfo(&s, "h\t%d\t%s/%s\n", e->owner_pid, e->resource,
 						 zklock_work[j].node);
 	}
 	LWLockRelease(zklock_shared->lock);
 	pfree(pids);
+	pfree(used);
 	if (cut && zklock_boottime_us() - last_cut_log_us >= WAITS_CUT_LOG_US)
 	{
 		last_cut_log_us = zklock_boottime_us();
@@ -335,11 +347,17 @@ publish_reply(ZkEvent *ev)
 		return;
 	if (ev->rc == ZKC_NONODE)
 		pub_exists = false;		/* deleted by someone: make it again */
-	else if (ev->rc != ZKC_CONNLOSS && ev->rc != ZKC_EXPIRED)
-		ereport(LOG,
-				(errmsg("zklock: could not publish this instance's long waits at \"%s\": %s",
-						ev->path ? ev->path : "", zkc_result_text(ev->zoo_rc)),
-				 errdetail("Deadlocks through this instance's waits are not found until it is written.")));
+	else
+	{
+		/* a delete that failed: the node may be there, stale; again */
+		if (op == OP_PUB_DELETE)
+			pub_exists = true;
+		if (ev->rc != ZKC_CONNLOSS && ev->rc != ZKC_EXPIRED)
+			ereport(LOG,
+					(errmsg("zklock: could not publish this instance's long waits at \"%s\": %s",
+							ev->path ? ev->path : "", zkc_result_text(ev->zoo_rc)),
+					 errdetail("Deadlocks through this instance's waits are not found until it is written.")));
+	}
 	if (ev->rc != ZKC_EXPIRED)
 	{
 		pub_dirty = true;

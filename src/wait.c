@@ -383,7 +383,7 @@ zklock_wait_for_answer(int idx, uint32 gen, const char *what, int timeout_ms,
 			zklock_wait_a_while(idx, since, deadline, what, shown_ms,
 									lock_timeout);
 			if (lock_timeout)
-				zklock_deadlock_check(idx, gen, since);
+				zklock_deadlock_check(idx, gen, since, deadline);
 		}
 		if (lock_timeout && LockTimeout > 0)
 			disable_timeout(LOCK_TIMEOUT, false);
