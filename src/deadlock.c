@@ -53,6 +53,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "backend_int.h"
@@ -405,6 +406,17 @@ read_waits(TimestampTz deadline)
 								 WL_EXIT_ON_PM_DEATH, 50,
 								 zklock_wait_event(ZKLOCK_WAIT_WORKER));
 				ResetLatch(MyLatch);
+
+				/*
+				 * lock_timeout is the lock's wait's to report (wait.c says
+				 * 08006 for it when ZooKeeper was unreachable all along):
+				 * stop reading, and let that wait see it at once.
+				 */
+				if (get_timeout_indicator(LOCK_TIMEOUT, false))
+				{
+					SetLatch(MyLatch);
+					break;
+				}
 				CHECK_FOR_INTERRUPTS();
 			}
 		}
@@ -670,6 +682,18 @@ new_graph(TimestampTz deadline)
 	return g;
 }
 
+/* Is this instance's session connected (the waits can be read)? */
+static bool
+session_connected(void)
+{
+	bool		connected;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	connected = zklock_shared->session_state == ZKS_CONNECTED;
+	LWLockRelease(zklock_shared->lock);
+	return connected;
+}
+
 /*
  * zk_lock_stats: this request was a deadlock's victim.  Its entry, given
  * back, keeps the resource and mode its backend wrote (read under the
@@ -800,6 +824,12 @@ zklock_deadlock_check(int idx, uint32 gen, TimestampTz since,
 	now = GetCurrentTimestamp();
 	if (now < next_search)
 		return;
+	/* not connected: nothing can be read; try again a little later */
+	if (!session_connected())
+	{
+		next_search = TimestampTzPlusMilliseconds(now, DL_RETRY_MS);
+		return;
+	}
 	next_search = TimestampTzPlusMilliseconds(now,
 											  Max(timeout_ms, DL_MIN_INTERVAL_MS));
 	if (!searchable(idx))
