@@ -299,18 +299,6 @@ batch_steps(LockStep *steps, int nsteps, int *step_of)
 	return n;
 }
 
-/* Is the worker's ZooKeeper session connected now? */
-static bool
-acquire_connected_now(void)
-{
-	bool		connected;
-
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	connected = zklock_shared->session_state == ZKS_CONNECTED;
-	LWLockRelease(zklock_shared->lock);
-	return connected;
-}
-
 /*
  * Send the batch's requests (the steps of step_of[0 .. n)) as try-locks,
  * waking the worker once when all are in, and wait until each is answered.
@@ -475,7 +463,7 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
 	 * Otherwise the requests would wait for the connection without the
 	 * caller's timeout; the step-by-step path applies it.
 	 */
-	if (!acquire_connected_now())
+	if (!zklock_session_connected())
 		return 0;
 
 	ask_at_once(steps, nsteps, step_of, n, session, wait, deadline,

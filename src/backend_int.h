@@ -78,6 +78,7 @@ extern void zklock_wait_a_while(int idx, TimestampTz since,
 extern ZkEntryState zklock_wait_for_answer(int idx, uint32 gen,
 										   const char *what, int timeout_ms,
 										   int shown_ms, bool lock_timeout);
+extern bool zklock_session_connected(void);
 extern ZkEntryState zklock_wait_counted(int idx, uint32 gen, const char *what,
 										int timeout_ms, int shown_ms,
 										const char *resource, ZkLockMode mode,

@@ -682,18 +682,6 @@ new_graph(TimestampTz deadline)
 	return g;
 }
 
-/* Is this instance's session connected (the waits can be read)? */
-static bool
-session_connected(void)
-{
-	bool		connected;
-
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	connected = zklock_shared->session_state == ZKS_CONNECTED;
-	LWLockRelease(zklock_shared->lock);
-	return connected;
-}
-
 /*
  * zk_lock_stats: this request was a deadlock's victim.  Its entry, given
  * back, keeps the resource and mode its backend wrote (read under the
@@ -825,7 +813,7 @@ zklock_deadlock_check(int idx, uint32 gen, TimestampTz since,
 	if (now < next_search)
 		return;
 	/* not connected: nothing can be read; try again a little later */
-	if (!session_connected())
+	if (!zklock_session_connected())
 	{
 		next_search = TimestampTzPlusMilliseconds(now, DL_RETRY_MS);
 		return;

@@ -267,6 +267,18 @@ unreachable_throughout_wait(void)
 	return unreachable;
 }
 
+/* Is the worker's ZooKeeper session connected now? */
+bool
+zklock_session_connected(void)
+{
+	bool		connected;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	connected = zklock_shared->session_state == ZKS_CONNECTED;
+	LWLockRelease(zklock_shared->lock);
+	return connected;
+}
+
 /*
  * The error for a request that ZooKeeper's unavailability ended, as the
  * doc/sql.md's errors table has it: the connection failure as the message,
