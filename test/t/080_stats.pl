@@ -172,6 +172,43 @@ sub stats
 		'nothing left held');
 }
 
+# ---------------------------------------------------------------------------
+# Counting sends no ZooKeeper request: 300 session cycles with
+# zklock.track_stats on cost ZooKeeper what 300 with it off do (the idle
+# rate subtracted; a cycle is three requests either way).
+{
+	$node1->safe_psql('postgres', q{
+CREATE PROCEDURE st_cycles(n int) LANGUAGE plpgsql AS $$
+BEGIN
+	FOR i IN 1 .. n LOOP
+		PERFORM zk_lock_acquire_session('st/zk', parents => false);
+		PERFORM zk_lock_release('st/zk');
+	END LOOP;
+END $$});
+	my $per_cycle = sub {
+		my ($setting, $n) = @_;
+		my $m0 = zk_mntr();
+		my $t0 = time();
+		sleep(2);
+		my $m1 = zk_mntr();
+		my $t1 = time();
+		my $idle = ($m1->{zk_packets_received} - $m0->{zk_packets_received}) / ($t1 - $t0);
+		$node1->safe_psql('postgres', "SET zklock.track_stats = $setting; CALL st_cycles($n)");
+		sleep(0.5);    # the last release's delete is answered
+		my $m2 = zk_mntr();
+		my $t2 = time();
+		return ($m2->{zk_packets_received} - $m1->{zk_packets_received}
+			  - $idle * ($t2 - $t1)) / $n;
+	};
+	$node1->safe_psql('postgres', 'CALL st_cycles(5)');    # the resource node exists
+	my $off = $per_cycle->('off', 300);
+	my $on = $per_cycle->('on', 300);
+	note sprintf('ZooKeeper requests per cycle: %.2f with statistics on, %.2f off', $on, $off);
+	cmp_ok(abs($on - $off), '<', 0.3, 'counting costs ZooKeeper no request');
+	cmp_ok(psql1($node1, q{SELECT acquisitions FROM zk_lock_stats WHERE resource = 'st/zk'}), '>=', 300,
+		'(and the cycles with it on were counted)');
+}
+
 $node1->stop;
 $node2->stop;
 zk_done_check();
