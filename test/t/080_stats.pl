@@ -204,7 +204,10 @@ END $$});
 	my $off = $per_cycle->('off', 300);
 	my $on = $per_cycle->('on', 300);
 	note sprintf('ZooKeeper requests per cycle: %.2f with statistics on, %.2f off', $on, $off);
-	cmp_ok(abs($on - $off), '<', 0.3, 'counting costs ZooKeeper no request');
+	# a request per count would add at least one per cycle; the group commit
+	# makes either figure move by a few tenths (a release and the next
+	# create may share a multi)
+	cmp_ok($on - $off, '<', 0.5, 'counting costs ZooKeeper no request');
 	cmp_ok(psql1($node1, q{SELECT acquisitions FROM zk_lock_stats WHERE resource = 'st/zk'}), '>=', 300,
 		'(and the cycles with it on were counted)');
 }
