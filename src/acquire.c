@@ -463,7 +463,7 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
 	 * Otherwise the requests would wait for the connection without the
 	 * caller's timeout; the step-by-step path applies it.
 	 */
-	if (!zklock_session_connected())
+	if (!zklock_channel_connected())
 		return 0;
 
 	ask_at_once(steps, nsteps, step_of, n, session, wait, deadline,

@@ -78,20 +78,18 @@ extern void zklock_wait_a_while(int idx, TimestampTz since,
 extern ZkEntryState zklock_wait_for_answer(int idx, uint32 gen,
 										   const char *what, int timeout_ms,
 										   int shown_ms, bool lock_timeout);
-extern bool zklock_session_connected(void);
 extern ZkEntryState zklock_wait_counted(int idx, uint32 gen, const char *what,
 										int timeout_ms, int shown_ms,
 										const char *resource, ZkLockMode mode,
 										TimestampTz asked_at);
 extern void zklock_raise_failure(int idx, uint32 gen, const char *what);
 extern void zklock_withdraw_pending(void);
-extern int	zklock_submit_aside(const ZkChannelRequest *req, uint32 *gen);
-extern void zklock_aside_done(void);
 
 /* deadlock.c: the search for a deadlock through a long wait */
 extern void zklock_deadlock_check(int idx, uint32 gen, TimestampTz since,
 								  TimestampTz wait_deadline);
 extern long zklock_deadlock_due_ms(TimestampTz since);
+extern void zklock_deadlock_withdraw_read(void);
 
 /* request.c: a lock node's data */
 extern void zklock_holder_data(char *buf, size_t buflen, const char *scope,

@@ -272,6 +272,18 @@ channel_unlock_and_wake(int procno)
 		SetLatch(ZKLOCK_PROC_LATCH(procno));
 }
 
+/* Is the worker's ZooKeeper session connected now? */
+bool
+zklock_channel_connected(void)
+{
+	bool		connected;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	connected = zklock_shared->session_state == ZKS_CONNECTED;
+	LWLockRelease(zklock_shared->lock);
+	return connected;
+}
+
 /*
  * Is entry idx still the one of this generation, in this state?  Caller
  * holds the lock.

@@ -60,6 +60,7 @@ extern int	zklock_channel_submit(const ZkChannelRequest *req, bool wake,
 extern void zklock_channel_wake_worker(void);
 extern ZkEntryState zklock_channel_state(int idx, uint32 generation);
 extern bool zklock_channel_queued(int idx);
+extern bool zklock_channel_connected(void);
 extern void zklock_channel_result(int idx, uint32 generation,
 								  ZkChannelResult *result);
 extern void zklock_channel_collect(int idx, uint32 generation,

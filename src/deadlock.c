@@ -369,6 +369,42 @@ add_local(DlGraph *g)
 }
 
 /*
+ * The search's read (ZKR_WAITS), submitted beside the lock's pending
+ * request: the exit callback (wait.c's zklock_withdraw_pending) withdraws
+ * it too, until read_done.
+ */
+static int	read_idx = -1;
+static uint32 read_gen = 0;
+
+/* Never raises: a negative answer when no worker runs or no entry is free */
+static int
+submit_read(const ZkChannelRequest *req, uint32 *gen)
+{
+	int			idx = zklock_channel_submit(req, true, gen);
+
+	if (idx < 0)
+		return idx;
+	read_idx = idx;
+	read_gen = *gen;
+	return idx;
+}
+
+static void
+read_done(void)
+{
+	read_idx = -1;
+}
+
+/* Backend exit, FATAL included: withdraw the search's read.  Never raises. */
+void
+zklock_deadlock_withdraw_read(void)
+{
+	if (read_idx >= 0)
+		zklock_channel_withdraw(read_idx, read_gen);
+	read_idx = -1;
+}
+
+/*
  * Every instance's long waits, read by the worker (NULL, logged, when it
  * could not be read by the deadline).  Beside the lock's pending request.
  */
@@ -387,10 +423,11 @@ read_waits(TimestampTz deadline)
 		int			idx;
 		char	   *result = NULL;
 
-		zklock_request_init(&req, ZKR_WAITS);
+		memset(&req, 0, sizeof(req));
+		req.kind = ZKR_WAITS;
 		req.list_handle = dsm_segment_handle(seg);
 		req.list_size = size;
-		idx = zklock_submit_aside(&req, &gen);
+		idx = submit_read(&req, &gen);
 		if (idx < 0)
 		{
 			dsm_detach(seg);
@@ -423,7 +460,7 @@ read_waits(TimestampTz deadline)
 		PG_CATCH();
 		{
 			zklock_channel_withdraw(idx, gen);
-			zklock_aside_done();
+			read_done();
 			PG_RE_THROW();
 		}
 		PG_END_TRY();
@@ -439,12 +476,12 @@ read_waits(TimestampTz deadline)
 				zklock_channel_withdraw(idx, gen);
 				give_up("the long waits could not be read in time");
 			}
-			zklock_aside_done();
+			read_done();
 			dsm_detach(seg);
 			return NULL;
 		}
 		zklock_channel_collect(idx, gen, &done);
-		zklock_aside_done();
+		read_done();
 		if (done.list_needed <= size)
 		{
 			result = palloc(done.list_needed);
@@ -813,7 +850,7 @@ zklock_deadlock_check(int idx, uint32 gen, TimestampTz since,
 	if (now < next_search)
 		return;
 	/* not connected: nothing can be read; try again a little later */
-	if (!zklock_session_connected())
+	if (!zklock_channel_connected())
 	{
 		next_search = TimestampTzPlusMilliseconds(now, DL_RETRY_MS);
 		return;

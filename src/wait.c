@@ -49,10 +49,6 @@
 static int	pending_idx = -1;
 static uint32 pending_gen = 0;
 
-/* a request made during that wait (a deadlock search's), likewise */
-static int	aside_idx = -1;
-static uint32 aside_gen = 0;
-
 /* Start a request of this kind, in the backend's own memory */
 void
 zklock_request_init(ZkChannelRequest *req, ZkEntryKind kind)
@@ -128,32 +124,6 @@ zklock_submit_batched(const ZkChannelRequest *req, uint32 *gen)
 
 	pending_idx = -1;
 	return idx;
-}
-
-/*
- * Submit a request while another is pending (deadlock.c's, during a
- * lock's wait): the exit callback withdraws it too, until the caller says
- * it is done with it (zklock_aside_done).  Never raises: returns
- * zklock_channel_submit's negative answer when no worker runs or no entry
- * is free.
- */
-int
-zklock_submit_aside(const ZkChannelRequest *req, uint32 *gen)
-{
-	int			idx = zklock_channel_submit(req, true, gen);
-
-	/* no worker, no entry: the caller gives up, the wait goes on */
-	if (idx < 0)
-		return idx;
-	aside_idx = idx;
-	aside_gen = *gen;
-	return idx;
-}
-
-void
-zklock_aside_done(void)
-{
-	aside_idx = -1;
 }
 
 /*
@@ -265,18 +235,6 @@ unreachable_throughout_wait(void)
 		zklock_shared->n_connected == wait_n_connected;
 	LWLockRelease(zklock_shared->lock);
 	return unreachable;
-}
-
-/* Is the worker's ZooKeeper session connected now? */
-bool
-zklock_session_connected(void)
-{
-	bool		connected;
-
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	connected = zklock_shared->session_state == ZKS_CONNECTED;
-	LWLockRelease(zklock_shared->lock);
-	return connected;
 }
 
 /*
@@ -487,7 +445,5 @@ zklock_withdraw_pending(void)
 	if (pending_idx >= 0)
 		zklock_channel_withdraw(pending_idx, pending_gen);
 	pending_idx = -1;
-	if (aside_idx >= 0)
-		zklock_channel_withdraw(aside_idx, aside_gen);
-	aside_idx = -1;
+	zklock_deadlock_withdraw_read();	/* a search's read, if one is out */
 }
