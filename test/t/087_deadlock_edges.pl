@@ -1,0 +1,489 @@
+
+# A reviewer's attacks on the deadlock search's read (ZKR_WAITS, owned by
+# src/deadlock.c since 2304dcb: submitted beside the lock's pending request,
+# withdrawn by the backend's exit callback) and on the one "is the session
+# connected" (channel.c) that the search and acquire.c's batch ask, along
+# shared/REVIEW.md:
+#  - partitions (a proxy the test owns swallows node1's bytes, sockets
+#    open) while a search's read is in flight:
+#    * a long cut (node1's session expires): the waiter still ends with
+#      55P03 by its lock_timeout, a batch acquire ends within its own
+#      timeout, nothing of node1 stays (no entry, no znode), and after the
+#      heal a cross deadlock whose victim is node1's is broken
+#    * a short cut (the session survives) across a cycle's forming: the
+#      cycle is broken once healed, with its youngest as the victim
+#  - waiters cancelled and terminated while their search's read is in
+#    flight (the cut holds it there), twice six: nothing leaks (entries in
+#    use come back), no victim without a cycle, the oldest waiter still
+#    gets the lock
+#  - six cross deadlocks at once with four bystanders cancelled by
+#    statement_timeout while they search: one victim per cycle, the
+#    youngest; the bystanders end in time; nothing left
+#  - the victim catches 40P01: ROLLBACK TO SAVEPOINT (twice, the second a
+#    new deadlock of the same backend) and a PL/pgSQL exception block: what
+#    it held before stays held, what it waited for or took inside is gone,
+#    the other member gets its lock once the victim commits
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/..";
+use ZkLockTest;
+use ZkChaos;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use List::Util qw(max);
+use Time::HiRes qw(time sleep);
+
+my $dl_ms = 500;
+my $conf = "zklock.deadlock_timeout = '${dl_ms}ms'\nzklock.connect_timeout = '3s'\n"
+  . "log_min_messages = log";
+my $hosts = zk_start();
+my ($zk_port) = $hosts =~ /:(\d+)$/;
+my $px = ZkChaos::Proxy->start(
+	links => [ [ 'node1', PostgreSQL::Test::Cluster::get_free_port(), $zk_port ] ]);
+my $node1 = zk_node('node1', hosts => '127.0.0.1:' . $px->port('node1'),
+	extra_conf => $conf);
+my $node2 = zk_node('node2', extra_conf => $conf);
+
+# zk_node's session timeout (4 s): a silent link is noticed after two
+# thirds of it
+my $session_s = 4;
+
+# monitors, not affected by a cut (no zklock call)
+my $mon1 = zk_session($node1, 'mon1');
+my $mon2 = zk_session($node2, 'mon2');
+
+sub hold
+{
+	my ($s, $res) = @_;
+	$s->query_ok('BEGIN');
+	$s->query_ok(qq{SELECT zk_lock_acquire('$res') IS NOT NULL});
+}
+
+sub ask
+{
+	my ($s, $res) = @_;
+	$s->send(qq{SELECT zk_lock_acquire('$res') IS NOT NULL});
+	ok(wait_for_waiting($s->node, $s->pid), $s->name . " waits for $res");
+}
+
+sub wait_event_of
+{
+	my ($mon, $pid) = @_;
+	return $mon->query_ok("SELECT coalesce(wait_event, '') FROM pg_stat_activity WHERE pid = $pid");
+}
+
+sub entries_in_use
+{
+	my ($mon) = @_;
+	return $mon->query_ok('SELECT entries_in_use FROM zk_lock_status');
+}
+
+sub sid_of
+{
+	my ($node) = @_;
+	return psql1($node, q{SELECT lpad(substr(session_id, 3), 16, '0') FROM zk_lock_status});
+}
+
+sub published
+{
+	my ($sid) = @_;
+	my ($rc, $out) = zkutil('get', zk_path("zklock.waits/$sid"));
+	return $rc == 0 ? $out : '';
+}
+
+# The lock nodes under one resource, and how many there are
+sub nlocks { return scalar(my @l = zk_lock_nodes(zk_path($_[0]))); }
+
+# What a backend has in zk_lock_local, "resource:state" sorted
+sub local_of
+{
+	my ($mon, $pid) = @_;
+	return $mon->query_ok("SELECT coalesce(string_agg(resource || ':' || state, ',' ORDER BY resource), '')"
+		  . " FROM zk_lock_local WHERE pid = $pid");
+}
+
+# A cross deadlock between node1 and node2, $victim_node's member asking
+# last (the youngest): it gets 40P01, the other is granted.
+sub cross_deadlock
+{
+	my ($tag, $victim_node) = @_;
+	my $other_node = $victim_node == $node1 ? $node2 : $node1;
+	my $o = zk_session_as($other_node, "${tag}_o");
+	my $v = zk_session_as($victim_node, "${tag}_v");
+	hold($o, "${tag}x");
+	hold($v, "${tag}y");
+	ask($o, "${tag}y");
+	my $t0 = time();
+	ask($v, "${tag}x");
+	my $rv = $v->wait(2 * $dl_ms / 1000 + 10);
+	my $ro = $o->wait(10);
+	is($rv && $rv->{sqlstate}, '40P01', "$tag: the youngest (" . $victim_node->name . "'s) is the victim");
+	is($ro && $ro->{sqlstate}, '00000', "$tag: the other member is granted");
+	ok(time() - $t0 < 2 * $dl_ms / 1000 + 6, "$tag: broken within twice the timeout + 6 s");
+	$_->query('ROLLBACK') for ($o, $v);
+	$_->quit for ($o, $v);
+}
+
+# ---------------------------------------------------------------------------
+# A long cut while a search's read is in flight.  node2's h holds pr; node1's
+# w waits for it with lock_timeout 5 s and searches every 500 ms; the link
+# is cut once w's wait is published, and stays cut until after w's end (the
+# session expires meanwhile).  Bugs caught: a read that keeps the wait past
+# lock_timeout (e.g. a read loop that ignores the LOCK_TIMEOUT indicator or
+# has no deadline), a withdrawn read or lock entry never freed once the
+# worker reconnects (entries_in_use), a waiter's node left behind, a
+# detector dead after a new session (the search's state, the worker's
+# publication state).
+{
+	my $off1 = -s $node1->logfile;
+	my $sid1 = sid_of($node1);
+	my $h = zk_session_as($node2, 'cut_h');
+	hold($h, 'pr');
+	my $w = zk_session_as($node1, 'cut_w');
+	my $wpid = $w->pid;
+	$w->query_ok(q{SET lock_timeout = '5s'});
+	$w->query_ok('BEGIN');
+	my $t0 = time();
+	ask($w, 'pr');
+	ok(wait_until(sub { published($sid1) =~ /^w\t$wpid\t/m }, timeout => 10),
+		'long cut: node1 publishes w\'s wait');
+	$px->cut('node1');
+	my $tcut = time();
+	ok(wait_until(sub { wait_event_of($mon1, $wpid) eq 'ZklockWorker' },
+			timeout => 3, interval => 0.02),
+		'long cut: precondition: w\'s search reads the waits while the link is cut');
+	# a batch (a resource and its parent, at once while connected) on
+	# node1 once its worker has noticed the silence: its own timeout, 08006
+	ok(ZkChaos::wait_node_disconnected($node1, $session_s + 5),
+		'long cut: node1\'s worker notices the silence');
+	my $tdis = time();
+	my $b = zk_session_as($node1, 'cut_batch');
+	$b->query_ok('BEGIN');
+	my $tb = time();
+	$b->send(q{SELECT zk_lock_acquire('pb/x', timeout => '1500ms') IS NOT NULL});
+	# both end about now: note when each does
+	# meanwhile w's wait, not connected, must not read (no search: its
+	# read would wait for the connection)
+	my %end;
+	my ($nsamples, $nreads) = (0, 0);
+	wait_until(sub {
+			for my $s ($w, $b) { $end{ $s->name } //= time() if $s->done; }
+			if (!$end{cut_w} && time() > $tdis + 0.3)
+			{
+				my $ev = wait_event_of($mon1, $wpid);
+				$nsamples++;
+				$nreads++ if $ev eq 'ZklockWorker';
+			}
+			return keys %end == 2;
+		}, timeout => 30, interval => 0.01);
+	ok($nsamples >= 10, "long cut: precondition: w sampled while disconnected ($nsamples times)");
+	is($nreads, 0, 'long cut: no search reads while node1 is not connected');
+	my $rb = $b->wait(1);
+	my $rw = $w->wait(1);
+	is($rb && $rb->{sqlstate}, '08006', 'long cut: a batch acquire while disconnected: 08006');
+	my $took_b = ($end{cut_batch} // time()) - $tb;
+	ok($took_b < 1.5 + 2.5, 'long cut: ... within its timeout + 2.5 s (took '
+		  . sprintf('%.1f', $took_b) . ' s)');
+	$b->query_ok('ROLLBACK');
+	my $took = ($end{cut_w} // time()) - $t0;
+	is($rw && $rw->{sqlstate}, '55P03', 'long cut: w ends by its lock_timeout (55P03)');
+	ok($took < 5 + 3, 'long cut: ... within lock_timeout + 3 s (took ' . sprintf('%.1f', $took) . ' s)');
+	ok(zk_log_count($node1, qr/deadlock search of process $wpid gave up/, $off1) >= 1,
+		'long cut: precondition: w\'s search gave up on its read');
+	$w->query_ok('ROLLBACK');
+	# past the expiry of node1's session, then heal
+	sleep(max(0, $session_s + 1.5 - (time() - $tcut)));
+	$px->heal('node1');
+	ok(ZkChaos::wait_node_ready($node1, 30), 'long cut: node1 connected again');
+	isnt(sid_of($node1), $sid1, 'long cut: precondition: node1 has a new session');
+	ok(wait_until(sub { entries_in_use($mon1) eq '0' }, timeout => 15),
+		'long cut: no entry of node1 in use (lock, read or batch)')
+	  or diag('entries_in_use: ' . entries_in_use($mon1));
+	is(nlocks('pr'), 1, 'long cut: only h\'s node is left under pr');
+	is(nlocks('pb'), 0, 'long cut: no node of the batch under pb');
+	$h->query_ok('COMMIT');
+	$_->quit for ($h, $w, $b);
+	# node1's member the victim: its search reads through the new session
+	cross_deadlock('healed1', $node1);
+}
+
+# ---------------------------------------------------------------------------
+# A short cut (the session survives) while a cycle forms.  node1's a holds
+# sx and waits for sy (node2's b's); the link is cut while a's search reads,
+# and healed after a second; then b asks for sx: the youngest, b, is the
+# victim, read through node1's publication of the same session after a
+# reconnection.  Bugs caught: a publication not written again after a
+# connection loss, a read that failed with the connection making the next
+# ones fail, a detector that stays off after a give-up.
+{
+	my $sid1 = sid_of($node1);
+	my $a = zk_session_as($node1, 'short_a');
+	my $b = zk_session_as($node2, 'short_b');
+	my $apid = $a->pid;
+	hold($a, 'sx');
+	hold($b, 'sy');
+	ask($a, 'sy');
+	ok(wait_until(sub { published($sid1) =~ /^w\t$apid\t/m }, timeout => 10),
+		'short cut: node1 publishes a\'s wait');
+	$px->cut('node1');
+	my $tc = time();
+	ok(wait_until(sub { wait_event_of($mon1, $apid) eq 'ZklockWorker' },
+			timeout => 3, interval => 0.02),
+		'short cut: precondition: a\'s search reads the waits while the link is cut');
+	sleep(max(0, 1.2 - (time() - $tc)));
+	$px->heal('node1');
+	ok(ZkChaos::wait_node_ready($node1, 30), 'short cut: node1 connected');
+	is(sid_of($node1), $sid1, 'short cut: precondition: the same session');
+	my $t0 = time();
+	ask($b, 'sx');
+	my $rb = $b->wait(2 * $dl_ms / 1000 + 10);
+	my $ra = $a->wait(10);
+	is($rb && $rb->{sqlstate}, '40P01', 'short cut: the youngest (b) is the victim');
+	is($ra && $ra->{sqlstate}, '00000', 'short cut: a is granted');
+	ok(time() - $t0 < 2 * $dl_ms / 1000 + 6, 'short cut: broken within twice the timeout + 6 s');
+	$_->query('ROLLBACK') for ($a, $b);
+	$_->quit for ($a, $b);
+}
+
+# ---------------------------------------------------------------------------
+# Cancel and terminate while the search's read is in flight (held there by
+# the cut), twice six waiters: node2's h holds cr; node1's s waits first
+# (the oldest), then six waiters; the link is cut and each of the six is
+# signalled in one statement only while it waits for its read (wait event
+# ZklockWorker), three cancelled, three terminated; then healed.  Bugs
+# caught: a read left pending by the cancel's or the exit's path (the
+# exit callback not withdrawing it: entries_in_use grows by the reads, a
+# backend slot keeps its count), a withdrawn read that the worker never
+# frees, a false victim without a cycle, a waiter's node left behind, s
+# losing its place.
+{
+	my $off1 = -s $node1->logfile;
+	my $off2 = -s $node2->logfile;
+	my $h = zk_session_as($node2, 'sig_h');
+	hold($h, 'cr');
+	my $s = zk_session_as($node1, 'sig_s');
+	$s->query_ok('BEGIN');
+	ask($s, 'cr');
+	my $signalled = 0;
+	for my $round (1, 2)
+	{
+		my @ws = map { zk_session_as($node1, "sig${round}_$_") } 1 .. 6;
+		for my $w (@ws)
+		{
+			$w->query_ok('BEGIN');
+			ask($w, 'cr');
+		}
+		$px->cut('node1');
+		my %todo = map { ($_->pid => $_) } @ws;
+		my %how;
+		my $i = 0;
+		$how{ $_->pid } = ($i++ % 2 ? 'terminate' : 'cancel') for @ws;
+		wait_until(sub {
+				for my $pid (sort keys %todo)
+				{
+					my $done = $mon1->query_ok("SELECT count(*) FROM (SELECT pid FROM pg_stat_activity"
+						  . " WHERE pid = $pid AND wait_event = 'ZklockWorker' OFFSET 0) r"
+						  . " WHERE pg_$how{$pid}_backend(pid)");
+					delete $todo{$pid} if $done eq '1';
+				}
+				return !%todo;
+			}, timeout => 2.5, interval => 0.01);
+		$px->heal('node1');
+		is(scalar(keys %todo), 0, "signals $round: each of six waiters signalled while its read was in flight");
+		for my $w (@ws)
+		{
+			my $r = $w->wait(10);
+			if ($how{ $w->pid } eq 'cancel')
+			{
+				is($r && $r->{sqlstate}, '57014', "signals $round: " . $w->name . ' cancelled');
+				$w->query('ROLLBACK');
+			}
+			else
+			{
+				ok($r && $r->{exited}, "signals $round: " . $w->name . ' terminated');
+			}
+			$signalled++ if $r;
+		}
+		ok(ZkChaos::wait_node_ready($node1, 30), "signals $round: node1 connected again");
+		ok(wait_until(sub { entries_in_use($mon1) eq '1' }, timeout => 15),
+			"signals $round: node1 has only s's entry in use")
+		  or diag('entries_in_use: ' . entries_in_use($mon1));
+		ok(wait_until(sub { nlocks('cr') == 2 }, timeout => 15),
+			"signals $round: only h's and s's nodes under cr");
+		$_->quit for grep { $_->alive } @ws;
+	}
+	is($signalled, 12, 'twelve waiters signalled with their reads in flight');
+	is(local_of($mon1, $s->pid), 'cr:waiting', 's still waits');
+	$h->query_ok('COMMIT');
+	my $rs = $s->wait(15);
+	is($rs && $rs->{sqlstate}, '00000', 's, the oldest waiter, gets the lock');
+	$s->query_ok('COMMIT');
+	is(zk_log_count($node1, qr/deadlock broken/, $off1) + zk_log_count($node2, qr/deadlock broken/, $off2),
+		0, 'no victim without a cycle');
+	ok(wait_until(sub { entries_in_use($mon1) eq '0' }, timeout => 15),
+		'signals: no entry of node1 in use');
+	$_->quit for ($h, $s);
+}
+
+# ---------------------------------------------------------------------------
+# Six cross deadlocks at once (twelve searchers), and four bystanders
+# queued behind the cycles' locks, cancelled by statement_timeout while
+# they search.  Each pair: node1's a_i holds cc<i>x and waits for cc<i>y,
+# node2's b_i holds cc<i>y and then asks for cc<i>x (the youngest).  Bugs
+# caught: state shared between concurrent searches (a wrong or second
+# victim, a cycle not broken), a bystander's cancel that is not served
+# while it searches, entries or the publication left once all is over.
+{
+	my $off1 = -s $node1->logfile;
+	my $off2 = -s $node2->logfile;
+	my $n = 6;
+	my (@a, @b);
+	for my $i (0 .. $n - 1)
+	{
+		push @a, zk_session_as($node1, "many_a$i");
+		push @b, zk_session_as($node2, "many_b$i");
+		hold($a[$i], "cc${i}x");
+		hold($b[$i], "cc${i}y");
+	}
+	ask($a[$_], "cc${_}y") for 0 .. $n - 1;
+	my $t0 = time();
+	ask($b[$_], "cc${_}x") for 0 .. $n - 1;
+	my @by;
+	for my $k (0 .. 3)
+	{
+		my $node = $k % 2 ? $node2 : $node1;
+		my $res = $k % 2 ? "cc${k}y" : "cc${k}x";
+		my $s = zk_session_as($node, "many_by$k");
+		$s->query_ok(q{SET statement_timeout = '1500ms'});
+		$s->query_ok('BEGIN');
+		push @by, [ $s, $res ];
+	}
+	for my $p (@by)
+	{
+		$p->[0]->send(qq{SELECT zk_lock_acquire('$p->[1]') IS NOT NULL});
+		$p->[2] = time();
+	}
+	for my $p (@by)
+	{
+		my $r = $p->[0]->wait(20);
+		is($r && $r->{sqlstate}, '57014', 'many: bystander ' . $p->[0]->name . ' ends by statement_timeout');
+		ok(time() - $p->[2] < 1.5 + 3, 'many: ... within it + 3 s');
+		$p->[0]->query_ok('ROLLBACK');
+	}
+	for my $i (0 .. $n - 1)
+	{
+		my $rb = $b[$i]->wait(2 * $dl_ms / 1000 + 15);
+		my $ra = $a[$i]->wait(10);
+		is($rb && $rb->{sqlstate}, '40P01', "many: pair $i: the youngest (b) is the victim");
+		is($ra && $ra->{sqlstate}, '00000', "many: pair $i: a is granted");
+	}
+	ok(time() - $t0 < 2 * $dl_ms / 1000 + 10, 'many: all broken within twice the timeout + 10 s');
+	is(zk_log_count($node1, qr/deadlock broken/, $off1), 0, 'many: no victim on node1');
+	is(zk_log_count($node2, qr/deadlock broken/, $off2), $n, "many: $n victims on node2");
+	$_->query('ROLLBACK') for (@a, @b);
+	$_->quit for (@a, @b, map { $_->[0] } @by);
+	for my $pair ([ $node1, $mon1 ], [ $node2, $mon2 ])
+	{
+		ok(wait_until(sub { entries_in_use($pair->[1]) eq '0' }, timeout => 15),
+			'many: no entry of ' . $pair->[0]->name . ' in use');
+	}
+}
+
+# ---------------------------------------------------------------------------
+# The victim catches 40P01 with ROLLBACK TO SAVEPOINT.  node2's o holds
+# spb; node1's v holds spa, then in savepoint s takes spc; o waits for spa;
+# v asks spb: 40P01.  After ROLLBACK TO s: v still holds spa, has no node
+# under spb nor spc, o still waits; v asks spb again: a second 40P01 (a new
+# wait of the same backend is searched); after COMMIT o is granted.  Bugs
+# caught: the victim's withdrawn request still there (a node under spb
+# that o's later requests would wait behind), the savepoint's rollback
+# giving up spa (o granted while v's transaction goes on), a search state
+# left from the first wait that stops the second from being searched.
+{
+	my $o = zk_session_as($node2, 'sp_o');
+	my $v = zk_session_as($node1, 'sp_v');
+	hold($o, 'spb');
+	hold($v, 'spa');
+	$v->query_ok('SAVEPOINT s');
+	$v->query_ok(q{SELECT zk_lock_acquire('spc') IS NOT NULL});
+	ask($o, 'spa');
+	for my $try (1, 2)
+	{
+		my $rv = $v->query(q{SELECT zk_lock_acquire('spb') IS NOT NULL}, 2 * $dl_ms / 1000 + 10);
+		is($rv->{sqlstate}, '40P01', "savepoint: v is the victim ($try)");
+		$v->query_ok('ROLLBACK TO SAVEPOINT s');
+		ok(wait_until(sub { local_of($mon1, $v->pid) eq 'spa:granted' }, timeout => 10),
+			"savepoint: v holds spa only, nothing of spb or spc ($try)")
+		  or diag('zk_lock_local: ' . local_of($mon1, $v->pid));
+		ok(zk_wait_count(zk_path('spb'), 1, 10), "savepoint: only o's node under spb ($try)");
+		ok(zk_wait_count(zk_path('spc'), 0, 10), "savepoint: no node under spc ($try)");
+		ok(is_waiting($node2, $o->pid), "savepoint: o still waits for spa ($try)");
+	}
+	$v->query_ok(q{SELECT zk_lock_acquire('spd') IS NOT NULL});
+	$v->query_ok('COMMIT');
+	my $ro = $o->wait(15);
+	is($ro && $ro->{sqlstate}, '00000', 'savepoint: o is granted spa once v commits');
+	$o->query_ok('COMMIT');
+	$_->quit for ($o, $v);
+}
+
+# ---------------------------------------------------------------------------
+# The victim catches 40P01 in a PL/pgSQL exception block: a session lock
+# and a transaction lock taken before stay held, a lock taken inside the
+# block is released with it, nothing of the wait is left; the other is
+# granted once the victim commits.
+{
+	my $o = zk_session_as($node2, 'pl_o');
+	my $v = zk_session_as($node1, 'pl_v');
+	hold($o, 'plb');
+	$v->query_ok(q{SELECT zk_lock_acquire_session('pls') IS NOT NULL});
+	hold($v, 'pla');
+	ask($o, 'pla');
+	my $rv = $v->query(q{DO $$
+BEGIN
+	PERFORM zk_lock_acquire('plin');
+	PERFORM zk_lock_acquire('plb');
+	RAISE NOTICE 'not reached';
+EXCEPTION WHEN deadlock_detected THEN
+	RAISE NOTICE 'caught %', SQLSTATE;
+END $$}, 2 * $dl_ms / 1000 + 10);
+	is($rv->{sqlstate}, '00000', 'plpgsql: the block ends normally');
+	like($rv->{err}, qr/caught 40P01/, 'plpgsql: it caught 40P01');
+	ok(wait_until(sub { local_of($mon1, $v->pid) eq 'pla:granted,pls:granted' }, timeout => 10),
+		'plpgsql: v holds its session and transaction locks, nothing of the block')
+	  or diag('zk_lock_local: ' . local_of($mon1, $v->pid));
+	ok(zk_wait_count(zk_path('plb'), 1, 10), 'plpgsql: only o\'s node under plb');
+	ok(zk_wait_count(zk_path('plin'), 0, 10), 'plpgsql: the block\'s lock is released');
+	ok(is_waiting($node2, $o->pid), 'plpgsql: o still waits for pla');
+	$v->query_ok('COMMIT');
+	my $ro = $o->wait(15);
+	is($ro && $ro->{sqlstate}, '00000', 'plpgsql: o is granted pla once v commits');
+	$o->query_ok('COMMIT');
+	ok(wait_until(sub { local_of($mon1, $v->pid) eq 'pls:granted' }, timeout => 10),
+		'plpgsql: the session lock is still held after COMMIT')
+	  or diag('zk_lock_local: ' . local_of($mon1, $v->pid));
+	$v->query_ok(q{SELECT zk_lock_release('pls')});
+	$_->quit for ($o, $v);
+}
+
+# ---------------------------------------------------------------------------
+# Nothing left behind
+{
+	ok(wait_until(sub {
+				my ($rc, $out) = zkutil('ls', zk_path('zklock.waits'));
+				$rc != 0 || $out !~ /[0-9a-f]{16}/;
+			}, timeout => 15),
+		'no waits node left');
+	for my $pair ([ $node1, $mon1 ], [ $node2, $mon2 ])
+	{
+		ok(wait_until(sub { entries_in_use($pair->[1]) eq '0' }, timeout => 15),
+			$pair->[0]->name . ': no entry in use');
+		is(scalar zk_log_crashes($pair->[0]), 0, $pair->[0]->name . ': no crash');
+	}
+}
+
+zk_done_check();
+done_testing();
