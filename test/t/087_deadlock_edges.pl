@@ -251,6 +251,41 @@ sub cross_deadlock
 }
 
 # ---------------------------------------------------------------------------
+# One member's instance cut while the other breaks the cycle.  node1's a
+# holds ox and waits for oy (node2's b's); node1 is cut; b asks for ox: b,
+# the youngest, reads node1's last publication (still in ZooKeeper: the
+# session lives) and is the victim; a, whose searches cannot read, is no
+# victim; healed, a is granted (its watch on b's node, lost with the
+# connection, is set again).  Bugs caught: a search that needs the
+# victim's every partner to answer, a false second victim on the cut side,
+# a lost watch that leaves a waiting after the heal.
+{
+	my $sid1 = sid_of($node1);
+	my $a = zk_session_as($node1, 'side_a');
+	my $b = zk_session_as($node2, 'side_b');
+	my $apid = $a->pid;
+	hold($a, 'ox');
+	hold($b, 'oy');
+	ask($a, 'oy');
+	ok(wait_until(sub { published($sid1) =~ /^w\t$apid\t/m }, timeout => 10),
+		'one side cut: node1 publishes a\'s wait');
+	$px->cut('node1');
+	my $tc = time();
+	ask($b, 'ox');
+	my $rb = $b->wait(2 * $dl_ms / 1000 + 6);
+	is($rb && $rb->{sqlstate}, '40P01', 'one side cut: b, the youngest, is the victim while node1 is silent');
+	$b->query('ROLLBACK');
+	ok(!$a->done, 'one side cut: a still waits (no answer can reach it)');
+	sleep(max(0, 2 - (time() - $tc)));
+	$px->heal('node1');
+	my $ra = $a->wait(15);
+	is($ra && $ra->{sqlstate}, '00000', 'one side cut: healed, a is granted');
+	is(sid_of($node1), $sid1, 'one side cut: precondition: the same session');
+	$a->query('ROLLBACK');
+	$_->quit for ($a, $b);
+}
+
+# ---------------------------------------------------------------------------
 # Cancel and terminate while the search's read is in flight (held there by
 # the cut), twice six waiters: node2's h holds cr; node1's s waits first
 # (the oldest), then six waiters; the link is cut, and once every
