@@ -6,12 +6,16 @@
 # shared/REVIEW.md:
 #  - partitions (a proxy the test owns swallows node1's bytes, sockets
 #    open) while a search's read is in flight:
-#    * a long cut (node1's session expires): the waiter still ends with
-#      55P03 by its lock_timeout, a batch acquire ends within its own
-#      timeout, nothing of node1 stays (no entry, no znode), and after the
-#      heal a cross deadlock whose victim is node1's is broken
+#    * a long cut (node1's session expires): one waiter still ends with
+#      55P03 by its lock_timeout, another with 08006 when the session is
+#      given up; no search reads while not connected; a batch acquire
+#      ends within its own timeout; nothing of node1 stays (no entry, no
+#      znode); after the heal a cross deadlock whose victim is node1's is
+#      broken
 #    * a short cut (the session survives) across a cycle's forming: the
 #      cycle is broken once healed, with its youngest as the victim
+#    * one member's instance cut: the other, the youngest, is the victim
+#      from the last publication; the cut member is granted once healed
 #  - waiters cancelled and terminated while their search's read is in
 #    flight (the cut holds it there), twice six: nothing leaks (entries in
 #    use come back), no victim without a cycle, the oldest waiter still
