@@ -263,8 +263,9 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 		# side never take the same port
 		mkdir "$work/ports"
 		chown postgres:postgres "$work/ports"
-		# removed after a run that passed; kept (and named) after one that failed
-		trap '[ "${failed:-1}" -eq 0 ] && rm -rf "$work"' EXIT
+		# removed after a run that passed; kept (and named) after one that
+		# failed, and after one interrupted (a leg may still run in it)
+		trap '[ "${finished:-}" = 1 ] && [ "$failed" -eq 0 ] && rm -rf "$work"' EXIT
 		passed=0
 		failed=0
 		summary=
@@ -405,6 +406,7 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 		printf '%s' "$notrun"
 		[ "$failed" -eq 0 ] || echo "the failed run's trees and logs are kept in $work"
 		echo "zklock: $passed passed, $failed failed"
+		finished=1
 		[ "$failed" -eq 0 ]
 		exit $?
 	fi
