@@ -5,8 +5,8 @@
 #   bash test/run_tests.sh
 #
 # As root: installs the packages that are missing, then runs the suite on
-# each PostgreSQL major in turn, as the unprivileged user "postgres", from a
-# copy of the tree in a temporary folder (PostgreSQL refuses to run as root):
+# each PostgreSQL major, as the unprivileged user "postgres", from a copy of
+# the tree in a temporary folder (PostgreSQL refuses to run as root):
 #
 #   15   Debian 12's package: the whole suite.  zklock is built and installed
 #        into it (make install), as a user would.
@@ -16,6 +16,12 @@
 #        installed into a copy of the cached tree, and runs the unit tests,
 #        all of pg_regress and the TAP tests of MAJOR_TAP_TESTS below
 #        (locking, the fence, the worker's session, the update scripts).
+#        These two run side by side (mostly waiting on timeouts, they use a
+#        fraction of a core each), after 15, each into its own log; the
+#        logs are printed whole, in the majors' order.  Every leg reserves
+#        its ports in one lock directory (PG_TEST_PORT_DIR, as
+#        PostgreSQL::Test::Cluster::get_free_port does), so that no two
+#        servers of the run take the same port.
 #
 # Then, as root, the seconds-long benchmark smoke test (bench/smoke.sh), which
 # fails when a lock cycle is several times slower than ZooKeeper's own
@@ -28,6 +34,8 @@
 # Knobs (environment):
 #   ZKLOCK_TEST_VERSIONS="15 17 18"   the majors (15: Debian's package)
 #   ZKLOCK_TEST_ALL_VERSIONS=1        the whole suite on every major
+#                                     (one major after the other)
+#   ZKLOCK_TEST_SEQUENTIAL=1          17 and 18 one after the other too
 #   PG_CONFIG=/var/cache/zklock/pg18/bin/pg_config
 #                                     the whole suite on that PostgreSQL alone
 #                                     (a copy of its tree gets zklock)
@@ -143,31 +151,80 @@ prepare_leg() {
 	echo "$tree"
 }
 
-# run_leg NAME INSTALL TAP_TESTS OTHER_INSTALL: the suite as "postgres"
+# exec_leg NAME INSTALL TAP_TESTS OTHER_INSTALL: the suite as "postgres"
 # against the installation INSTALL (its bin first in PATH), from
-# $work/src-NAME; adds its counts to passed/failed.
-run_leg() {
-	local name=$1 inst=$2 tests=$3 other=$4 rc=0 p f
-	local major
-	major=$(major_of "$inst/bin/pg_config")
+# $work/src-NAME; returns its exit status (the counts are in
+# $work/src-NAME/counts).  Changes no variable of this shell: it also runs
+# in a background subshell, beside another leg.
+exec_leg() {
+	local name=$1 inst=$2 tests=$3 other=$4 rc=0
 	echo
-	echo "======== PostgreSQL $major ($inst)"
+	echo "======== PostgreSQL $(major_of "$inst/bin/pg_config") ($inst)"
+	rm -f "$work/src-$name/counts"
 	chown -R postgres:postgres "$work/src-$name"
 	runuser -u postgres -- env ZKLOCK_TEST_INNER=1 PROVE_TESTS="$tests" \
 		PATH="$inst/bin:$PATH" PG_CONFIG="$inst/bin/pg_config" \
+		PG_TEST_PORT_DIR="$work/ports" \
 		ZKLOCK_OLD_INSTALL="$old_install" ZKLOCK_PREV_INSTALL="$prev_install" \
 		ZKLOCK_LAST_INSTALL="$last_install" \
 		ZKLOCK_OTHER_INSTALL="$other" \
 		bash "$work/src-$name/test/run_tests.sh" || rc=$?
+	return $rc
+}
+
+# count_leg NAME INSTALL RC: adds the counts of the leg that ended with
+# exit status RC to passed/failed and its line to summary; after a failure,
+# its logs (report_failures)
+count_leg() {
+	local name=$1 inst=$2 rc=$3 p f major
+	major=$(major_of "$inst/bin/pg_config")
 	read -r p f < "$work/src-$name/counts" || { p=0; f=1; }
-	[ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
+	[ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
 	passed=$((passed + p))
 	failed=$((failed + f))
 	summary+="PostgreSQL $major: $p passed, $f failed"$'\n'
-	if [ $rc -ne 0 ]; then
+	if [ "$rc" -ne 0 ]; then
 		report_failures "$work/src-$name"
 	fi
 	return 0
+}
+
+# run_leg NAME: the leg, its output streamed; adds its counts
+run_leg() {
+	local rc=0
+	exec_leg "$1" "${inst_of[$1]}" "${tests_of[$1]}" "${other_of[$1]}" || rc=$?
+	count_leg "$1" "${inst_of[$1]}" $rc
+}
+
+# run_together FIRST OTHER...: the legs side by side.  FIRST streams its
+# output and is counted (run_leg); each other one writes its output to
+# $work/leg-NAME.out and, once ended, its exit status to $work/leg-NAME.rc.
+# Returns when all have ended; print_leg NAME then prints and counts each
+# other one, in its turn.
+run_together() {
+	local first=$1 leg pid pids=()
+	shift
+	for leg in "$@"; do
+		rm -f "$work/leg-$leg.out" "$work/leg-$leg.rc"
+		(
+			trap - EXIT
+			r=0
+			exec_leg "$leg" "${inst_of[$leg]}" "${tests_of[$leg]}" "${other_of[$leg]}" || r=$?
+			echo "$r" > "$work/leg-$leg.rc"
+		) > "$work/leg-$leg.out" 2>&1 &
+		pids+=($!)
+	done
+	run_leg "$first"
+	for pid in "${pids[@]}"; do
+		wait "$pid" || true
+	done
+}
+print_leg() {
+	local rc
+	cat "$work/leg-$1.out"
+	# no status file: the subshell itself failed
+	read -r rc 2>/dev/null < "$work/leg-$1.rc" || rc=1
+	count_leg "$1" "${inst_of[$1]}" "$rc"
 }
 
 # root_tap_test NAME SCRIPT: a root-run test that prints TAP; adds its
@@ -201,15 +258,21 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 		bash "$src/scripts/install-deps.sh"
 		work=$(mktemp -d /tmp/zklock-test.XXXXXX)
 		chmod 755 "$work"
-		# removed after a run that passed; kept (and named) after one that failed
-		trap '[ "${failed:-1}" -eq 0 ] && rm -rf "$work"' EXIT
+		# the port reservations of every leg (PostgreSQL::Test::Cluster's
+		# get_free_port and free_port below), so that legs running side by
+		# side never take the same port
+		mkdir "$work/ports"
+		chown postgres:postgres "$work/ports"
+		# removed after a run that passed; kept (and named) after one that
+		# failed, and after one interrupted (a leg may still run in it)
+		trap '[ "${finished:-}" = 1 ] && [ "$failed" -eq 0 ] && rm -rf "$work"' EXIT
 		passed=0
 		failed=0
 		summary=
 		notrun=
 
 		# the majors, and the PostgreSQL of each: "system" is Debian's
-		declare -A pgc_of=() inst_of=()
+		declare -A pgc_of=() inst_of=() tests_of=() other_of=() full_of=()
 		legs=()
 		if [ -n "${PG_CONFIG:-}" ] && [ "$("$PG_CONFIG" --bindir)" = "$(pg_config --bindir)" ]; then
 			legs=(system)
@@ -220,9 +283,11 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 		else
 			for v in ${ZKLOCK_TEST_VERSIONS:-15 17 18}; do
 				if [ "$v" = "$(major_of "$(command -v pg_config)")" ]; then
+					[ -n "${pgc_of[system]:-}" ] && continue	# named twice
 					legs+=(system)
 					pgc_of[system]=$(command -v pg_config)
 				else
+					[ -n "${pgc_of[$v]:-}" ] && continue
 					legs+=("$v")
 					pgc_of[$v]=$(bash "$src/scripts/build-postgres.sh" "$v")/bin/pg_config
 				fi
@@ -297,7 +362,31 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 				[ -n "$other" ] || { tests=${tests//test\/t\/059_cross_major.pl/};
 					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): test/t/059_cross_major.pl (needs a second major)"$'\n'; }
 			fi
-			run_leg "$leg" "$inst" "$tests" "$other"
+			tests_of[$leg]=$tests
+			other_of[$leg]=$other
+			full_of[$leg]=$full
+		done
+
+		# The legs of the whole suite (15, PG_CONFIG's, every major with
+		# ZKLOCK_TEST_ALL_VERSIONS=1) run alone, one after the other; the
+		# others (17 and 18: MAJOR_TAP_TESTS or PROVE_TESTS; mostly waiting,
+		# they use a fraction of a core) side by side, when the first of
+		# them comes; each leg's output is printed whole, in the legs' order.
+		together=()
+		if [ "${ZKLOCK_TEST_SEQUENTIAL:-}" != 1 ]; then
+			for leg in "${legs[@]}"; do
+				[ "${full_of[$leg]}" = 1 ] || together+=("$leg")
+			done
+			[ ${#together[@]} -ge 2 ] || together=()
+		fi
+		for leg in "${legs[@]}"; do
+			if [ ${#together[@]} -eq 0 ] || [ "${full_of[$leg]}" = 1 ]; then
+				run_leg "$leg"
+			elif [ "$leg" = "${together[0]}" ]; then
+				run_together "${together[@]}"
+			else
+				print_leg "$leg"
+			fi
 		done
 
 		if [ -z "${PROVE_TESTS:-}" ] && [ -z "${PG_CONFIG:-}" ]; then
@@ -317,6 +406,7 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 		printf '%s' "$notrun"
 		[ "$failed" -eq 0 ] || echo "the failed run's trees and logs are kept in $work"
 		echo "zklock: $passed passed, $failed failed"
+		finished=1
 		[ "$failed" -eq 0 ]
 		exit $?
 	fi
@@ -325,20 +415,48 @@ fi
 export PATH="$pgbin:$PATH"
 cd "$src"
 
-# a free loopback port
+# The lock directory of port reservations: PostgreSQL::Test::Cluster's
+# get_free_port (the TAP tests' servers, ZooKeeper's among them) reserves
+# each port there, in PORT.rsv holding the pid of the process that owns it
+# while that process lives.  The root run gives every leg the same one.
+export PG_TEST_PORT_DIR=${PG_TEST_PORT_DIR:-$src/test/tmp_check/portlock}
+mkdir -p "$PG_TEST_PORT_DIR"
+reserved=
+
+# free_port: a loopback port that nothing listens on and that no other
+# process of the run has reserved, reserved for this script (its pid) the
+# way get_free_port does (same range, below Linux's ephemeral ports; same
+# file, lock and format); the reservation is removed at exit (cleanup)
 free_port() {
-	perl -MIO::Socket::INET -e '
-		for (1..200) { my $p = 20000 + int(rand(20000));
-			my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => $p, Listen => 1, ReuseAddr => 0);
-			if ($s) { print $p; exit 0 } } exit 1'
+	perl -MIO::Socket::INET -MFcntl=:DEFAULT,:flock,:seek -e '
+		my ($dir, $owner) = @ARGV;
+		for (1 .. 1000) {
+			my $p = 10200 + int(rand(32767 - 10200 + 1));
+			my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => $p,
+				Listen => 1, ReuseAddr => 0) or next;
+			close($s);
+			sysopen(my $f, "$dir/$p.rsv", O_RDWR | O_CREAT) or die "$dir/$p.rsv: $!";
+			flock($f, LOCK_EX) or die "$dir/$p.rsv: $!";
+			my $pid = <$f> || "0";
+			chomp $pid;
+			if ($pid + 0 > 0 && kill(0, $pid + 0)) { close($f); next; }
+			seek($f, 0, SEEK_SET) or die $!;
+			print $f sprintf("%10d\n", $owner);
+			close($f) or die $!;
+			print $p;
+			exit 0;
+		}
+		exit 1' "$PG_TEST_PORT_DIR" $$
 }
 
 zkdir=$(mktemp -d /tmp/zklock-zk.XXXXXX)
 pgdata="$zkdir/pgdata"
 cleanup() {
+	local p
 	[ -d "$pgdata" ] && pg_ctl -D "$pgdata" -m immediate stop >/dev/null 2>&1 || true
 	bash test/zk_server.sh stop "$zkdir/zk" >/dev/null 2>&1 || true
 	rm -rf "$zkdir"
+	for p in $reserved; do rm -f "$PG_TEST_PORT_DIR/$p.rsv"; done
 }
 trap cleanup EXIT
 
@@ -372,8 +490,10 @@ fi
 # then the real `make installcheck` against that server, as a user would run
 # it against theirs.
 zkport=$(free_port)
-hosts=$(bash test/zk_server.sh start "$zkdir/zk" --base-port "$zkport")
+reserved+=" $zkport"
+hosts=$(bash test/zk_server.sh start "$zkdir/zk" --ports "$zkport")
 pgport=$(free_port)
+reserved+=" $pgport"
 initdb -D "$pgdata" -A trust >/dev/null
 {
 	cat test/installcheck.conf
