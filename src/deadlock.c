@@ -410,13 +410,20 @@ zklock_deadlock_withdraw_read(void)
 }
 
 /*
+ * The size of the segment a read starts with: the last answer's that did
+ * not fit, so that a publication past 16 kB costs a second read (another
+ * getChildren and getData per instance) once per backend, not every search
+ */
+static Size read_size = 16 * 1024;
+
+/*
  * Every instance's long waits, read by the worker (NULL, logged, when it
  * could not be read by the deadline).  Beside the lock's pending request.
  */
 static char *
 read_waits(TimestampTz deadline)
 {
-	Size		size = 16 * 1024;
+	Size		size = read_size;
 
 	for (int attempt = 0; attempt < 3; attempt++)
 	{
@@ -497,6 +504,7 @@ read_waits(TimestampTz deadline)
 		if (result)
 			return result;
 		size = done.list_needed + done.list_needed / 4;
+		read_size = Max(read_size, size);
 	}
 	return NULL;
 }

@@ -15,6 +15,9 @@
 #    a bounded number of packets (the schedule's, about three per search
 #    of each wait every eight timeouts), not one search per wait per
 #    timeout (the old schedule's: over 1,400 packets)
+#  - size: with each of the 24 waiters holding 40 locks (about 1,000
+#    published holds), a cycle closed through the queue is broken by its
+#    youngest request's own search, no waiter a victim; no watch is left
 #  - staleness: a granted wait's line leaves its instance's publication
 #    within a generous bound of the 20 ms rebuild; the node is deleted
 #    once nobody waits long
@@ -30,7 +33,7 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 
 my $T = 0.2;    # zklock.deadlock_timeout, seconds
-my $conf = "zklock.deadlock_timeout = '200ms'";
+my $conf = "zklock.deadlock_timeout = '200ms'\nzklock.max_locks_per_backend = 64";
 zk_start();
 my $node1 = zk_node('node1', extra_conf => $conf);
 my $node2 = zk_node('node2', extra_conf => $conf);
@@ -225,10 +228,14 @@ for my $case (
 	hold($h, 'cost/q');
 	my @w;
 	# idle window, with as many sessions connected and nobody waiting
+	# each waiter holds 40 locks (session scope): 24 x 42 nodes published
 	for my $i (1 .. 2 * $per)
 	{
-		push @w, zk_session($i % 2 ? $node1 : $node2, "cost_w$i");
+		my $s = zk_session($i % 2 ? $node1 : $node2, "cost_w$i");
+		$s->query_ok("SELECT zk_lock_acquire_all_session(array(SELECT 'cost/h$i/' || g FROM generate_series(1, 40) g)) IS NOT NULL");
+		push @w, $s;
 	}
+	my $watches0 = zk_mntr()->{zk_watch_count};
 	my $m0 = zk_mntr();
 	sleep($W);
 	my $m1 = zk_mntr();
@@ -264,8 +271,20 @@ for my $case (
 	ok($extra >= $nw, "and they still search (at least one packet per wait: got $extra)");
 	ok(!zk_log_count($node1, qr/gave up/) && !zk_log_count($node2, qr/gave up/), 'no search gave up');
 
-	# Staleness: grant them all; each grant leaves the publication
-	$h->query_ok('COMMIT');
+	# Size: the holder (node1) now asks for a lock that a waiter of node2
+	# holds: a cycle of two through 24 waits and 1,000 published holds;
+	# the holder's request is the youngest, found by its own search
+	my $k = 2 * $per;    # cost_w24, on node2
+	my $t0 = time();
+	$h->send(qq{SELECT zk_lock_acquire('cost/h$k/7') IS NOT NULL});
+	my $rh = $h->wait(30);
+	my $el = time() - $t0;
+	is($rh && $rh->{sqlstate}, '40P01', 'the holder closing a cycle through the queue is the victim');
+	ok($el < 2 * $T + 2, sprintf('found within 2 x timeout + 2s (took %.2fs)', $el));
+
+	# Staleness: grant them all (none a victim); each grant leaves the
+	# publication (the victim's error already released its locks)
+	$h->query_ok('ROLLBACK');
 	for my $s (@w)
 	{
 		my $r = $s->wait(30);
@@ -274,6 +293,8 @@ for my $case (
 	ok(wait_until(sub { !defined published($p1) && !defined published($p2) }, timeout => 5),
 		'both publications deleted once nobody waits long');
 	$_->quit for (@w, $h);
+	ok(wait_until(sub { zk_mntr()->{zk_watch_count} <= $watches0 }, timeout => 10),
+		"no watch left behind by the searches ($watches0 before)");
 }
 
 # ---------------------------------------------------------------------------
