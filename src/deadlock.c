@@ -7,9 +7,10 @@
  *
  * A backend whose wait for a zklock lock has lasted zklock.deadlock_timeout
  * (-1: core's deadlock_timeout; 0: off) marks its entry, so that its worker
- * publishes the wait (deadlock_publish.c), and then, every timeout while it
- * waits, reads every instance's published long waits (a ZKR_WAITS request
- * beside its pending one) and looks for a cycle through itself:
+ * publishes the wait (deadlock_publish.c), and then, while it waits (at one
+ * timeout, two, four, eight, and then every DL_MAX_SPACING timeouts), reads
+ * every instance's published long waits (a ZKR_WAITS request beside its
+ * pending one) and looks for a cycle through itself:
  *
  *	- a vertex is a backend, (ZooKeeper session of its instance, pid);
  *	- a published wait, node n under resource R, waits for the owner of
@@ -71,6 +72,7 @@
 #define DL_MAX_VERTICES		1000
 #define DL_RETRY_MS			300 /* our own wait not published yet */
 #define DL_MIN_INTERVAL_MS	100 /* between two searches of one wait */
+#define DL_MAX_SPACING		8	/* timeouts between two searches, at most */
 
 /* A lock node in the graph, and the backend that owns it */
 typedef struct DlNode
@@ -94,6 +96,7 @@ typedef struct DlVertex
 	const char *resource;
 	const char *role;			/* NULL unknown */
 	bool		visited;
+	uint32		edge_mark;		/* out_edges: already an edge of this call */
 } DlVertex;
 
 /* The hash table of vertices: (session, pid) to an index of g->v */
@@ -132,6 +135,7 @@ typedef struct DlGraph
 	TimestampTz deadline;
 	int			nvisited;		/* backends the search went through */
 	bool		gave_up;
+	uint32		edge_marks;		/* out_edges' calls so far */
 } DlGraph;
 
 /* The wait being watched: its search's schedule */
@@ -140,6 +144,7 @@ static uint32 cur_gen = 0;
 static TimestampTz cur_since = 0;
 static bool cur_marked = false;
 static bool cur_gave_up = false;	/* a give-up of this wait was logged */
+static int	cur_searches = 0;	/* searches of this wait that read it */
 static TimestampTz next_search = 0;
 
 /*
@@ -155,7 +160,7 @@ give_up(const char *why)
 	ereport(LOG,
 			(errmsg("zklock: deadlock search of process %d gave up: %s",
 					MyProcPid, why),
-			 errdetail("No victim is chosen by this search; it is tried again every zklock.deadlock_timeout while the wait lasts.")));
+			 errdetail("No victim is chosen by this search; it is tried again while the wait lasts.")));
 }
 
 static int
@@ -405,13 +410,20 @@ zklock_deadlock_withdraw_read(void)
 }
 
 /*
+ * The size of the segment a read starts with: the last answer's that did
+ * not fit, so that a publication past 16 kB costs a second read (another
+ * getChildren and getData per instance) once per backend, not every search
+ */
+static Size read_size = 16 * 1024;
+
+/*
  * Every instance's long waits, read by the worker (NULL, logged, when it
  * could not be read by the deadline).  Beside the lock's pending request.
  */
 static char *
 read_waits(TimestampTz deadline)
 {
-	Size		size = 16 * 1024;
+	Size		size = read_size;
 
 	for (int attempt = 0; attempt < 3; attempt++)
 	{
@@ -492,6 +504,7 @@ read_waits(TimestampTz deadline)
 		if (result)
 			return result;
 		size = done.list_needed + done.list_needed / 4;
+		read_size = Max(read_size, size);
 	}
 	return NULL;
 }
@@ -504,6 +517,19 @@ blocking_pids(int pid)
 												  Int32GetDatum(pid)));
 }
 
+/*
+ * Add vertex u to the out-edges being gathered (once: edge_marks tells,
+ * linear in the edges where list_append_unique_int was quadratic)
+ */
+static List *
+add_edge(DlGraph *g, List *out, int u)
+{
+	if (g->v[u].edge_mark == g->edge_marks)
+		return out;
+	g->v[u].edge_mark = g->edge_marks;
+	return lappend_int(out, u);
+}
+
 /* Vertex v's out-edges, as vertex indexes (g->v may move) */
 static List *
 out_edges(DlGraph *g, int vi)
@@ -511,6 +537,7 @@ out_edges(DlGraph *g, int vi)
 	List	   *out = NIL;
 	DlVertex	v = g->v[vi];
 
+	g->edge_marks++;			/* a new vertex's mark is 0: never equal */
 	if (v.waits)
 	{
 		/* the nodes of its resource below its own, in g->n's order */
@@ -522,8 +549,7 @@ out_edges(DlGraph *g, int vi)
 
 			if (zklock_modes_conflict(n->mode, v.mode) &&
 				!(n->session == v.session && n->pid == v.pid))
-				out = list_append_unique_int(out,
-											 vertex(g, n->session, n->pid));
+				out = add_edge(g, out, vertex(g, n->session, n->pid));
 		}
 	}
 	else if (v.session == g->my_session)
@@ -537,9 +563,8 @@ out_edges(DlGraph *g, int vi)
 						  &nelems);
 		for (int i = 0; i < nelems; i++)
 			if (!nulls[i] && DatumGetInt32(elems[i]) != v.pid)
-				out = list_append_unique_int(out,
-											 vertex(g, g->my_session,
-													DatumGetInt32(elems[i])));
+				out = add_edge(g, out, vertex(g, g->my_session,
+											  DatumGetInt32(elems[i])));
 	}
 	return out;
 }
@@ -765,6 +790,8 @@ search(int idx, uint32 gen, int timeout_ms, TimestampTz wait_deadline)
 	if (!published)
 		next_search = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 												  DL_RETRY_MS);
+	else
+		cur_searches++;
 	if (cycle != NIL)
 		ereport(LOG,
 				(errmsg("zklock: deadlock found by process %d, %s",
@@ -822,10 +849,29 @@ searchable(int idx)
 }
 
 /*
+ * The time from this search of the wait to its next (ms): the timeout
+ * after the first, then twice as long after each, at most DL_MAX_SPACING
+ * timeouts.  A cycle is closed by a new wait, whose own searches at one
+ * and two timeouts find it; the spacing only bounds what an older wait's
+ * searches cost (each reads every instance's long waits), so that many
+ * long waits do not read them many times a timeout.
+ */
+static long
+search_spacing_ms(int timeout_ms)
+{
+	long		spacing = timeout_ms;
+
+	for (int i = 0; i < cur_searches && spacing < (long) timeout_ms * DL_MAX_SPACING; i++)
+		spacing *= 2;
+	return Max(Min(spacing, (long) timeout_ms * DL_MAX_SPACING),
+			   DL_MIN_INTERVAL_MS);
+}
+
+/*
  * Called at each pass of a lock's wait (wait.c) for the pending request,
  * entry idx of generation gen, waited for since "since": once it has
- * waited the timeout, mark it for publication and search, and again every
- * timeout.  Raises 40P01 when this backend is a deadlock's victim.  The
+ * waited the timeout, mark it for publication and search, and again as
+ * search_spacing_ms says.  Raises 40P01 when this backend is a deadlock's victim.  The
  * wait's own deadline (0: none) bounds the search too.
  */
 void
@@ -844,6 +890,7 @@ zklock_deadlock_check(int idx, uint32 gen, TimestampTz since,
 		cur_since = since;
 		cur_marked = false;
 		cur_gave_up = false;
+		cur_searches = 0;
 		next_search = TimestampTzPlusMilliseconds(since, timeout_ms);
 	}
 	now = GetCurrentTimestamp();
@@ -855,8 +902,7 @@ zklock_deadlock_check(int idx, uint32 gen, TimestampTz since,
 		next_search = TimestampTzPlusMilliseconds(now, DL_RETRY_MS);
 		return;
 	}
-	next_search = TimestampTzPlusMilliseconds(now,
-											  Max(timeout_ms, DL_MIN_INTERVAL_MS));
+	next_search = TimestampTzPlusMilliseconds(now, search_spacing_ms(timeout_ms));
 	if (!searchable(idx))
 		return;
 	if (!cur_marked)

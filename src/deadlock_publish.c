@@ -20,11 +20,13 @@
  * characters).  A semaphore's wait is published only for a limit of 1 (a
  * mutex: E, behind every lower node of its resource, all of them slots of
  * the same limit); with a higher limit any of several holders frees the
- * waiter, which a wait-for graph of single edges does not model.  The text is rebuilt at the worker's passes only while the
- * last one was not empty or a new mark came (long_wait_marks), so nothing
- * is done while nobody waits past the timeout; it is written only when it
- * changed (create the first time, setData after, delete once empty), at
- * most once a pass.  A write that fails is written again by the retry hook.
+ * waiter, which a wait-for graph of single edges does not model.  The text
+ * is rebuilt at the worker's passes only while the last one was not empty
+ * or a new mark came (long_wait_marks), so nothing is done while nobody
+ * waits past the timeout, and then at most every WAITS_REBUILD_US but at
+ * a new mark or a read; it is written only when it changed (create the
+ * first time, setData after, delete once empty).  A write that fails is
+ * written again by the retry hook.
  *
  * Reading (ZKR_WAITS, a backend's request): the pending publication is sent
  * first, then one getChildren of <root>/zklock.waits and one getData per
@@ -87,6 +89,15 @@ static WaitsRead **reads = NULL;	/* nentries slots */
  * most once a minute.
  */
 #define WAITS_MAX_TEXT		(512 * 1024)
+
+/*
+ * While long waits are published, the text is rebuilt (a scan of the whole
+ * table) at most every WAITS_REBUILD_US at the passes, unless a new long
+ * wait was marked or a read asks for it: many grants a second must not cost
+ * a scan each.  A wait that ended stays in the node that much longer.
+ */
+#define WAITS_REBUILD_US	INT64CONST(20000)
+static int64 last_build_us = 0;
 #define WAITS_CUT_LOG_US	(INT64CONST(60) * 1000000)
 static int64 last_cut_log_us = -WAITS_CUT_LOG_US;
 
@@ -292,6 +303,7 @@ publish_now(void)
 	pub_marks_seen = marks;
 
 	old = MemoryContextSwitchTo(TopMemoryContext);
+	last_build_us = zklock_boottime_us();
 	text = build_text();
 	if (strcmp(text, pub_text) == 0 && !pub_dirty)
 	{
@@ -540,12 +552,22 @@ waits_session_lost(void)
 						zklock_recipe_loss_why());
 }
 
-/* At every pass: publish what changed */
+/*
+ * At every pass: publish what changed; with long waits published and no new
+ * mark, at most every WAITS_REBUILD_US (the pass is then due again in time)
+ */
 static long
 waits_tick(void)
 {
-	if (!pub_dirty)
-		publish_now();
+	int64		since;
+
+	if (pub_dirty)
+		return -1;				/* waits_retry writes it */
+	since = zklock_boottime_us() - last_build_us;
+	if (pub_text[0] != '\0' && since >= 0 && since < WAITS_REBUILD_US &&
+		pg_atomic_read_u64(&zklock_shared->long_wait_marks) == pub_marks_seen)
+		return (long) ((WAITS_REBUILD_US - since + 999) / 1000);
+	publish_now();
 	return -1;
 }
 
