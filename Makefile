@@ -5,6 +5,7 @@ OBJS = \
 	src/zklock.o \
 	src/deadlock.o \
 	src/deadlock_publish.o \
+	src/deadlock_read.o \
 	src/shmem.o \
 	src/resource.o \
 	src/grant_rule.o \

@@ -89,6 +89,10 @@ extern void zklock_withdraw_pending(void);
 extern void zklock_deadlock_check(int idx, uint32 gen, TimestampTz since,
 								  TimestampTz wait_deadline);
 extern long zklock_deadlock_due_ms(TimestampTz since);
+
+/* deadlock_read.c: the search's read of the published long waits */
+extern char *zklock_deadlock_read_waits(TimestampTz deadline,
+										const char **why);
 extern void zklock_deadlock_withdraw_read(void);
 
 /* request.c: a lock node's data */

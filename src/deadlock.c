@@ -9,8 +9,8 @@
  * (-1: core's deadlock_timeout; 0: off) marks its entry, so that its worker
  * publishes the wait (deadlock_publish.c), and then, while it waits (at one
  * timeout, two, four, eight, and then every DL_MAX_SPACING timeouts), reads
- * every instance's published long waits (a ZKR_WAITS request beside its
- * pending one) and looks for a cycle through itself:
+ * every instance's published long waits (deadlock_read.c: a ZKR_WAITS
+ * request beside its pending one) and looks for a cycle through itself:
  *
  *	- a vertex is a backend, (ZooKeeper session of its instance, pid);
  *	- a published wait, node n under resource R, waits for the owner of
@@ -45,8 +45,6 @@
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "storage/dsm.h"
-#include "storage/latch.h"
 #include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -54,7 +52,6 @@
 #include "utils/fmgrprotos.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
-#include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "backend_int.h"
@@ -66,7 +63,6 @@
 #include "settings.h"
 #include "shmem.h"
 #include "stats.h"
-#include "wait_events.h"
 #include "zklock.h"
 
 #define DL_MAX_VERTICES		1000
@@ -373,142 +369,6 @@ add_local(DlGraph *g)
 	LWLockRelease(zklock_shared->lock);
 }
 
-/*
- * The search's read (ZKR_WAITS), submitted beside the lock's pending
- * request: the exit callback (wait.c's zklock_withdraw_pending) withdraws
- * it too, until read_done.
- */
-static int	read_idx = -1;
-static uint32 read_gen = 0;
-
-/* Never raises: a negative answer when no worker runs or no entry is free */
-static int
-submit_read(const ZkChannelRequest *req, uint32 *gen)
-{
-	int			idx = zklock_channel_submit(req, true, gen);
-
-	if (idx < 0)
-		return idx;
-	read_idx = idx;
-	read_gen = *gen;
-	return idx;
-}
-
-static void
-read_done(void)
-{
-	read_idx = -1;
-}
-
-/* Backend exit, FATAL included: withdraw the search's read.  Never raises. */
-void
-zklock_deadlock_withdraw_read(void)
-{
-	if (read_idx >= 0)
-		zklock_channel_withdraw(read_idx, read_gen);
-	read_idx = -1;
-}
-
-/*
- * The size of the segment a read starts with: the last answer's that did
- * not fit, so that a publication past 16 kB costs a second read (another
- * getChildren and getData per instance) once per backend, not every search
- */
-static Size read_size = 16 * 1024;
-
-/*
- * Every instance's long waits, read by the worker (NULL, logged, when it
- * could not be read by the deadline).  Beside the lock's pending request.
- */
-static char *
-read_waits(TimestampTz deadline)
-{
-	Size		size = read_size;
-
-	for (int attempt = 0; attempt < 3; attempt++)
-	{
-		dsm_segment *seg = dsm_create(size, 0);
-		ZkChannelRequest req;
-		ZkChannelResult done;
-		ZkEntryState state = ZKE_REQUESTED;
-		uint32		gen;
-		int			idx;
-		char	   *result = NULL;
-
-		memset(&req, 0, sizeof(req));
-		req.kind = ZKR_WAITS;
-		req.list_handle = dsm_segment_handle(seg);
-		req.list_size = size;
-		idx = submit_read(&req, &gen);
-		if (idx < 0)
-		{
-			dsm_detach(seg);
-			give_up("no zklock entry is free for it, or no worker runs");
-			return NULL;
-		}
-		PG_TRY();
-		{
-			while ((state = zklock_channel_state(idx, gen)) == ZKE_REQUESTED &&
-				   GetCurrentTimestamp() < deadline)
-			{
-				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT |
-								 WL_EXIT_ON_PM_DEATH, 50,
-								 zklock_wait_event(ZKLOCK_WAIT_WORKER));
-				ResetLatch(MyLatch);
-
-				/*
-				 * lock_timeout is the lock's wait's to report (wait.c says
-				 * 08006 for it when ZooKeeper was unreachable all along):
-				 * stop reading, and let that wait see it at once.
-				 */
-				if (get_timeout_indicator(LOCK_TIMEOUT, false))
-				{
-					SetLatch(MyLatch);
-					break;
-				}
-				CHECK_FOR_INTERRUPTS();
-			}
-		}
-		PG_CATCH();
-		{
-			zklock_channel_withdraw(idx, gen);
-			read_done();
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-		if (state != ZKE_DONE)
-		{
-			if (state == ZKE_FAILED)
-			{
-				zklock_channel_collect(idx, gen, &done);
-				give_up(done.error);
-			}
-			else
-			{
-				zklock_channel_withdraw(idx, gen);
-				give_up("the long waits could not be read in time");
-			}
-			read_done();
-			dsm_detach(seg);
-			return NULL;
-		}
-		zklock_channel_collect(idx, gen, &done);
-		read_done();
-		if (done.list_needed <= size)
-		{
-			result = palloc(done.list_needed);
-			memcpy(result, dsm_segment_address(seg), done.list_needed);
-			result[done.list_needed - 1] = '\0';
-		}
-		dsm_detach(seg);
-		if (result)
-			return result;
-		size = done.list_needed + done.list_needed / 4;
-		read_size = Max(read_size, size);
-	}
-	return NULL;
-}
-
 /* The pids a backend of this instance waits for in the lock manager */
 static ArrayType *
 blocking_pids(int pid)
@@ -683,7 +543,8 @@ younger(const DlVertex *a, const DlVertex *b)
 static List *
 find_cycle(DlGraph *g, bool *published, bool *victim_me)
 {
-	char	   *text = read_waits(g->deadline);
+	const char *why = NULL;
+	char	   *text = zklock_deadlock_read_waits(g->deadline, &why);
 	List	   *path = NIL;
 	int			me;
 	int			victim = -1;
@@ -693,7 +554,10 @@ find_cycle(DlGraph *g, bool *published, bool *victim_me)
 	*published = false;
 	*victim_me = false;
 	if (text == NULL)
+	{
+		give_up(why);
 		return NIL;
+	}
 	add_local(g);
 	parse_waits(g, text);
 	qsort(g->n, g->nn, sizeof(DlNode), cmp_node);
