@@ -555,7 +555,8 @@ find_cycle(DlGraph *g, bool *published, bool *victim_me)
 	*victim_me = false;
 	if (text == NULL)
 	{
-		give_up(why);
+		if (why)
+			give_up(why);
 		return NIL;
 	}
 	add_local(g);

@@ -74,8 +74,10 @@ static Size read_size = 16 * 1024;
 
 /*
  * Every instance's long waits, read by the worker, in the current memory
- * context; NULL, with *why saying why, when they could not be read by the
- * deadline.  Beside the lock's pending request.
+ * context; NULL when they could not be read by the deadline, with *why
+ * saying why (left alone when they outgrew three reads' segments: no give-up
+ * is logged then, the next search tries again).  Beside the lock's pending
+ * request.
  */
 char *
 zklock_deadlock_read_waits(TimestampTz deadline, const char **why)
