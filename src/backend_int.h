@@ -3,9 +3,10 @@
  * backend_int.h
  *		What the files of the backend side share: the local lock table
  *		(backend.c), the request and its wait (wait.c), taking locks
- *		(acquire.c), the DROP EXTENSION guard (guard.c) and the commit
- *		fence (fence.c).  Only those files and request.c include it; the
- *		rest of zklock calls the backend side through backend.h.
+ *		(acquire.c), the DROP EXTENSION guard (guard.c), the commit
+ *		fence (fence.c) and the deadlock search (deadlock.c,
+ *		deadlock_read.c).  Only those files, request.c and leader.c include
+ *		it; the rest of zklock calls the backend side through backend.h.
  *
  * Portions Copyright (c) 2026, zklock developers
  *
