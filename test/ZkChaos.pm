@@ -1838,6 +1838,10 @@ package ZkChaos::Proxy;
 #
 # It exits when the test process is gone, after max_seconds (default 900),
 # or when stopped; its log is tmp_check/log/<test>_zk_proxy.log.
+# await_target => S: a connection whose target refuses is held and the
+# target tried again for S seconds, instead of being closed at once (see
+# zk_proxy.py; for quorum links, where a learner may connect before its
+# leader listens).
 
 use strict;
 use warnings;
@@ -1859,6 +1863,7 @@ sub start
 		$python, "$HERE/zk_proxy.py",
 		'--control', $ctl, '--owner-pid', $$,
 		'--max-seconds', $p{max_seconds} // 900,
+		($p{await_target} ? ('--await-target', $p{await_target}) : ()),
 		'--log', $log,
 		map { ('--link', "$_->[0]=$_->[1]:$_->[2]") } @{ $p{links} });
 	my $pid = ZkChaos::_spawn(\@cmd, $log);

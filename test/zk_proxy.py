@@ -13,7 +13,17 @@ or, with "heal NAME keep", leaves it swallowing until an end closes it.
 
 Usage:
   zk_proxy.py --control PORT --link NAME=LISTEN:TARGET [--link ...]
-              [--owner-pid PID] [--max-seconds N] [--log FILE]
+              [--await-target S] [--owner-pid PID] [--max-seconds N]
+              [--log FILE]
+
+A connection whose target refuses is closed at once (the client sees its
+connection end), unless --await-target S: it is then held, what the client
+sends is queued, and the target is tried again every 0.1 s for S seconds
+(closed after that).  A proxy cannot refuse a connection it has accepted;
+holding it is how a slow network looks, where closing it would look like a
+peer that hung up.  (A ZooKeeper learner may connect to its new leader's
+quorum port before the leader listens on it: refused, it tries again; hung
+up on, it goes back to the election.)
 
 Control: connect to 127.0.0.1:PORT, send one line, read the answer (which
 ends with a line "ok" or "error: ..."), the proxy closes the connection:
@@ -66,6 +76,7 @@ class Pipe:
         self.first = {'c': None, 'u': None}     # first frame's length
         self.head = {'c': bytearray(), 'u': bytearray()}  # its length field
         self.close_at = None                    # flap: when to close
+        self.await_until = None                 # target refused: retry until
         self.id = link.next_id
         link.next_id += 1
 
@@ -113,6 +124,8 @@ class Proxy:
         self.ctl.listen(16)
         self.ctl.setblocking(False)
         self.sel.register(self.ctl, selectors.EVENT_READ, ('control', None))
+        self.await_target = args.await_target
+        self.next_retry = 0
         self.owner = args.owner_pid
         self.deadline = time.monotonic() + args.max_seconds
         self.running = True
@@ -180,16 +193,56 @@ class Proxy:
                 % (link.name, pipe.id))
         else:
             try:
-                usock = socket.create_connection((HOST, link.target), timeout=3)
+                usock = self._connect(link)
             except OSError as e:
-                log('%s: cannot reach target %d: %s' % (link.name, link.target, e))
-                csock.close()
-                return
-            usock.setblocking(False)
-            usock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            pipe = Pipe(link, csock, usock)
-            link.pipes.append(pipe)
+                if self.await_target <= 0:
+                    log('%s: cannot reach target %d: %s' % (link.name, link.target, e))
+                    csock.close()
+                    return
+                pipe = Pipe(link, csock, None)
+                pipe.tainted = False
+                pipe.await_until = time.monotonic() + self.await_target
+                link.pipes.append(pipe)
+                log('%s#%d: target %d refused (%s): waiting for target'
+                    % (link.name, pipe.id, link.target, e))
+            else:
+                pipe = Pipe(link, csock, usock)
+                link.pipes.append(pipe)
         self._update(pipe)
+
+    @staticmethod
+    def _connect(link):
+        usock = socket.create_connection((HOST, link.target), timeout=3)
+        usock.setblocking(False)
+        usock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return usock
+
+    def retry_targets(self):
+        """--await-target: try the targets of held connections again."""
+        now = time.monotonic()
+        if now < self.next_retry:
+            return
+        self.next_retry = now + 0.1
+        for link in self.links.values():
+            for pipe in list(link.pipes):
+                if pipe.await_until is None:
+                    continue
+                if link.cut:
+                    # held across the cut from now on, as if made during it
+                    pipe.await_until = None
+                    pipe.tainted = True
+                    continue
+                try:
+                    pipe.sock['u'] = self._connect(link)
+                except OSError as e:
+                    if now >= pipe.await_until:
+                        self._close(pipe, 'target %d still refuses: %s'
+                                    % (link.target, e))
+                    continue
+                pipe.await_until = None
+                log('%s#%d: target reached, %d byte(s) queued' % (
+                    link.name, pipe.id, len(pipe.buf['u'])))
+                self._update(pipe)
 
     def io(self, pipe, side, mask):
         link = pipe.link
@@ -227,7 +280,8 @@ class Proxy:
             if data and link.flap:
                 data = self._flap_filter(pipe, side, data)
             if data:
-                if link.cut or pipe.sock[other] is None:
+                if link.cut or (pipe.sock[other] is None and
+                                pipe.await_until is None):
                     link.swallowed += len(data)
                     pipe.tainted = True
                 else:
@@ -394,6 +448,7 @@ class Proxy:
                     log('--max-seconds reached: exiting')
                     break
             self.close_flapped()
+            self.retry_targets()
             for key, mask in self.sel.select(timeout=0.05):
                 kind, what = key.data
                 if kind == 'accept':
@@ -413,6 +468,7 @@ def main():
     ap = argparse.ArgumentParser(description='partitioning TCP proxy for tests')
     ap.add_argument('--control', type=int, required=True)
     ap.add_argument('--link', action='append', default=[], required=True)
+    ap.add_argument('--await-target', type=float, default=0)
     ap.add_argument('--owner-pid', type=int, default=0)
     ap.add_argument('--max-seconds', type=float, default=900)
     ap.add_argument('--log')

@@ -55,7 +55,12 @@ foreach my $i (1 .. 3)
 		push @via, "$i:$j:$p";
 	}
 }
-my $px = ZkChaos::Proxy->start(links => \@links);
+# A learner connects to its leader's quorum port as soon as it has voted,
+# maybe before the new leader listens there: the proxy holds such a
+# connection until the leader listens (as the learner would retry a refused
+# one), rather than hang up on it, which sends the learner back to the
+# election and can keep a quorum from forming (seen: no quorum in 30 s).
+my $px = ZkChaos::Proxy->start(links => \@links, await_target => 8);
 zk_start(servers => 3, ports => \@ports, tick_time => $TICK,
 	args => [ '--quorum-via', join(',', @via) ]);
 
