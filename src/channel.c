@@ -87,7 +87,7 @@
  *   a GRANTED entry (zklock_channel_set_data, a changed scope).  The
  *   worker reads them under the lock: when it takes the request
  *   (zklock_channel_take), and data, node and list_size again where it
- *   uses them (protocol.c, admin.c, listing.c).
+ *   uses them (protocol.c, admin.c, listing.c, recipe.c).
  * - "worker" fields: written by the worker under the lock, here, with its
  *   verdict (the entry leaves REQUESTED in the same section); read by the
  *   owner under the lock once it has seen the verdict.  The worker never
@@ -436,6 +436,31 @@ zklock_channel_collect(int idx, uint32 generation, ZkChannelResult *result)
 		result->state != ZKE_RELEASING)
 		channel_free(idx);
 	LWLockRelease(zklock_shared->lock);
+}
+
+/*
+ * A listing's rows (ZKR_LIST, ZKR_ELECTION, ZKR_WAITS) out of the segment
+ * of *size bytes its request carried, once collected DONE with
+ * list_needed (the rows and a NUL): palloc'd and NUL-terminated when they
+ * fit; else NULL, and *size becomes the size to ask again with.  Detaches
+ * seg either way.  The backend's listings call it (request.c, leader.c,
+ * deadlock_read.c).
+ */
+char *
+zklock_channel_take_rows(dsm_segment *seg, Size *size, Size list_needed)
+{
+	char	   *rows = NULL;
+
+	if (list_needed <= *size)
+	{
+		rows = palloc(list_needed);
+		memcpy(rows, dsm_segment_address(seg), list_needed);
+		rows[list_needed - 1] = '\0';
+	}
+	else
+		*size = list_needed + list_needed / 4;
+	dsm_detach(seg);
+	return rows;
 }
 
 /*

@@ -65,6 +65,8 @@ extern void zklock_channel_result(int idx, uint32 generation,
 								  ZkChannelResult *result);
 extern void zklock_channel_collect(int idx, uint32 generation,
 								   ZkChannelResult *result);
+extern char *zklock_channel_take_rows(dsm_segment *seg, Size *size,
+									  Size list_needed);
 extern void zklock_channel_set_data(int idx, uint32 generation,
 									const char *data);
 extern void zklock_channel_withdraw(int idx, uint32 generation);

@@ -46,7 +46,6 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
-#include "storage/dsm.h"
 #include "utils/memutils.h"
 
 #include "channel.h"
@@ -399,31 +398,9 @@ read_finish(int idx, bool ok, int sqlstate, const char *why)
 	WorkEntry  *w = &zklock_work[idx];
 	WaitsRead  *r = reads[idx];
 	Size		needed = (r ? r->out.len : 0) + 1;
-	dsm_handle	handle;
-	Size		size;
 
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	handle = entry(idx)->list_handle;
-	size = entry(idx)->list_size;
-	ok = ok && entry(idx)->state == ZKE_REQUESTED;
-	LWLockRelease(zklock_shared->lock);
-
-	if (ok && needed <= size)
-	{
-		dsm_segment *seg = dsm_attach(handle);
-
-		if (seg == NULL)
-			ok = false;			/* the backend gave up meanwhile */
-		else
-		{
-			char	   *dst = dsm_segment_address(seg);
-
-			if (r && r->out.len > 0)
-				memcpy(dst, r->out.data, r->out.len);
-			dst[needed - 1] = '\0';
-			dsm_detach(seg);
-		}
-	}
+	if (ok)
+		ok = zklock_recipe_put_rows(idx, r ? r->out.data : NULL, needed - 1);
 	if (ok)
 		zklock_channel_done(idx, w->generation, 0, needed);
 	else

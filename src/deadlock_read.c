@@ -92,7 +92,7 @@ zklock_deadlock_read_waits(TimestampTz deadline, const char **why)
 		ZkEntryState state = ZKE_REQUESTED;
 		uint32		gen;
 		int			idx;
-		char	   *result = NULL;
+		char	   *result;
 
 		memset(&req, 0, sizeof(req));
 		req.kind = ZKR_WAITS;
@@ -153,16 +153,9 @@ zklock_deadlock_read_waits(TimestampTz deadline, const char **why)
 		}
 		zklock_channel_collect(idx, gen, &done);
 		read_done();
-		if (done.list_needed <= size)
-		{
-			result = palloc(done.list_needed);
-			memcpy(result, dsm_segment_address(seg), done.list_needed);
-			result[done.list_needed - 1] = '\0';
-		}
-		dsm_detach(seg);
+		result = zklock_channel_take_rows(seg, &size, done.list_needed);
 		if (result)
 			return result;
-		size = done.list_needed + done.list_needed / 4;
 		read_size = Max(read_size, size);
 	}
 	return NULL;

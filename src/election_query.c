@@ -23,7 +23,6 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
-#include "storage/dsm.h"
 #include "utils/memutils.h"
 
 #include "channel.h"
@@ -121,8 +120,6 @@ query_finish(int idx, Query *q)
 {
 	WorkEntry  *w = &zklock_work[idx];
 	StringInfoData rows;
-	dsm_handle	handle;
-	Size		size;
 	bool		ok;
 
 	initStringInfo(&rows);
@@ -142,23 +139,7 @@ query_finish(int idx, Query *q)
 		}
 		appendStringInfoChar(&rows, '\n');
 	}
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	handle = entry(idx)->list_handle;
-	size = entry(idx)->list_size;
-	ok = entry(idx)->state == ZKE_REQUESTED;
-	LWLockRelease(zklock_shared->lock);
-	if (ok && (Size) rows.len + 1 <= size)
-	{
-		dsm_segment *seg = dsm_attach(handle);
-
-		if (seg == NULL)
-			ok = false;			/* the backend gave up meanwhile */
-		else
-		{
-			memcpy(dsm_segment_address(seg), rows.data, rows.len + 1);
-			dsm_detach(seg);
-		}
-	}
+	ok = zklock_recipe_put_rows(idx, rows.data, rows.len);
 	if (ok)
 		zklock_channel_done(idx, w->generation, 0, rows.len + 1);
 	else if (!w->release)

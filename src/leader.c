@@ -229,7 +229,7 @@ query_group(const char *group)
 		ZkChannelResult done;
 		uint32		gen;
 		int			idx;
-		char	   *result = NULL;
+		char	   *result;
 
 		zklock_request_init(&req, ZKR_ELECTION);
 		snprintf(req.resource, sizeof(req.resource), "%s/%s",
@@ -245,16 +245,9 @@ query_group(const char *group)
 			zklock_raise_failure(idx, gen, "list zklock election candidates");
 		}
 		zklock_channel_collect(idx, gen, &done);
-		if (done.list_needed <= size)
-		{
-			result = palloc(done.list_needed);
-			memcpy(result, dsm_segment_address(seg), done.list_needed);
-			result[done.list_needed - 1] = '\0';
-		}
-		dsm_detach(seg);
+		result = zklock_channel_take_rows(seg, &size, done.list_needed);
 		if (result)
 			return result;
-		size = done.list_needed + done.list_needed / 4;
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -39,7 +39,6 @@
 
 #include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
-#include "storage/dsm.h"
 #include "utils/memutils.h"
 
 #include "channel.h"
@@ -316,17 +315,7 @@ list_finish(int idx, bool ok, int sqlstate, const char *why)
 {
 	WorkEntry  *w = &zklock_work[idx];
 	Listing    *l = w->listing;
-	ZkLockEntry *e;
-	dsm_handle	handle;
-	Size		size;
 	Size		needed = (l ? l->needed : 0) + 1;
-
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	e = entry(idx);
-	handle = e->list_handle;
-	size = e->list_size;
-	ok = ok && e->state == ZKE_REQUESTED;
-	LWLockRelease(zklock_shared->lock);
 
 	if (l && l->noauth > 0 &&
 		zklock_boottime_us() - last_noauth_log_us >= NOAUTH_LOG_US)
@@ -338,24 +327,10 @@ list_finish(int idx, bool ok, int sqlstate, const char *why)
 				 errdetail("Another client made them with an ACL that refuses READ to zklock's identity. Lock nodes among them are listed by name, without their holder's details; nothing below the others is listed. (Said at most once a minute.)")));
 	}
 
-	if (ok && needed <= size)
-	{
-		dsm_segment *seg = dsm_attach(handle);
-
-		if (seg == NULL)
-			ok = false;			/* the backend gave up meanwhile */
-		else
-		{
-			char	   *dst = dsm_segment_address(seg);
-
-			Assert(l == NULL || !l->overflow);
-			if (l && l->rows.data)
-				memcpy(dst, l->rows.data, l->rows.len);
-			dst[needed - 1] = '\0';
-			dsm_detach(seg);
-		}
-	}
-
+	/* rows that fit the segment were all kept (list_row) */
+	Assert(l == NULL || l->overflow || (Size) l->rows.len == l->needed);
+	if (ok)
+		ok = zklock_recipe_put_rows(idx, l ? l->rows.data : NULL, needed - 1);
 	if (ok)
 		zklock_channel_done(idx, w->generation, 0, needed);
 	else

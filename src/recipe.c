@@ -17,6 +17,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "storage/dsm.h"
 #include "utils/memutils.h"
 
 #include "recipe.h"
@@ -259,6 +260,42 @@ zklock_recipe_released(int idx)
 
 	zklock_channel_released(idx, w->generation);
 	w->phase = PH_IDLE;
+}
+
+/*
+ * A listing's rows (ZKR_LIST, ZKR_ELECTION, ZKR_WAITS) into the segment its
+ * backend gave the request, and a NUL, if len + 1 fits (else nothing: the
+ * backend asks again with the size zklock_channel_done tells it).  False
+ * when the request is no longer REQUESTED or its segment is gone (the
+ * backend gave up): the caller must not answer it as done.  The recipes
+ * that list call it (listing.c, election_query.c, deadlock_publish.c),
+ * then zklock_channel_done with len + 1.
+ */
+bool
+zklock_recipe_put_rows(int idx, const char *rows, Size len)
+{
+	ZkLockEntry *e = entry(idx);
+	dsm_handle	handle;
+	Size		size;
+	bool		ok;
+	dsm_segment *seg;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	handle = e->list_handle;
+	size = e->list_size;
+	ok = e->generation == zklock_work[idx].generation &&
+		e->state == ZKE_REQUESTED;
+	LWLockRelease(zklock_shared->lock);
+	if (!ok || len + 1 > size)
+		return ok;
+	seg = dsm_attach(handle);
+	if (seg == NULL)
+		return false;			/* the backend gave up meanwhile */
+	if (len > 0)
+		memcpy(dsm_segment_address(seg), rows, len);
+	((char *) dsm_segment_address(seg))[len] = '\0';
+	dsm_detach(seg);
+	return true;
 }
 
 /* Does some recipe refuse new requests now (the root's check)? */

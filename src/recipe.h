@@ -255,6 +255,7 @@ extern int64 zklock_recipe_session_id(void);
 extern void zklock_recipe_start(int idx);
 extern void zklock_recipe_fail(int idx, int sqlstate, const char *msg);
 extern void zklock_recipe_released(int idx);
+extern bool zklock_recipe_put_rows(int idx, const char *rows, Size len);
 extern bool zklock_recipe_refused(int *sqlstate, char *msg, size_t size);
 extern void zklock_recipe_gate_done(void);
 extern void zklock_recipe_retry_soon(void);

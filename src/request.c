@@ -198,8 +198,7 @@ list_nodes(const char *subtree, bool explicit_only, Size *len)
 		ZkChannelRequest req;
 		ZkChannelResult done;
 		ZkEntryState state;
-		Size		needed;
-		char	   *result = NULL;
+		char	   *result;
 
 		zklock_request_init(&req, ZKR_LIST);
 		strlcpy(req.resource, subtree ? subtree : "", sizeof(req.resource));
@@ -216,19 +215,12 @@ list_nodes(const char *subtree, bool explicit_only, Size *len)
 		}
 
 		zklock_channel_collect(idx, gen, &done);
-		needed = done.list_needed;
-
-		if (needed <= size)
-		{
-			result = palloc(needed);
-			memcpy(result, dsm_segment_address(seg), needed);
-			result[needed - 1] = '\0';
-			*len = needed - 1;
-		}
-		dsm_detach(seg);
+		result = zklock_channel_take_rows(seg, &size, done.list_needed);
 		if (result)
+		{
+			*len = done.list_needed - 1;
 			return result;
-		size = needed + needed / 4;
+		}
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
