@@ -29,6 +29,7 @@ OBJS = \
 	src/worker_signals.o \
 	src/session_file.o \
 	src/backend.o \
+	src/local_locks.o \
 	src/wait.o \
 	src/wait_events.o \
 	src/acquire.o \

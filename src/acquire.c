@@ -7,15 +7,16 @@
  * An acquisition is a list of steps (LockStep): each parent's SHARED lock,
  * top down, then the resource itself; a set's steps are sorted by resource
  * so that two sets never deadlock each other.  A step stacks onto a lock
- * this backend holds (backend.c's table; no round trip), or asks the
+ * this backend holds (local_locks.c's table; no round trip), or asks the
  * worker for a node and waits (wait.c).  Steps are taken in order, and an
  * error or a try not granted undoes every hold the call took.
  *
  * Several nodes not held yet are first asked for at once, as try-locks
  * (take_at_once), so that an uncontended acquisition costs one round trip;
  * if any is not granted, all are given back and the steps are taken one by
- * one, waiting in order.  That batch is this file's own: an error gives it
- * back, and so does the exit callback (zklock_withdraw_batch).
+ * one, waiting in order.  An error gives that batch back, and so does the
+ * exit callback until its locks are entered (wait.c keeps it for that,
+ * zklock_withdraw_batch).
  *
  * A session-level acquisition holds the DROP EXTENSION guard (guard.c)
  * from before its first request until that request is submitted.  Every
@@ -247,24 +248,18 @@ forget_unheld(LocalLockKey *made, int nmade)
 	}
 }
 
-/* the requests of a batch sent at once (take_at_once), for the exit callback */
-#define ZKLOCK_MAX_BATCH 64
-static int	nbatch = 0;
-static int	batch_idx[ZKLOCK_MAX_BATCH];
-static uint32 batch_gen[ZKLOCK_MAX_BATCH];
-
 /*
- * Give back every request of the batch in flight, if any: at backend exit
- * (FATAL included), on an error while it was sent or waited for, and
- * before a new batch.  Never raises an ERROR.
+ * A batch sent at once (take_at_once): the steps it asks for, by their
+ * positions, and each one's request (entry and generation).  wait.c keeps
+ * the requests too, for the exit callback (zklock_withdraw_batch).
  */
-void
-zklock_withdraw_batch(void)
+typedef struct StepBatch
 {
-	for (int k = 0; k < nbatch; k++)
-		zklock_channel_withdraw(batch_idx[k], batch_gen[k]);
-	nbatch = 0;
-}
+	int			n;
+	int			step_of[ZKLOCK_MAX_BATCH];
+	int			idx[ZKLOCK_MAX_BATCH];
+	uint32		gen[ZKLOCK_MAX_BATCH];
+} StepBatch;
 
 /*
  * The steps take_at_once asks for, by their positions (step_of[]): every
@@ -300,12 +295,12 @@ batch_steps(LockStep *steps, int nsteps, int *step_of)
 }
 
 /*
- * Send the batch's requests (the steps of step_of[0 .. n)) as try-locks,
- * waking the worker once when all are in, and wait until each is answered.
- * An error, while sending or waiting, gives the whole batch back.
+ * Send the batch's requests (the steps of b->step_of[0 .. b->n)) as
+ * try-locks, waking the worker once when all are in, and wait until each is
+ * answered.  An error, while sending or waiting, gives the whole batch back.
  */
 static void
-ask_at_once(LockStep *steps, int nsteps, int *step_of, int n, bool session,
+ask_at_once(LockStep *steps, int nsteps, StepBatch *b, bool session,
 			bool wait, TimestampTz deadline, int timeout_total)
 {
 	TimestampTz since;
@@ -315,19 +310,14 @@ ask_at_once(LockStep *steps, int nsteps, int *step_of, int n, bool session,
 	zklock_withdraw_batch();
 	PG_TRY();
 	{
-		for (int k = 0; k < n; k++)
+		for (int k = 0; k < b->n; k++)
 		{
-			LockStep   *step = &steps[step_of[k]];
+			LockStep   *step = &steps[b->step_of[k]];
 			ZkChannelRequest req;
-			uint32		gen;
-			int			idx;
 
 			zklock_request_init(&req, ZKR_TRY_ACQUIRE);
 			step_request(&req, step, session);
-			idx = zklock_submit_batched(&req, &gen);
-			batch_idx[nbatch] = idx;
-			batch_gen[nbatch] = gen;
-			nbatch++;
+			b->idx[k] = zklock_submit_batched(&req, &b->gen[k]);
 		}
 		zklock_channel_wake_worker();
 		zklock_extension_guard_end();
@@ -346,13 +336,13 @@ ask_at_once(LockStep *steps, int nsteps, int *step_of, int n, bool session,
 		{
 			int			waiting = -1;
 
-			for (int k = 0; k < n; k++)
-				if (zklock_channel_state(batch_idx[k], batch_gen[k]) ==
+			for (int k = 0; k < b->n; k++)
+				if (zklock_channel_state(b->idx[k], b->gen[k]) ==
 					ZKE_REQUESTED)
 					waiting = k;
 			if (waiting < 0)
 				break;
-			zklock_wait_a_while(batch_idx[waiting], since, deadline, what,
+			zklock_wait_a_while(b->idx[waiting], since, deadline, what,
 								timeout_total, true);
 		}
 		if (wait && LockTimeout > 0)
@@ -377,49 +367,49 @@ ask_at_once(LockStep *steps, int nsteps, int *step_of, int n, bool session,
  * asked_at).
  */
 static int
-batch_verdict(LockStep *steps, int *step_of, int n, LocalLockKey *made,
-			  bool is_try)
+batch_verdict(LockStep *steps, StepBatch *b, LocalLockKey *made, bool is_try)
 {
 	bool		all_granted = true;
 	int			failed = -1;
 	int			nmade = 0;
 
-	for (int k = 0; k < n; k++)
+	for (int k = 0; k < b->n; k++)
 	{
-		ZkEntryState state = zklock_channel_state(batch_idx[k], batch_gen[k]);
+		ZkEntryState state = zklock_channel_state(b->idx[k], b->gen[k]);
 
 		if (state != ZKE_GRANTED)
 			all_granted = false;
 		if (state == ZKE_FAILED && failed < 0)
 			failed = k;
 		if (state == ZKE_NOT_GRANTED && is_try)
-			zklock_stats_count(steps[step_of[k]].resource,
-							   steps[step_of[k]].mode, ZKLOCK_STAT_NOT_GRANTED);
+			zklock_stats_count(steps[b->step_of[k]].resource,
+							   steps[b->step_of[k]].mode,
+							   ZKLOCK_STAT_NOT_GRANTED);
 	}
 
 	if (!all_granted)
 	{
 		/* give every node back; a failure (no connection, ...) is raised */
-		for (int k = 0; k < n; k++)
+		for (int k = 0; k < b->n; k++)
 			if (k != failed)
-				zklock_channel_withdraw(batch_idx[k], batch_gen[k]);
-		nbatch = 0;
+				zklock_channel_withdraw(b->idx[k], b->gen[k]);
+		zklock_forget_batch();
 		if (failed >= 0)
-			zklock_raise_failure(batch_idx[failed], batch_gen[failed],
+			zklock_raise_failure(b->idx[failed], b->gen[failed],
 								 psprintf("acquire zklock lock on resource \"%s\"",
-										  steps[step_of[failed]].resource));
+										  steps[b->step_of[failed]].resource));
 		return -1;
 	}
 
-	for (int k = 0; k < n; k++)
+	for (int k = 0; k < b->n; k++)
 	{
-		LockStep   *step = &steps[step_of[k]];
+		LockStep   *step = &steps[b->step_of[k]];
 
 		made[nmade++] = zklock_enter_lock(step->resource, step->mode,
 										  !step->implicit && step->parents,
-										  batch_idx[k], batch_gen[k], 0)->key;
+										  b->idx[k], b->gen[k], 0)->key;
 	}
-	nbatch = 0;
+	zklock_forget_batch();
 	return nmade;
 }
 
@@ -439,8 +429,7 @@ static int
 take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
 			 bool wait, TimestampTz deadline, int timeout_total)
 {
-	int			step_of[ZKLOCK_MAX_BATCH];
-	int			n;
+	StepBatch	b;
 	bool		is_try = !wait;
 
 	/*
@@ -454,8 +443,8 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
 		wait = false;			/* for lock_timeout: not a real wait */
 	}
 
-	n = batch_steps(steps, nsteps, step_of);
-	if (n < 2)
+	b.n = batch_steps(steps, nsteps, b.step_of);
+	if (b.n < 2)
 		return 0;				/* nothing to gain */
 
 	/*
@@ -466,9 +455,8 @@ take_at_once(LockStep *steps, int nsteps, LocalLockKey *made, bool session,
 	if (!zklock_channel_connected())
 		return 0;
 
-	ask_at_once(steps, nsteps, step_of, n, session, wait, deadline,
-				timeout_total);
-	return batch_verdict(steps, step_of, n, made, is_try);
+	ask_at_once(steps, nsteps, &b, session, wait, deadline, timeout_total);
+	return batch_verdict(steps, &b, made, is_try);
 }
 
 /*

@@ -14,7 +14,7 @@
  * UTF-8, as for every name of a shared catalog), in UTF-8, escaped into
  * one valid path segment (namespace_segment).  No parents' SHARED locks.
  *
- * Stacking and scopes are the backend side's (backend.c): a session hold
+ * Stacking and scopes are the backend side's (local_locks.c): a session hold
  * and a transaction hold of one key share one node, each unlock drops one
  * session hold, transaction holds end with the transaction.  One backend
  * may hold a key in both modes: its own node of the other mode does not
@@ -155,29 +155,6 @@ advisory_namespace_error(const char *ns, const char *why)
 			 errmsg("invalid zklock advisory-lock namespace \"%s\"", ns),
 			 errdetail("%s", why),
 			 errhint("The namespace is zklock.advisory_namespace, or the database's name when that is empty.")));
-}
-
-/*
- * A resource as a listing (zk_locks(subtree)) or an administrator
- * (zk_lock_force_release, zk_lock_revoke) names it: a user's resource, or
- * the advisory keys' subtree or one of its resources, which users cannot
- * lock by name but may list, and superusers free.  Raises what
- * zklock_check_resource raises for anything else.
- */
-void
-zklock_check_named_resource(const char *resource)
-{
-	const char *top = ZKLOCK_ADVISORY_PREFIX;
-	size_t		toplen = strlen(top) - 1;	/* without its '/' */
-
-	/* past the reserved "zklock.", the rules of any resource name */
-	if (strncmp(resource, top, toplen) == 0 &&
-		(resource[toplen] == '\0' || resource[toplen] == '/') &&
-		strlen(resource) <= ZKLOCK_MAX_RESOURCE_LEN &&
-		zklock_resource_problem(resource + strlen(ZKLOCK_RESERVED_PREFIX),
-								NULL) == NULL)
-		return;
-	zklock_check_resource(resource);
 }
 
 /*

@@ -1,11 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * backend.h
- *		The backend side, as the SQL functions and _PG_init call it: the
- *		local lock table and releases (backend.c), taking locks and lock
- *		sets (acquire.c), explicit locks, listings and administrators'
- *		requests (request.c), the DROP EXTENSION count (guard.c).  What
- *		those files share among themselves is in backend_int.h.
+ *		The backend side, as the SQL functions and _PG_init call it: a
+ *		backend's first use and session-level releases (backend.c),
+ *		taking locks and lock sets (acquire.c), explicit locks, listings
+ *		and administrators' requests (request.c), the DROP EXTENSION count
+ *		(guard.c).  What those files share among themselves is in
+ *		backend_int.h.
  *
  * Portions Copyright (c) 2026, zklock developers
  *
@@ -36,13 +37,15 @@ extern int64 zklock_lock_explicit(const char *resource, ZkLockMode mode,
 extern bool zklock_admin_node(const char *resource, const char *node,
 							  ZkEntryKind kind, const char *data);
 
-/* the advisory-lock API (advisory.c): keys under the reserved prefix */
-#define ZKLOCK_ADVISORY_PREFIX	"zklock.advisory/"
+/*
+ * advisory keys (under ZKLOCK_ADVISORY_PREFIX, resource.h) for advisory.c:
+ * taken by acquire.c, released by backend.c; the namespace's checks are
+ * advisory.c's
+ */
 extern bool zklock_lock_advisory(const char *resource, ZkLockMode mode,
 								 bool session, bool wait);
 extern bool zklock_unlock_advisory(const char *resource, ZkLockMode mode);
 extern void zklock_unlock_all_advisory(void);
-extern void zklock_check_named_resource(const char *resource);
 extern const char *zklock_advisory_namespace_form(const char *value);
 extern const char *zklock_advisory_namespace_problem(const char *value);
 

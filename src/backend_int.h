@@ -2,11 +2,11 @@
  *
  * backend_int.h
  *		What the files of the backend side share: the local lock table
- *		(backend.c), the request and its wait (wait.c), taking locks
- *		(acquire.c), the DROP EXTENSION guard (guard.c), the commit
- *		fence (fence.c) and the deadlock search (deadlock.c,
- *		deadlock_read.c).  Only those files, request.c and leader.c include
- *		it; the rest of zklock calls the backend side through backend.h.
+ *		(local_locks.c), the request and its wait (wait.c), the DROP
+ *		EXTENSION guard (guard.c), the commit fence (fence.c) and the
+ *		deadlock search (deadlock.c, deadlock_read.c).  Only those files,
+ *		backend.c, acquire.c, request.c and leader.c include it; the rest
+ *		of zklock calls the backend side through backend.h.
  *
  * Portions Copyright (c) 2026, zklock developers
  *
@@ -53,8 +53,9 @@ typedef struct LocalLock
 	TimestampTz granted_at;		/* when it was entered: held time (stats.c) */
 } LocalLock;
 
-/* backend.c: the local lock table (NULL until zklock_backend_init) */
+/* local_locks.c: the local lock table (NULL until zklock_backend_init) */
 extern HTAB *zklock_local_locks;
+extern void zklock_local_locks_init(void);
 extern LocalLock *zklock_held_lock(const char *resource, ZkLockMode *mode);
 extern LocalLock *zklock_held_lock_in(const char *resource, ZkLockMode mode);
 extern char *zklock_held_hint(LocalLock *lock);
@@ -64,6 +65,17 @@ extern LocalLock *zklock_enter_lock(const char *resource, ZkLockMode mode,
 extern void zklock_add_hold(LocalLock *lock, bool session, bool implicit);
 extern void zklock_drop_hold(LocalLock *lock, bool session, bool implicit);
 extern void zklock_forget(LocalLock *lock);
+
+/* local_locks.c: the ends of holds (none raises an ERROR) */
+extern void zklock_release_session_hold(LocalLock *lock);
+extern int	zklock_drop_session_holds(void);
+extern void zklock_drop_advisory_session_holds(void);
+extern void zklock_end_xact_holds(void);
+extern void zklock_end_subxact_holds(bool commit, SubTransactionId mySubid,
+									 SubTransactionId parentSubid);
+extern void zklock_forget_all_at_exit(void);
+
+/* local_locks.c: a lock held, asked for again as a semaphore or a lock */
 extern void zklock_check_semaphore_stack(LocalLock *lock, ZkLockMode held_mode,
 										 ZkLockMode mode, int max_holders,
 										 const char *child);
@@ -72,6 +84,14 @@ extern void zklock_check_semaphore_stack(LocalLock *lock, ZkLockMode held_mode,
 extern void zklock_request_init(ZkChannelRequest *req, ZkEntryKind kind);
 extern int	zklock_submit(const ZkChannelRequest *req, uint32 *gen);
 extern int	zklock_submit_batched(const ZkChannelRequest *req, uint32 *gen);
+/*
+ * wait.c: the requests of a batch submitted at once (acquire.c), at most
+ * ZKLOCK_MAX_BATCH, which the exit callback withdraws until the caller has
+ * taken them over
+ */
+#define ZKLOCK_MAX_BATCH 64
+extern void zklock_withdraw_batch(void);
+extern void zklock_forget_batch(void);
 extern void zklock_note_wait_start(void);
 extern void zklock_wait_a_while(int idx, TimestampTz since,
 								TimestampTz deadline, const char *what,
@@ -99,9 +119,6 @@ extern void zklock_deadlock_withdraw_read(void);
 /* request.c: a lock node's data */
 extern void zklock_holder_data(char *buf, size_t buflen, const char *scope,
 							   bool implicit, int64 ttl_ms);
-
-/* acquire.c */
-extern void zklock_withdraw_batch(void);
 
 /* guard.c */
 extern void zklock_extension_guard_begin(void);

@@ -93,8 +93,7 @@ extern const char *zklock_election_phase_name(ZkElectionPhase phase);
 
 /* backend side: leader.c (callers hold zklock_shared->lock), fence.c */
 extern bool zklock_leads_locked(const char *group, ZkLeadership *out);
-extern bool zklock_still_leads_locked(const ZkLeadership *l, bool *covered);
-extern void zklock_leader_fence(const ZkLeadership *relied, int n);
+extern void zklock_leader_fence(const ZkLeadership *relied_on, int n);
 
 /* worker side: the recipe's entry points */
 extern void zklock_election_init(void);

@@ -17,11 +17,14 @@
  * ERROR fails the commit; PREPARE TRANSACTION is refused at
  * XACT_EVENT_PRE_PREPARE while locks are held, since no fence can run at
  * COMMIT PREPARED.  Both are called from backend.c's transaction callback
- * and read the local lock table only.
+ * and read the local lock table (local_locks.c) only.
  *
  * Leadership a transaction relied on (zk_is_leader said true, leader.c)
  * is fenced the same way when the transaction wrote anything
- * (zklock_leader_fence): as a lock it holds, whose loss fails the commit.
+ * (zklock_leader_fence, called from leader.c's transaction callback): as a
+ * lock it holds, whose loss fails the commit.  It reads the groups' shared
+ * state (election.c's, election.h) and the lease in one section under
+ * zklock_shared->lock (shared mode), where the commit window opens.
  *
  * Portions Copyright (c) 2026, zklock developers
  *
@@ -250,6 +253,27 @@ zklock_prepare_check(void)
 }
 
 /*
+ * Does this instance still lead in the candidacy a transaction relied on
+ * (same slot, group, session and node)?  Caller holds zklock_shared->lock
+ * (the groups' shared state is election.c's, read under it: election.h).
+ * *covered says whether the lease covers it now.
+ */
+static bool
+still_leads_locked(const ZkLeadership *l, bool *covered)
+{
+	ZkElectionGroup *s = &zklock_elections_shared->groups[l->slot];
+	int64		left;
+
+	*covered = false;
+	if (s->phase != ZKEL_LEADING || !s->leader ||
+		s->session_id != l->session_id || strcmp(s->name, l->group) != 0 ||
+		strcmp(s->node, l->node) != 0)
+		return false;
+	*covered = zklock_lease_covers_locked(s->session_id, &left);
+	return true;
+}
+
+/*
  * The leadership fence, at XACT_EVENT_PRE_COMMIT of a transaction that
  * wrote and relied on zk_is_leader (leader.c): each candidacy it relied on
  * must still lead (same group, session and node) under a lease that
@@ -260,7 +284,7 @@ zklock_prepare_check(void)
  * until this transaction has ended.
  */
 void
-zklock_leader_fence(const ZkLeadership *relied, int n)
+zklock_leader_fence(const ZkLeadership *relied_on, int n)
 {
 	TimestampTz start = GetCurrentTimestamp();
 	int			bound_ms = zklock_session_timeout + zklock_connect_timeout;
@@ -275,12 +299,12 @@ zklock_leader_fence(const ZkLeadership *relied, int n)
 		{
 			bool		covered;
 
-			if (!zklock_still_leads_locked(&relied[i], &covered))
-				lost = &relied[i];
+			if (!still_leads_locked(&relied_on[i], &covered))
+				lost = &relied_on[i];
 			all_covered = all_covered && covered;
 		}
 		if (lost == NULL && all_covered)
-			zklock_lease_mark_commit_locked(relied[0].session_id);
+			zklock_lease_mark_commit_locked(relied_on[0].session_id);
 		LWLockRelease(zklock_shared->lock);
 
 		if (lost)
@@ -296,7 +320,7 @@ zklock_leader_fence(const ZkLeadership *relied, int n)
 			ereport(ERROR,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 					 errmsg("zklock leadership of election group \"%s\" is not proven; the transaction cannot commit",
-							relied[0].group),
+							relied_on[0].group),
 					 errdetail("For %d ms, no answer of the ZooKeeper leader has proven that this instance's session is alive for zklock.lease_margin (%d ms) more.",
 							   bound_ms, zklock_lease_margin),
 					 errhint("Another instance may lead the group. zk_lock_status shows the worker's session and lease.")));

@@ -114,26 +114,6 @@ zklock_leads_locked(const char *group, ZkLeadership *out)
 	return false;
 }
 
-/*
- * Does this instance still lead in the candidacy a transaction relied on
- * (same slot, group, session and node)?  Caller holds the lock.
- * *covered says whether the lease covers it now.
- */
-bool
-zklock_still_leads_locked(const ZkLeadership *l, bool *covered)
-{
-	ZkElectionGroup *s = &zklock_elections_shared->groups[l->slot];
-	int64		left;
-
-	*covered = false;
-	if (s->phase != ZKEL_LEADING || !s->leader ||
-		s->session_id != l->session_id || strcmp(s->name, l->group) != 0 ||
-		strcmp(s->node, l->node) != 0)
-		return false;
-	*covered = zklock_lease_covers_locked(s->session_id, &left);
-	return true;
-}
-
 static void
 leader_xact_callback(XactEvent event, void *arg)
 {

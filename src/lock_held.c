@@ -340,7 +340,7 @@ guard_node_gone(int idx)
 
 /*
  * The backend changed the description of a lock it holds (its scope, or
- * whether it is held only for a child's sake, see backend.c's
+ * whether it is held only for a child's sake, see local_locks.c's
  * show_holds): write it into the node, where zk_locks on every instance
  * reads it.  One setData, checked against the version of the node's data
  * we know (our own earlier write, or 0 from the create), so that it never

@@ -28,7 +28,7 @@
  *	application=	its application_name						1.0, backend.c
  *	vxid=			its virtual transaction id					1.0, backend.c
  *	scope=			session, transaction or explicit			1.0, backend.c;
- *					rewritten in place while held (show_holds, backend.c)
+ *					rewritten in place while held (show_holds, local_locks.c)
  *	implicit=		true for a parent's lock taken for a child	1.0, as scope=
  *	since=			Unix epoch seconds, ".<6 digits>" of micros	1.0, backend.c
  *	expires=		Unix epoch seconds: an explicit lock's		1.0 only

@@ -42,7 +42,7 @@
  * Room left in a transaction or session lock's node data for scope= and
  * implicit= to grow when their holds change and the data is rewritten in
  * place ("session" to "transaction", "true" to "false": show_holds in
- * backend.c), so that the rewrite cuts nothing either.
+ * local_locks.c), so that the rewrite cuts nothing either.
  */
 #define HOLDER_DATA_GROWTH	5
 

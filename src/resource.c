@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * resource.c
- *		Names: resource paths, lock modes, lock node names, and the
- *		instance's own name in node data.
+ *		Names: resource paths (and the names a listing or an administrator
+ *		may give, the advisory keys' too), lock modes, lock node names, and
+ *		the instance's own name in node data.
  *
  * A resource "a/b/c" lives at <zklock.root>/a/b/c.  Names are checked here,
  * before anything reaches ZooKeeper, so that no name can address a znode
@@ -143,6 +144,29 @@ zklock_check_resource(const char *resource)
 			(errcode(sqlstate),
 			 errmsg("invalid zklock resource name \"%s\"", resource),
 			 errdetail("%s", rule)));
+}
+
+/*
+ * A resource as a listing (zk_locks(subtree)) or an administrator
+ * (zk_lock_force_release, zk_lock_revoke) names it: a user's resource, or
+ * the advisory keys' subtree or one of its resources, which users cannot
+ * lock by name but may list, and superusers free.  Raises what
+ * zklock_check_resource raises for anything else.
+ */
+void
+zklock_check_named_resource(const char *resource)
+{
+	const char *top = ZKLOCK_ADVISORY_PREFIX;
+	size_t		toplen = strlen(top) - 1;	/* without its '/' */
+
+	/* past the reserved "zklock.", the rules of any resource name */
+	if (strncmp(resource, top, toplen) == 0 &&
+		(resource[toplen] == '\0' || resource[toplen] == '/') &&
+		strlen(resource) <= ZKLOCK_MAX_RESOURCE_LEN &&
+		zklock_resource_problem(resource + strlen(ZKLOCK_RESERVED_PREFIX),
+								NULL) == NULL)
+		return;
+	zklock_check_resource(resource);
 }
 
 static bool allowed_item_is_name(const char *item, size_t len,

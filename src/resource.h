@@ -25,7 +25,15 @@
 #define ZKLOCK_OLD_CLOCK_PREFIX		"zklock-clock-"
 #define ZKLOCK_CLOCK_PREFIX			ZKLOCK_RESERVED_PREFIX "clock-"
 
+/*
+ * The advisory keys' subtree (advisory.c): reserved, so users cannot lock
+ * its resources by name, but may list them and superusers free them
+ * (zklock_check_named_resource)
+ */
+#define ZKLOCK_ADVISORY_PREFIX		"zklock.advisory/"
+
 extern void zklock_check_resource(const char *resource);
+extern void zklock_check_named_resource(const char *resource);
 extern int	zklock_resource_depth(const char *resource);
 extern const char *zklock_resource_problem(const char *resource, int *sqlstate);
 extern bool zklock_check_allowed_subtrees(const char *setting,

@@ -15,7 +15,9 @@
  * caller's timeout end it, and the request is withdrawn so that the worker
  * removes the waiter's node.  A FATAL (pg_terminate_backend) skips
  * PG_CATCH: the request being waited for is the pending one, which the
- * exit callback withdraws (zklock_withdraw_pending).  A worker that has
+ * exit callback withdraws (zklock_withdraw_pending), as it withdraws a
+ * batch submitted at once until the caller has taken it over
+ * (zklock_withdraw_batch).  A worker that has
  * not taken the request, or not run, for zklock.connect_timeout, a client
  * that has gone, and a wait that ZooKeeper's unavailability ended each end
  * the wait with their own error.
@@ -48,6 +50,11 @@
 /* the request this backend is waiting for, for the exit callback */
 static int	pending_idx = -1;
 static uint32 pending_gen = 0;
+
+/* the requests of a batch submitted at once (acquire.c), likewise */
+static int	nbatch = 0;
+static int	batch_idx[ZKLOCK_MAX_BATCH];
+static uint32 batch_gen[ZKLOCK_MAX_BATCH];
 
 /* Start a request of this kind, in the backend's own memory */
 void
@@ -115,14 +122,21 @@ zklock_submit(const ZkChannelRequest *req, uint32 *gen)
 /*
  * Submit one request of a batch (acquire.c): the worker is not woken (the
  * caller wakes it once, when all are in), and the request is not the
- * pending one: the caller keeps track of the batch.
+ * pending one but one of the batch, which the exit callback withdraws
+ * until zklock_forget_batch (zklock_withdraw_batch).
  */
 int
 zklock_submit_batched(const ZkChannelRequest *req, uint32 *gen)
 {
-	int			idx = submit_request(req, gen, false);
+	int			idx;
 
+	if (nbatch >= ZKLOCK_MAX_BATCH)
+		elog(ERROR, "zklock batch of more than %d requests", ZKLOCK_MAX_BATCH);
+	idx = submit_request(req, gen, false);
 	pending_idx = -1;
+	batch_idx[nbatch] = idx;
+	batch_gen[nbatch] = *gen;
+	nbatch++;
 	return idx;
 }
 
@@ -446,4 +460,27 @@ zklock_withdraw_pending(void)
 		zklock_channel_withdraw(pending_idx, pending_gen);
 	pending_idx = -1;
 	zklock_deadlock_withdraw_read();	/* a search's read, if one is out */
+}
+
+/*
+ * Give back every request of the batch in flight, if any: at backend exit
+ * (FATAL included), on an error while it was sent or waited for, and
+ * before a new batch (acquire.c).  Never raises an ERROR.
+ */
+void
+zklock_withdraw_batch(void)
+{
+	for (int k = 0; k < nbatch; k++)
+		zklock_channel_withdraw(batch_idx[k], batch_gen[k]);
+	nbatch = 0;
+}
+
+/*
+ * The batch's requests are the caller's now (entered in the local lock
+ * table, or withdrawn one by one): no longer withdrawn here.
+ */
+void
+zklock_forget_batch(void)
+{
+	nbatch = 0;
 }
