@@ -376,8 +376,10 @@ sub cut_while_waiting
 	is(zk_log_count($node2, qr/deadlock broken/, $off2), $n, "many: $n victims on node2");
 	$_->query('ROLLBACK') for (@a, @b);
 	$_->quit for (@a, @b, map { $_->[0] } @by);
-	ok(zk_wait_no_entries($_, 15), 'many: no entry of ' . $_->node->name . ' in use')
-	  for ($mon1, $mon2);
+	for my $mon ($mon1, $mon2)
+	{
+		ok(zk_wait_no_entries($mon, 15), 'many: no entry of ' . $mon->node->name . ' in use');
+	}
 }
 
 # What node1's victim v must be left with once it caught 40P01 (four
