@@ -831,6 +831,215 @@ sub zk_dump_done
 	return \@rows;
 }
 
+# ---------------------------------------------------------------------------
+# helpers of the deadlock tests (081, 086, 087, 088): cycles of sessions
+# that hold a lock and wait for another's, the instances' publications of
+# their long waits (zklock.waits/<session>), what must be left at the end
+
+push @EXPORT, qw(zk_hold zk_ask zk_cross zk_result_is zk_unwind
+  zk_hold_row zk_ask_row zk_session_id zk_published zk_wait_published
+  zk_entries_in_use zk_wait_no_entries zk_wait_no_publication
+  zk_deadlock_done_check);
+
+# The acquire statement of zk_hold and zk_ask: zk_lock_acquire of $res, in
+# $mode when given (else the function's default, EXCLUSIVE).
+sub _acquire_sql
+{
+	my ($res, $mode) = @_;
+	return "SELECT zk_lock_acquire('$res'"
+	  . (defined $mode ? ", '$mode'" : '') . ') IS NOT NULL';
+}
+
+# zk_hold($s, $res, $mode): session $s begins a transaction and takes the
+# lock on $res (in $mode when given); dies unless it is granted.
+sub zk_hold
+{
+	my ($s, $res, $mode) = @_;
+	$s->query_ok('BEGIN');
+	$s->query_ok(_acquire_sql($res, $mode));
+	return;
+}
+
+# zk_ask($s, $res, $mode): session $s sends the acquire of $res (in $mode
+# when given) without waiting for it.  One test, "<session> waits for
+# $res" (" ($mode)" added when given): its backend then waits on the
+# extension (wait_for_waiting, 10 s).  Returns the test's result.
+sub zk_ask
+{
+	my ($s, $res, $mode) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	$s->send(_acquire_sql($res, $mode));
+	return ok(wait_for_waiting($s->node, $s->pid),
+		$s->name . " waits for $res" . (defined $mode ? " ($mode)" : ''));
+}
+
+# zk_cross($s1, $s2, $r1, $r2): the two-member cycle.  $s1 holds $r1 and
+# $s2 holds $r2 (zk_hold); $s1 asks for $r2, then $s2, last (the youngest
+# request), for $r1 (zk_ask: two tests).  Returns the time just before
+# $s2 asked.
+sub zk_cross
+{
+	my ($s1, $s2, $r1, $r2) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	zk_hold($s1, $r1);
+	zk_hold($s2, $r2);
+	zk_ask($s1, $r2);
+	my $t0 = time();
+	zk_ask($s2, $r1);
+	return $t0;
+}
+
+# zk_result_is($s, $sqlstate, $name, $timeout): waits (bounded, $timeout s,
+# 20 by default) for the command session $s has pending; one test, $name,
+# that it ended with $sqlstate ('00000': it succeeded; a timeout fails it).
+# Returns the result (as ZkLockTest::Session::wait: undef on a timeout).
+sub zk_result_is
+{
+	my ($s, $sqlstate, $name, $timeout) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $r = $s->wait($timeout // 20);
+	is($r && $r->{sqlstate}, $sqlstate, $name);
+	return $r;
+}
+
+# zk_unwind($victim, [$s, $name, $end], ...): the end of a broken cycle.
+# $victim (the one that got 40P01) rolls back; then, in order, each $s's
+# pending request must be granted (zk_result_is: one test, $name, 20 s)
+# and $s ends its transaction with $end (default COMMIT).
+sub zk_unwind
+{
+	my ($victim, @then) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	$victim->query_ok('ROLLBACK');
+	for my $t (@then)
+	{
+		my ($s, $name, $end) = @$t;
+		zk_result_is($s, '00000', $name);
+		$s->query_ok($end // 'COMMIT');
+	}
+	return;
+}
+
+# zk_hold_row($s, $id): session $s begins a transaction and locks row $id
+# of the test's table t (id int PRIMARY KEY, v int) by adding 1 to its v.
+sub zk_hold_row
+{
+	my ($s, $id) = @_;
+	$s->query_ok('BEGIN');
+	$s->query_ok("UPDATE t SET v = v + 1 WHERE id = $id");
+	return;
+}
+
+# zk_ask_row($s, $sql, $name): session $s sends $sql (an UPDATE of a row
+# that another transaction holds) without waiting for it.  One test,
+# $name: its backend then waits for a PostgreSQL lock (pg_stat_activity's
+# wait_event_type 'Lock'; bounded, 10 s).
+sub zk_ask_row
+{
+	my ($s, $sql, $name) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	$s->send($sql);
+	return ok(
+		wait_until(sub {
+				psql1($s->node, 'SELECT wait_event_type FROM pg_stat_activity WHERE pid = '
+					  . $s->pid) eq 'Lock';
+			}),
+		$name);
+}
+
+# zk_session_id($node): the node's ZooKeeper session id as the name of its
+# publication of long waits has it: 16 hex digits (zk_lock_status's
+# session_id without its 0x, zero-padded).
+sub zk_session_id
+{
+	my ($node) = @_;
+	return psql1($node,
+		q{SELECT lpad(substr(session_id, 3), 16, '0') FROM zk_lock_status});
+}
+
+# zk_published($sid): the data of the publication of long waits of the
+# instance whose session is $sid (zk_session_id), read from ZooKeeper; undef
+# when there is none.  A long wait is a line "w<TAB>pid<TAB>czxid<TAB>...".
+sub zk_published
+{
+	my ($sid) = @_;
+	my ($rc, $out) = zkutil('get', zk_path("zklock.waits/$sid"));
+	return $rc == 0 ? $out : undef;
+}
+
+# zk_wait_published($sid, \@pids, %p): waits (bounded: timeout => s, 10 by
+# default; interval => s, as wait_until's) until $sid's publication lists
+# a long wait of every backend in @pids; with gone => 1, until it lists
+# none of them (no publication lists none).  Returns 1/0.
+sub zk_wait_published
+{
+	my ($sid, $pids, %p) = @_;
+	my $gone = delete $p{gone};
+	return wait_until(
+		sub {
+			my $data = zk_published($sid) // '';
+			my $listed = grep { $data =~ /^w\t$_\t/m } @$pids;
+			return $gone ? $listed == 0 : $listed == @$pids;
+		},
+		timeout => 10,
+		%p);
+}
+
+# zk_entries_in_use($on): zk_lock_status.entries_in_use of a node, read
+# through a new connection; or, $on being a session, through that session
+# (a monitor making no zklock call: a cut link does not stop it), its notes
+# silenced.
+sub zk_entries_in_use
+{
+	my ($on) = @_;
+	my $sql = 'SELECT entries_in_use FROM zk_lock_status';
+	return psql1($on, $sql) unless $on->isa('ZkLockTest::Session');
+	my $quiet = zk_quiet_sessions();
+	return $on->query_ok($sql);
+}
+
+# zk_wait_no_entries($on, $timeout): waits (bounded, $timeout s, 15 by
+# default) until zk_entries_in_use($on) is 0.  Returns 1/0.
+sub zk_wait_no_entries
+{
+	my ($on, $timeout) = @_;
+	return wait_until(sub { zk_entries_in_use($on) eq '0' },
+		timeout => $timeout // 15);
+}
+
+# zk_wait_no_publication($timeout): waits (bounded, $timeout s, 15 by
+# default) until ZooKeeper, read, shows no publication of long waits under
+# the root's zklock.waits.  Returns 1/0.
+sub zk_wait_no_publication
+{
+	my ($timeout) = @_;
+	return wait_until(
+		sub {
+			my ($rc, $out) = zkutil('ls-r', zk_path('zklock.waits'));
+			return $rc == 0 && $out !~ /[0-9a-f]{16}/;
+		},
+		timeout => $timeout // 15);
+}
+
+# zk_deadlock_done_check(@on): the end of a deadlock test.  No publication
+# of long waits is left (zk_wait_no_publication, 15 s: "no waits node
+# left"); and for each of @on (a node, or a session on it, as
+# zk_entries_in_use takes) no lock entry in use (15 s) and no crash in the
+# node's log.  1 + 2 x @on tests.
+sub zk_deadlock_done_check
+{
+	my (@on) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	ok(zk_wait_no_publication(15), 'no waits node left');
+	for my $on (@on)
+	{
+		my $node = $on->isa('ZkLockTest::Session') ? $on->node : $on;
+		ok(zk_wait_no_entries($on, 15), $node->name . ': no entry in use');
+		is(scalar zk_log_crashes($node), 0, $node->name . ': no crash');
+	}
+	return;
+}
+
 package ZkLockTest::QuietGuard;
 
 sub DESTROY

@@ -45,34 +45,17 @@ for my $n ($node1, $node2)
 # again each timeout; a wait sleeps at most 1 s between checks
 my $bound = 2 * $timeout_s + 6;
 
-# Start each session's transaction and take its first lock
-sub hold
-{
-	my ($s, $res) = @_;
-	$s->query_ok('BEGIN');
-	$s->query_ok(qq{SELECT zk_lock_acquire('$res') IS NOT NULL});
-}
-
-# Send an acquire and wait until the backend waits for it
-sub ask
-{
-	my ($s, $res) = @_;
-	$s->send(qq{SELECT zk_lock_acquire('$res') IS NOT NULL});
-	ok(wait_for_waiting($s->node, $s->pid), $s->name . " waits for $res");
-}
-
 # ---------------------------------------------------------------------------
 # Publication: nothing while a wait is shorter than the timeout; the wait
 # in node2's node (its session's) once it is longer; nothing once it ends.
 {
-	my $sid = psql1($node2, q{SELECT lpad(substr(session_id, 3), 16, '0') FROM zk_lock_status});
-	my $path = zk_path("zklock.waits/$sid");
-	my $published = sub { my ($rc, $out) = zkutil('get', $path); return $rc == 0 ? $out : undef; };
+	my $sid = zk_session_id($node2);
+	my $published = sub { zk_published($sid) };
 	my $a = zk_session_as($node1, 'pub_a');
 	my $b = zk_session_as($node2, 'pub_b');
-	hold($a, 'pub/r');
+	zk_hold($a, 'pub/r');
 	my $t0 = time();
-	ask($b, 'pub/r');
+	zk_ask($b, 'pub/r');
 	my $early = $published->();
 	ok(time() - $t0 >= $timeout_s * 0.8 || !defined $early,
 		'no publication while the wait is shorter than the timeout');
@@ -97,11 +80,7 @@ sub ask
 	my $off2 = -s $node2->logfile;
 	my $a = zk_session_as($node1, 'cross_a');
 	my $b = zk_session_as($node2, 'cross_b');
-	hold($a, 'dl/orders');
-	hold($b, 'dl/customers');
-	ask($a, 'dl/customers');
-	my $t0 = time();
-	ask($b, 'dl/orders');
+	my $t0 = zk_cross($a, $b, 'dl/orders', 'dl/customers');
 	my $rb = $b->wait($bound + 10);
 	my $ra = $a->wait($bound + 10);
 	ok(defined $ra && defined $rb, 'both requests were answered');
@@ -142,21 +121,15 @@ sub ask
 	my $a = zk_session_as($node1, 'three_a');
 	my $b = zk_session_as($node2, 'three_b');
 	my $c = zk_session_as($node1, 'three_c');
-	hold($a, 'd3/r1');
-	hold($b, 'd3/r2');
-	hold($c, 'd3/r3');
-	ask($a, 'd3/r2');
-	ask($b, 'd3/r3');
-	ask($c, 'd3/r1');
-	my $rc = $c->wait($bound + 10);
-	ok(defined $rc && $rc->{sqlstate} eq '40P01', 'the youngest (c) gets 40P01');
-	$c->query_ok('ROLLBACK');
-	my $rb = $b->wait(20);
-	is($rb && $rb->{sqlstate}, '00000', 'b is granted r3 once c is gone');
-	$b->query_ok('COMMIT');
-	my $ra = $a->wait(20);
-	is($ra && $ra->{sqlstate}, '00000', 'a is granted r2 once b has committed');
-	$a->query_ok('COMMIT');
+	zk_hold($a, 'd3/r1');
+	zk_hold($b, 'd3/r2');
+	zk_hold($c, 'd3/r3');
+	zk_ask($a, 'd3/r2');
+	zk_ask($b, 'd3/r3');
+	zk_ask($c, 'd3/r1');
+	zk_result_is($c, '40P01', 'the youngest (c) gets 40P01', $bound + 10);
+	zk_unwind($c, [ $b, 'b is granted r3 once c is gone' ],
+		[ $a, 'a is granted r2 once b has committed' ]);
 	$_->quit for ($a, $b, $c);
 }
 
@@ -171,12 +144,12 @@ sub ask
 	my $b = zk_session_as($node2, 'chain_b');
 	my $c = zk_session_as($node1, 'chain_c');
 	my $d = zk_session_as($node2, 'chain_d');
-	hold($a, 'ch/x1');
-	hold($b, 'ch/x2');
-	hold($c, 'ch/x3');
-	ask($b, 'ch/x1');
-	ask($c, 'ch/x2');
-	ask($d, 'ch/x3');
+	zk_hold($a, 'ch/x1');
+	zk_hold($b, 'ch/x2');
+	zk_hold($c, 'ch/x3');
+	zk_ask($b, 'ch/x1');
+	zk_ask($c, 'ch/x2');
+	zk_ask($d, 'ch/x3');
 	sleep(4 * $timeout_s + 1);
 	ok(!$b->done && !$c->done && !$d->done, 'after four timeouts every waiter still waits');
 	ok(zk_log_count($node1, qr/deadlock search/, $off1) + zk_log_count($node2, qr/deadlock search/, $off2) == 0,
@@ -200,23 +173,15 @@ sub ask
 {
 	my $x = zk_session_as($node1, 'mixed_x');
 	my $y = zk_session_as($node1, 'mixed_y');
-	hold($x, 'mx/r');
-	$y->query_ok('BEGIN');
-	$y->query_ok('UPDATE t SET v = v + 1 WHERE id = 1');
-	$x->send('UPDATE t SET v = v + 10 WHERE id = 1');
-	ok(wait_until(sub {
-		psql1($node1, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = " . $x->pid) eq 'Lock' }),
-		'x waits for the row lock');
-	ask($y, 'mx/r');
-	my $ry = $y->wait($bound + 10);
-	ok(defined $ry && $ry->{sqlstate} eq '40P01', 'the zklock waiter gets 40P01');
+	zk_hold($x, 'mx/r');
+	zk_hold_row($y, 1);
+	zk_ask_row($x, 'UPDATE t SET v = v + 10 WHERE id = 1', 'x waits for the row lock');
+	zk_ask($y, 'mx/r');
+	my $ry = zk_result_is($y, '40P01', 'the zklock waiter gets 40P01', $bound + 10);
 	my ($xpid, $ypid) = ($x->pid, $y->pid);
 	like($ry->{err}, qr/node1:$xpid waits for a PostgreSQL lock held by node1:$ypid\./,
 		'DETAIL names the row-lock edge');
-	$y->query_ok('ROLLBACK');
-	my $rx = $x->wait(20);
-	is($rx && $rx->{sqlstate}, '00000', 'the row lock goes to x');
-	$x->query_ok('COMMIT');
+	zk_unwind($y, [ $x, 'the row lock goes to x' ]);
 	is(psql1($node1, 'SELECT v FROM t WHERE id = 1'), '10', 'x committed its update');
 	$_->quit for ($x, $y);
 }
@@ -231,16 +196,12 @@ sub ask
 	my $x = zk_session_as($node2, 'xmixed_x');
 	my $w = zk_session_as($node2, 'xmixed_w');
 	my $y = zk_session_as($node1, 'xmixed_y');
-	hold($x, 'mc/r1');
-	hold($y, 'mc/r2');
-	$w->query_ok('BEGIN');
-	$w->query_ok('UPDATE t SET v = v + 1 WHERE id = 1');
-	$x->send('UPDATE t SET v = v + 10 WHERE id = 1');
-	ok(wait_until(sub {
-		psql1($node2, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = " . $x->pid) eq 'Lock' }),
-		'x waits for the row lock on node2');
-	ask($w, 'mc/r2');
-	ask($y, 'mc/r1');
+	zk_hold($x, 'mc/r1');
+	zk_hold($y, 'mc/r2');
+	zk_hold_row($w, 1);
+	zk_ask_row($x, 'UPDATE t SET v = v + 10 WHERE id = 1', 'x waits for the row lock on node2');
+	zk_ask($w, 'mc/r2');
+	zk_ask($y, 'mc/r1');
 	my $rw = $w->wait($bound + 10);
 	ok(defined $rw && $rw->{sqlstate} eq '40P01', 'node2\'s zklock waiter gets 40P01');
 	ok(!$y->done, 'y (node1, the youngest request) still waits');
@@ -259,17 +220,14 @@ sub ask
 {
 	my $a = zk_session_as($node1, 'parent_a');
 	my $b = zk_session_as($node2, 'parent_b');
-	hold($a, 'pp/x');
-	hold($b, 'qq');
-	ask($b, 'pp');
-	ask($a, 'qq');
-	my $ra = $a->wait($bound + 10);
-	ok(defined $ra && $ra->{sqlstate} eq '40P01', 'the youngest (a) gets 40P01');
+	zk_hold($a, 'pp/x');
+	zk_hold($b, 'qq');
+	zk_ask($b, 'pp');
+	zk_ask($a, 'qq');
+	my $ra = zk_result_is($a, '40P01', 'the youngest (a) gets 40P01', $bound + 10);
 	like($ra->{err}, qr/waits for EXCLUSIVE lock on resource "pp" held by node1:/,
 		'DETAIL: b waits for pp, held (implicitly) by a');
-	$a->query_ok('ROLLBACK');
-	is($b->wait(20)->{sqlstate}, '00000', 'b is granted pp');
-	$b->query_ok('COMMIT');
+	zk_unwind($a, [ $b, 'b is granted pp' ]);
 	$_->quit for ($a, $b);
 }
 
@@ -285,21 +243,16 @@ sub ask
 	my $c = zk_session_as($node2, 'shared_c');
 	$a->query_ok('BEGIN');
 	$a->query_ok(q{SELECT zk_lock_acquire('sh/x', 'shared') IS NOT NULL});
-	hold($b, 'sh/y');
+	zk_hold($b, 'sh/y');
 	$c->query_ok('BEGIN');
-	ask($c, 'sh/x');
+	zk_ask($c, 'sh/x');
 	$b->send(q{SELECT zk_lock_acquire('sh/x', 'shared') IS NOT NULL});
 	ok(wait_for_waiting($node2, $b->pid), 'b\'s SHARED request waits behind c\'s EXCLUSIVE one');
-	ask($a, 'sh/y');
-	my $ra = $a->wait($bound + 10);
-	ok(defined $ra && $ra->{sqlstate} eq '40P01', 'a gets 40P01');
+	zk_ask($a, 'sh/y');
+	my $ra = zk_result_is($a, '40P01', 'a gets 40P01', $bound + 10);
 	like($ra->{err}, qr/waits for SHARED lock on resource "sh\/x" held by node2:/,
 		'DETAIL: b\'s SHARED wait is blocked by c');
-	$a->query_ok('ROLLBACK');
-	is($c->wait(20)->{sqlstate}, '00000', 'c is granted sh/x');
-	$c->query_ok('COMMIT');
-	is($b->wait(20)->{sqlstate}, '00000', 'then b');
-	$b->query_ok('COMMIT');
+	zk_unwind($a, [ $c, 'c is granted sh/x' ], [ $b, 'then b' ]);
 	$_->quit for ($a, $b, $c);
 }
 
@@ -309,21 +262,15 @@ sub ask
 	my $off2 = -s $node2->logfile;
 	my $a = zk_session_as($node1, 'mask_bob', 'bob');
 	my $b = zk_session_as($node2, 'mask_alice', 'alice');
-	hold($a, 'dm/orders');
-	hold($b, 'dm/customers');
-	ask($a, 'dm/customers');
-	ask($b, 'dm/orders');
-	my $rb = $b->wait($bound + 10);
-	ok(defined $rb && $rb->{sqlstate} eq '40P01', 'alice\'s request is the victim');
+	zk_cross($a, $b, 'dm/orders', 'dm/customers');
+	my $rb = zk_result_is($b, '40P01', 'alice\'s request is the victim', $bound + 10);
 	my ($apid, $bpid) = ($a->pid, $b->pid);
 	like($rb->{err}, qr/node2:$bpid waits for EXCLUSIVE lock on resource "dm\/orders" held by node1:\?\./,
 		'alice sees her own pid, not bob\'s');
 	unlike($rb->{err}, qr/node1:$apid/, 'bob\'s pid is not in alice\'s DETAIL');
 	ok(zk_wait_log($node2, qr/node1:$apid waits for EXCLUSIVE lock on resource "dm\/customers"/, $off2),
 		'the server log has it');
-	$b->query_ok('ROLLBACK');
-	is($a->wait(20)->{sqlstate}, '00000', 'bob is granted');
-	$a->query_ok('COMMIT');
+	zk_unwind($b, [ $a, 'bob is granted' ]);
 	$_->quit for ($a, $b);
 }
 
@@ -342,11 +289,8 @@ sub ask
 	ok(wait_for_waiting($node1, $a->pid), 'a waits for ds/two');
 	$b->send(q{SELECT zk_semaphore_acquire('ds/one', 1) IS NOT NULL});
 	ok(wait_for_waiting($node2, $b->pid), 'b waits for ds/one');
-	my $rb = $b->wait($bound + 10);
-	is($rb && $rb->{sqlstate}, '40P01', 'limit 1: the youngest gets 40P01');
-	$b->query_ok('ROLLBACK');
-	is($a->wait(20)->{sqlstate}, '00000', 'the other is granted');
-	$a->query_ok('COMMIT');
+	zk_result_is($b, '40P01', 'limit 1: the youngest gets 40P01', $bound + 10);
+	zk_unwind($b, [ $a, 'the other is granted' ]);
 
 	my $c = zk_session_as($node2, 'sem_c');
 	$a->query_ok('BEGIN');
@@ -380,10 +324,7 @@ sub ask
 	my $off2 = -s $node2->logfile;
 	my $a = zk_session_as($node1, 'granted_a');
 	my $b = zk_session_as($node2, 'granted_b');
-	hold($a, 'dg/orders');
-	hold($b, 'dg/customers');
-	ask($a, 'dg/customers');
-	ask($b, 'dg/orders');
+	zk_cross($a, $b, 'dg/orders', 'dg/customers');
 	ok(zk_wait_log($node2, qr/failpoint "deadlock-before-withdraw" reached/, $off2, $bound + 10),
 		'the victim has verified the cycle');
 	psql1($node1, 'SELECT pg_cancel_backend(' . $a->pid . ')');
@@ -404,13 +345,12 @@ sub ask
 {
 	my $a = zk_session_as($node1, 'term_a');
 	my $b = zk_session_as($node2, 'term_b');
-	hold($a, 'dt/r');
-	ask($b, 'dt/r');
+	zk_hold($a, 'dt/r');
+	zk_ask($b, 'dt/r');
 	sleep(3 * $timeout_s + 0.5);
 	psql1($node2, 'SELECT pg_terminate_backend(' . $b->pid . ')');
 	$b->wait(20);
-	ok(wait_until(sub { psql1($node2, 'SELECT entries_in_use FROM zk_lock_status') eq '0' },
-		timeout => 10), 'node2 has no entry left');
+	ok(zk_wait_no_entries($node2, 10), 'node2 has no entry left');
 	$a->query_ok('COMMIT');
 	$a->quit;
 }
@@ -438,10 +378,7 @@ sub ask
 }
 
 # the publication is gone once nobody waits
-ok(wait_until(sub {
-	my ($rc, $out) = zkutil('ls-r', zk_path('zklock.waits'));
-	return $rc != 0 || $out !~ /[0-9a-f]{16}/;
-}, timeout => 10), 'no instance publishes a long wait once none waits');
+ok(zk_wait_no_publication(10), 'no instance publishes a long wait once none waits');
 
 is(scalar(zk_log_crashes($node1)) + scalar(zk_log_crashes($node2)), 0, 'no crash');
 done_testing();

@@ -48,20 +48,6 @@ for my $n ($node1, $node2)
 	});
 }
 
-sub hold
-{
-	my ($s, $res) = @_;
-	$s->query_ok('BEGIN');
-	$s->query_ok(qq{SELECT zk_lock_acquire('$res') IS NOT NULL});
-}
-
-sub ask
-{
-	my ($s, $res) = @_;
-	$s->send(qq{SELECT zk_lock_acquire('$res') IS NOT NULL});
-	ok(wait_for_waiting($s->node, $s->pid), $s->name . " waits for $res");
-}
-
 # ---------------------------------------------------------------------------
 # A role without rights hides another role's deadlock by the size of the
 # publication: node3's only publication is cut at 512 kB; alice holds
@@ -83,11 +69,11 @@ sub ask
 	$blocker->query_ok(q{SELECT zk_lock_acquire_session('hogwait') IS NOT NULL});
 	my $a = zk_session_as($node3, 'hide_a', 'bob');
 	my $b = zk_session_as($node1, 'hide_b', 'bob');
-	hold($a, 'hide/orders');
-	hold($b, 'hide/customers');
-	ask($hog, 'hogwait');
-	ask($a, 'hide/customers');
-	ask($b, 'hide/orders');
+	zk_hold($a, 'hide/orders');
+	zk_hold($b, 'hide/customers');
+	zk_ask($hog, 'hogwait');
+	zk_ask($a, 'hide/customers');
+	zk_ask($b, 'hide/orders');
 	my $rb = $b->wait(15);
 	my $ra = defined $rb ? $a->wait(15) : undef;
 	is($rb && $rb->{sqlstate}, '40P01',
@@ -104,8 +90,7 @@ sub ask
 	$hog->wait(20);
 	$hog->query_ok('SELECT zk_lock_release_all()', 60);
 	$_->quit for ($a, $b, $hog, $blocker);
-	ok(wait_until(sub { psql1($node3, 'SELECT entries_in_use FROM zk_lock_status') eq '0' },
-			timeout => 30), 'node3: no entry in use');
+	ok(zk_wait_no_entries($node3, 30), 'node3: no entry in use');
 	$node3->stop;
 }
 
@@ -121,11 +106,11 @@ sub ask
 	ok(zk_set_failpoints($node1, 'deadlock-before-withdraw=sleep:1500'),
 		'failpoint set on node1');
 	my $off = -s $node1->logfile;
-	my $sid = psql1($node1, q{SELECT lpad(substr(session_id, 3), 16, '0') FROM zk_lock_status});
+	my $sid = zk_session_id($node1);
 	my $a = zk_session_as($node1, 'tie_a');
 	my $b = zk_session_as($node1, 'tie_b');
-	hold($a, 'tie1');
-	hold($b, 'tie2');
+	zk_hold($a, 'tie1');
+	zk_hold($b, 'tie2');
 	my $worker = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
 	kill 'STOP', $worker;
 	$a->send(q{SELECT zk_lock_acquire('tie2') IS NOT NULL});
@@ -135,8 +120,7 @@ sub ask
 	my ($apid, $bpid) = ($a->pid, $b->pid);
 	my %cz;
 	wait_until(sub {
-			my ($rc, $out) = zkutil('get', zk_path("zklock.waits/$sid"));
-			%cz = $rc == 0 ? ($out =~ /^w\t(\d+)\t(\d+)\t/mg) : ();
+			%cz = ((zk_published($sid) // '') =~ /^w\t(\d+)\t(\d+)\t/mg);
 			defined $cz{$apid} && defined $cz{$bpid};
 		}, timeout => 5, interval => 0.05);
 	ok(defined $cz{$apid} && defined $cz{$bpid} && $cz{$apid} == $cz{$bpid},
@@ -162,14 +146,9 @@ sub ask
 	my $a = zk_session_as($node1, 'mask_a', 'bob');
 	my $b = zk_session_as($node2, 'mask_b', 'alice');
 	$b->query_ok('SET client_min_messages = log');
-	hold($a, 'mask/orders');
-	hold($b, 'mask/customers');
-	ask($a, 'mask/customers');
-	ask($b, 'mask/orders');
-	my $rb = $b->wait(30);
-	my $ra = $a->wait(30);
-	is($rb && $rb->{sqlstate}, '40P01', 'the youngest (alice on node2) is the victim');
-	is($ra && $ra->{sqlstate}, '00000', 'bob is granted');
+	zk_cross($a, $b, 'mask/orders', 'mask/customers');
+	my $rb = zk_result_is($b, '40P01', 'the youngest (alice on node2) is the victim', 30);
+	zk_result_is($a, '00000', 'bob is granted', 30);
 	my $apid = $a->pid;
 	my $seen = ($rb ? $rb->{err} . $rb->{out} : '');
 	unlike($seen, qr/\b$apid\b/, 'alice\'s client never sees bob\'s pid');
@@ -201,11 +180,11 @@ sub ask
 {
 	my $a = zk_session_as($node1, 'diff_a');
 	my $b = zk_session_as($node2, 'diff_b');
-	hold($a, 'diff/orders');
-	hold($b, 'diff/customers');
-	ask($b, 'diff/orders');
+	zk_hold($a, 'diff/orders');
+	zk_hold($b, 'diff/customers');
+	zk_ask($b, 'diff/orders');
 	my $t0 = time();
-	ask($a, 'diff/customers');
+	zk_ask($a, 'diff/customers');
 	my $ra = $a->wait(30);
 	my $rb = $b->wait(30);
 	my @states = sort map { $_ ? $_->{sqlstate} : 'none' } ($ra, $rb);
@@ -229,11 +208,7 @@ sub ask
 	my $a = zk_session_as($node1, 'set_a');
 	my $b = zk_session_as($node2, 'set_b');
 	$b->query_ok(q{SET zklock.deadlock_timeout = '500ms'});
-	hold($a, 'set/orders');
-	hold($b, 'set/customers');
-	ask($a, 'set/customers');
-	my $t0 = time();
-	ask($b, 'set/orders');
+	my $t0 = zk_cross($a, $b, 'set/orders', 'set/customers');
 	my $rb = $b->wait(30);
 	my $ra = $a->wait(30);
 	my $took = time() - $t0;
@@ -252,14 +227,9 @@ sub ask
 	$node1->safe_psql('db2', 'CREATE EXTENSION zklock');
 	my $a = zk_session_as($node1, 'db_a');
 	my $b = zk_session_as($node1, 'db_b', undef, dbname => 'db2');
-	hold($a, 'dbs/orders');
-	hold($b, 'dbs/customers');
-	ask($a, 'dbs/customers');
-	ask($b, 'dbs/orders');
-	my $rb = $b->wait(30);
-	my $ra = $a->wait(30);
-	is($rb && $rb->{sqlstate}, '40P01', 'two databases: the youngest is the victim');
-	is($ra && $ra->{sqlstate}, '00000', 'two databases: the other is granted');
+	zk_cross($a, $b, 'dbs/orders', 'dbs/customers');
+	zk_result_is($b, '40P01', 'two databases: the youngest is the victim', 30);
+	zk_result_is($a, '00000', 'two databases: the other is granted', 30);
 	$_->query_ok('ROLLBACK') for ($a, $b);
 	$_->quit for ($a, $b);
 }
@@ -275,10 +245,7 @@ sub ask
 		my $off2 = -s $node2->logfile;
 		my $a = zk_session_as($node1, "v_$how" . '_a');
 		my $b = zk_session_as($node2, "v_$how" . '_b');
-		hold($a, "v/$how/orders");
-		hold($b, "v/$how/customers");
-		ask($a, "v/$how/customers");
-		ask($b, "v/$how/orders");
+		zk_cross($a, $b, "v/$how/orders", "v/$how/customers");
 		ok(zk_wait_log($node2, qr/failpoint "deadlock-before-withdraw" reached/, $off2, 15),
 			"$how: the victim verifies");
 		psql1($node2, "SELECT $how(" . $b->pid . ')');
@@ -289,8 +256,7 @@ sub ask
 		is($ra && $ra->{sqlstate}, '00000', "$how: the other is granted");
 		$a->query_ok('ROLLBACK');
 		$_->quit for ($a, $b);
-		ok(wait_until(sub { psql1($node2, 'SELECT entries_in_use FROM zk_lock_status') eq '0' },
-				timeout => 15), "$how: no entry of node2 in use");
+		ok(zk_wait_no_entries($node2, 15), "$how: no entry of node2 in use");
 	}
 	ok(zk_set_failpoints($node2, ''), 'failpoint cleared');
 }
@@ -302,11 +268,11 @@ sub ask
 {
 	my $h = zk_session_as($node1, 'st_h');
 	my $w = zk_session_as($node1, 'st_w');
-	hold($h, 'st/r');
+	zk_hold($h, 'st/r');
 	$w->query_ok(q{SET statement_timeout = '3s'});
 	$w->query_ok('BEGIN');
 	my $t0 = time();
-	ask($w, 'st/r');
+	zk_ask($w, 'st/r');
 	sleep(1.6);			# the first search (at 1 s) is done; the next is at 2 s
 	my $worker = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
 	kill 'STOP', $worker;
@@ -328,11 +294,11 @@ sub ask
 {
 	my $h = zk_session_as($node1, 'own_h');
 	my $w = zk_session_as($node1, 'own_w');
-	hold($h, 'own/r');
+	zk_hold($h, 'own/r');
 	$w->query_ok(q{SET zklock.deadlock_timeout = '5s'});
 	$w->query_ok('BEGIN');
 	my $t0 = time();
-	ask($w, q{own/r', timeout => '6s});
+	zk_ask($w, q{own/r', timeout => '6s});
 	sleep(4.3 - (time() - $t0));
 	my $worker = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
 	kill 'STOP', $worker;
@@ -353,16 +319,15 @@ sub ask
 {
 	my $a = zk_session_as($node1, 'fr_a');
 	my $b = zk_session_as($node1, 'fr_b');
-	hold($a, 'fr/r');
-	ask($b, 'fr/r');
-	my $sid = psql1($node1, q{SELECT lpad(substr(session_id, 3), 16, '0') FROM zk_lock_status});
-	my $path = zk_path("zklock.waits/$sid");
-	ok(wait_until(sub { (zkutil('get', $path))[0] == 0 }, timeout => 10),
+	zk_hold($a, 'fr/r');
+	zk_ask($b, 'fr/r');
+	my $sid = zk_session_id($node1);
+	ok(wait_until(sub { defined zk_published($sid) }, timeout => 10),
 		'node1 publishes its long wait');
 	my ($rc, $out, $err) = $node1->psql('postgres',
 		qq{SELECT zk_lock_force_release('zklock.waits', '$sid')});
 	isnt($rc, 0, 'zk_lock_force_release refuses zklock.waits');
-	is((zkutil('get', $path))[0], 0, 'the publication is still there');
+	ok(defined zk_published($sid), 'the publication is still there');
 	$a->query_ok('COMMIT');
 	is($b->wait(20)->{sqlstate}, '00000', 'the waiter is granted');
 	$b->query_ok('COMMIT');
@@ -377,15 +342,14 @@ sub ask
 {
 	my $h = zk_session_as($node1, 'grow_h');
 	my $w = zk_session_as($node1, 'grow_w');
-	hold($h, 'grow/r');
+	zk_hold($h, 'grow/r');
 	$w->query_ok(q{SET zklock.deadlock_timeout = '100ms'});
-	ask($w, 'grow/r');
+	zk_ask($w, 'grow/r');
 	sleep(2.5);
 	psql1($node1, 'SELECT pg_cancel_backend(' . $w->pid . ')');
 	is($w->wait(20)->{sqlstate}, '57014', 'the searching wait is cancelled');
 	$h->query_ok('COMMIT');
-	ok(wait_until(sub { psql1($node1, 'SELECT entries_in_use FROM zk_lock_status') eq '0' },
-			timeout => 15), 'no entry in use after the searches');
+	ok(zk_wait_no_entries($node1, 15), 'no entry in use after the searches');
 	$_->quit for ($h, $w);
 }
 
@@ -417,17 +381,15 @@ zk.stop()
 	return $? == 0 ? 1 : (diag($err), 0);
 }
 {
-	my $sid2 = psql1($node2, q{SELECT lpad(substr(session_id, 3), 16, '0') FROM zk_lock_status});
-	my $path = zk_path("zklock.waits/$sid2");
+	my $sid2 = zk_session_id($node2);
 	my $q = zk_session_as($node1, 'stale_q');
 	my $pp = zk_session_as($node2, 'stale_p');
 	$pp->query_ok(q{SET zklock.deadlock_timeout = '1s'});
-	hold($q, 'stale/r');
-	hold($pp, 'stale/r2');
-	ask($pp, 'stale/r');
+	zk_hold($q, 'stale/r');
+	zk_hold($pp, 'stale/r2');
+	zk_ask($pp, 'stale/r');
 	my $ppid = $pp->pid;
-	ok(wait_until(sub { ((zkutil('get', $path))[1] // '') =~ /^w\t$ppid\t/m }, timeout => 10),
-		'node2 publishes P\'s wait');
+	ok(zk_wait_published($sid2, [ $ppid ]), 'node2 publishes P\'s wait');
 	ok(waits_parent_acl('rwca'), 'the waits parent refuses deletes');
 	my $off2 = -s $node2->logfile;
 	psql1($node2, "SELECT pg_cancel_backend($ppid)");
@@ -436,11 +398,11 @@ zk.stop()
 	ok(zk_wait_log($node2, qr/could not publish this instance's long waits/, $off2),
 		'node2\'s delete of its publication failed');
 	ok(waits_parent_acl('rwcda'), 'deletes are allowed again');
-	ok(wait_until(sub { (zkutil('get', $path))[0] != 0 }, timeout => 10),
+	ok(wait_until(sub { !defined zk_published($sid2) }, timeout => 10),
 		'node2\'s publication goes once its delete can succeed');
 	my $z = zk_session_as($node1, 'stale_z');
-	hold($z, 'stale/r2');
-	ask($q, 'stale/r2');
+	zk_hold($z, 'stale/r2');
+	zk_ask($q, 'stale/r2');
 	sleep(3.5);
 	$z->query_ok('COMMIT');
 	my $rq = $q->wait(20);
@@ -455,15 +417,13 @@ zk.stop()
 {
 	my $a = zk_session_as($node1, 'ex_a');
 	my $b = zk_session_as($node2, 'ex_b');
-	hold($a, 'exd/a');
-	hold($b, 'exd/b');
-	ask($b, 'exd/a');
+	zk_hold($a, 'exd/a');
+	zk_hold($b, 'exd/b');
+	zk_ask($b, 'exd/a');
 	$a->send(q{SELECT zk_lock_acquire_explicit('exd/b', ttl => '1 hour') IS NOT NULL});
 	ok(wait_for_waiting($node1, $a->pid), 'a waits for exd/b, explicitly');
-	my $ra = $a->wait(30);
-	my $rb = $b->wait(30);
-	is($ra && $ra->{sqlstate}, '40P01', 'the explicit request, the youngest, is the victim');
-	is($rb && $rb->{sqlstate}, '00000', 'the other is granted');
+	zk_result_is($a, '40P01', 'the explicit request, the youngest, is the victim', 30);
+	zk_result_is($b, '00000', 'the other is granted', 30);
 	$a->query_ok('ROLLBACK');
 	$b->query_ok('COMMIT');
 	ok(zk_wait_no_locks(zk_path('exd/b'), 10), 'no persistent node of the victim is left');
@@ -472,19 +432,7 @@ zk.stop()
 
 # ---------------------------------------------------------------------------
 # Nothing left behind
-{
-	ok(wait_until(sub {
-				my ($rc, $out) = zkutil('ls', zk_path('zklock.waits'));
-				$rc != 0 || $out !~ /[0-9a-f]{16}/;
-			}, timeout => 15),
-		'no waits node left');
-	for my $n ($node1, $node2)
-	{
-		ok(wait_until(sub { psql1($n, 'SELECT entries_in_use FROM zk_lock_status') eq '0' },
-				timeout => 15), $n->name . ': no entry in use');
-		is(scalar zk_log_crashes($n), 0, $n->name . ': no crash');
-	}
-}
+zk_deadlock_done_check($node1, $node2);
 
 zk_done_check();
 done_testing();

@@ -55,45 +55,11 @@ my $node2 = zk_node('node2', extra_conf => $conf);
 # thirds of it
 my $session_s = 4;
 
-# monitors, not affected by a cut (no zklock call)
+# monitors, not affected by a cut (no zklock call); zk_entries_in_use($mon1)
+# counts a search's read while it is out (pg_stat_activity on PostgreSQL 15
+# shows every wait of an extension as "Extension")
 my $mon1 = zk_session($node1, 'mon1');
 my $mon2 = zk_session($node2, 'mon2');
-
-sub hold
-{
-	my ($s, $res) = @_;
-	$s->query_ok('BEGIN');
-	$s->query_ok(qq{SELECT zk_lock_acquire('$res') IS NOT NULL});
-}
-
-sub ask
-{
-	my ($s, $res) = @_;
-	$s->send(qq{SELECT zk_lock_acquire('$res') IS NOT NULL});
-	ok(wait_for_waiting($s->node, $s->pid), $s->name . " waits for $res");
-}
-
-# (entries_in_use counts a search's read while it is out: pg_stat_activity
-# on PostgreSQL 15 shows every wait of an extension as "Extension")
-sub entries_in_use
-{
-	my ($mon) = @_;
-	my $quiet = zk_quiet_sessions();
-	return $mon->query_ok('SELECT entries_in_use FROM zk_lock_status');
-}
-
-sub sid_of
-{
-	my ($node) = @_;
-	return psql1($node, q{SELECT lpad(substr(session_id, 3), 16, '0') FROM zk_lock_status});
-}
-
-sub published
-{
-	my ($sid) = @_;
-	my ($rc, $out) = zkutil('get', zk_path("zklock.waits/$sid"));
-	return $rc == 0 ? $out : '';
-}
 
 # The lock nodes under one resource, and how many there are
 sub nlocks { return scalar(my @l = zk_lock_nodes(zk_path($_[0]))); }
@@ -114,18 +80,31 @@ sub cross_deadlock
 	my $other_node = $victim_node == $node1 ? $node2 : $node1;
 	my $o = zk_session_as($other_node, "${tag}_o");
 	my $v = zk_session_as($victim_node, "${tag}_v");
-	hold($o, "${tag}x");
-	hold($v, "${tag}y");
-	ask($o, "${tag}y");
-	my $t0 = time();
-	ask($v, "${tag}x");
-	my $rv = $v->wait(2 * $dl_ms / 1000 + 10);
-	my $ro = $o->wait(10);
-	is($rv && $rv->{sqlstate}, '40P01', "$tag: the youngest (" . $victim_node->name . "'s) is the victim");
-	is($ro && $ro->{sqlstate}, '00000', "$tag: the other member is granted");
+	my $t0 = zk_cross($o, $v, "${tag}x", "${tag}y");
+	zk_result_is($v, '40P01', "$tag: the youngest (" . $victim_node->name . "'s) is the victim",
+		2 * $dl_ms / 1000 + 10);
+	zk_result_is($o, '00000', "$tag: the other member is granted", 10);
 	ok(time() - $t0 < 2 * $dl_ms / 1000 + 6, "$tag: broken within twice the timeout + 6 s");
 	$_->query('ROLLBACK') for ($o, $v);
 	$_->quit for ($o, $v);
+}
+
+# Half a cycle, then the cut: node1's <tag>_a holds $x and waits for $y,
+# which node2's <tag>_b holds; once node1 publishes a's wait, node1's link
+# is cut.  Two tests, named after $what.  Returns (node1's session id, a,
+# b, the time of the cut).
+sub cut_while_waiting
+{
+	my ($what, $tag, $x, $y) = @_;
+	my $sid1 = zk_session_id($node1);
+	my $a = zk_session_as($node1, "${tag}_a");
+	my $b = zk_session_as($node2, "${tag}_b");
+	zk_hold($a, $x);
+	zk_hold($b, $y);
+	zk_ask($a, $y);
+	ok(zk_wait_published($sid1, [ $a->pid ]), "$what: node1 publishes a's wait");
+	$px->cut('node1');
+	return ($sid1, $a, $b, time());
 }
 
 # ---------------------------------------------------------------------------
@@ -147,24 +126,22 @@ sub cross_deadlock
 # left behind, a detector dead after a new session.
 {
 	my $off1 = -s $node1->logfile;
-	my $sid1 = sid_of($node1);
+	my $sid1 = zk_session_id($node1);
 	my $h = zk_session_as($node2, 'cut_h');
-	hold($h, 'pr');
+	zk_hold($h, 'pr');
 	my $w1 = zk_session_as($node1, 'cut_w1');
 	my $w2 = zk_session_as($node1, 'cut_w2');
 	my ($w1pid, $w2pid) = ($w1->pid, $w2->pid);
 	$w1->query_ok(q{SET lock_timeout = '3s'});
 	$_->query_ok('BEGIN') for ($w1, $w2);
 	my $t1 = time();
-	ask($w1, 'pr');
+	zk_ask($w1, 'pr');
 	my $t2 = time();
-	ask($w2, 'pr');
-	ok(wait_until(sub { my $p = published($sid1); $p =~ /^w\t$w1pid\t/m && $p =~ /^w\t$w2pid\t/m },
-			timeout => 10),
-		'long cut: node1 publishes both waits');
+	zk_ask($w2, 'pr');
+	ok(zk_wait_published($sid1, [ $w1pid, $w2pid ]), 'long cut: node1 publishes both waits');
 	$px->cut('node1');
 	my $tcut = time();
-	ok(wait_until(sub { entries_in_use($mon1) eq '4' }, timeout => 2.5, interval => 0.01),
+	ok(wait_until(sub { zk_entries_in_use($mon1) eq '4' }, timeout => 2.5, interval => 0.01),
 		'long cut: precondition: both searches read (two locks, two reads in use) while the link is cut');
 	my $rw1 = $w1->wait(20);
 	my $took1 = time() - $t1;
@@ -181,7 +158,7 @@ sub cross_deadlock
 	my @samples;
 	wait_until(sub {
 			return 1 if $w2->done;
-			push @samples, entries_in_use($mon1) if time() > $tdis + 0.3;
+			push @samples, zk_entries_in_use($mon1) if time() > $tdis + 0.3;
 			return 0;
 		}, timeout => $session_s + 10, interval => 0.01);
 	my $rw2 = $w2->wait(1);
@@ -205,10 +182,9 @@ sub cross_deadlock
 	$b->query_ok('ROLLBACK');
 	$px->heal('node1');
 	ok(ZkChaos::wait_node_ready($node1, 30), 'long cut: node1 connected again');
-	isnt(sid_of($node1), $sid1, 'long cut: precondition: node1 has a new session');
-	ok(wait_until(sub { entries_in_use($mon1) eq '0' }, timeout => 15),
-		'long cut: no entry of node1 in use (locks, reads, batch)')
-	  or diag('entries_in_use: ' . entries_in_use($mon1));
+	isnt(zk_session_id($node1), $sid1, 'long cut: precondition: node1 has a new session');
+	ok(zk_wait_no_entries($mon1, 15), 'long cut: no entry of node1 in use (locks, reads, batch)')
+	  or diag('entries_in_use: ' . zk_entries_in_use($mon1));
 	is(nlocks('pr'), 1, 'long cut: only h\'s node is left under pr');
 	is(nlocks('pb'), 0, 'long cut: no node of the batch under pb');
 	$h->query_ok('COMMIT');
@@ -226,29 +202,17 @@ sub cross_deadlock
 # connection loss, a read that failed with the connection making the next
 # ones fail, a detector that stays off after a give-up.
 {
-	my $sid1 = sid_of($node1);
-	my $a = zk_session_as($node1, 'short_a');
-	my $b = zk_session_as($node2, 'short_b');
-	my $apid = $a->pid;
-	hold($a, 'sx');
-	hold($b, 'sy');
-	ask($a, 'sy');
-	ok(wait_until(sub { published($sid1) =~ /^w\t$apid\t/m }, timeout => 10),
-		'short cut: node1 publishes a\'s wait');
-	$px->cut('node1');
-	my $tc = time();
-	ok(wait_until(sub { entries_in_use($mon1) eq '3' }, timeout => 2.5, interval => 0.01),
+	my ($sid1, $a, $b, $tc) = cut_while_waiting('short cut', 'short', 'sx', 'sy');
+	ok(wait_until(sub { zk_entries_in_use($mon1) eq '3' }, timeout => 2.5, interval => 0.01),
 		'short cut: precondition: a\'s search reads (a lock, a wait, a read in use) while the link is cut');
 	sleep(max(0, 1.2 - (time() - $tc)));
 	$px->heal('node1');
 	ok(ZkChaos::wait_node_ready($node1, 30), 'short cut: node1 connected');
-	is(sid_of($node1), $sid1, 'short cut: precondition: the same session');
+	is(zk_session_id($node1), $sid1, 'short cut: precondition: the same session');
 	my $t0 = time();
-	ask($b, 'sx');
-	my $rb = $b->wait(2 * $dl_ms / 1000 + 10);
-	my $ra = $a->wait(10);
-	is($rb && $rb->{sqlstate}, '40P01', 'short cut: the youngest (b) is the victim');
-	is($ra && $ra->{sqlstate}, '00000', 'short cut: a is granted');
+	zk_ask($b, 'sx');
+	zk_result_is($b, '40P01', 'short cut: the youngest (b) is the victim', 2 * $dl_ms / 1000 + 10);
+	zk_result_is($a, '00000', 'short cut: a is granted', 10);
 	ok(time() - $t0 < 2 * $dl_ms / 1000 + 6, 'short cut: broken within twice the timeout + 6 s');
 	$_->query('ROLLBACK') for ($a, $b);
 	$_->quit for ($a, $b);
@@ -264,27 +228,16 @@ sub cross_deadlock
 # victim's every partner to answer, a false second victim on the cut side,
 # a lost watch that leaves a waiting after the heal.
 {
-	my $sid1 = sid_of($node1);
-	my $a = zk_session_as($node1, 'side_a');
-	my $b = zk_session_as($node2, 'side_b');
-	my $apid = $a->pid;
-	hold($a, 'ox');
-	hold($b, 'oy');
-	ask($a, 'oy');
-	ok(wait_until(sub { published($sid1) =~ /^w\t$apid\t/m }, timeout => 10),
-		'one side cut: node1 publishes a\'s wait');
-	$px->cut('node1');
-	my $tc = time();
-	ask($b, 'ox');
-	my $rb = $b->wait(2 * $dl_ms / 1000 + 6);
-	is($rb && $rb->{sqlstate}, '40P01', 'one side cut: b, the youngest, is the victim while node1 is silent');
+	my ($sid1, $a, $b, $tc) = cut_while_waiting('one side cut', 'side', 'ox', 'oy');
+	zk_ask($b, 'ox');
+	zk_result_is($b, '40P01', 'one side cut: b, the youngest, is the victim while node1 is silent',
+		2 * $dl_ms / 1000 + 6);
 	$b->query('ROLLBACK');
 	ok(!$a->done, 'one side cut: a still waits (no answer can reach it)');
 	sleep(max(0, 2 - (time() - $tc)));
 	$px->heal('node1');
-	my $ra = $a->wait(15);
-	is($ra && $ra->{sqlstate}, '00000', 'one side cut: healed, a is granted');
-	is(sid_of($node1), $sid1, 'one side cut: precondition: the same session');
+	zk_result_is($a, '00000', 'one side cut: healed, a is granted', 15);
+	is(zk_session_id($node1), $sid1, 'one side cut: precondition: the same session');
 	$a->query('ROLLBACK');
 	$_->quit for ($a, $b);
 }
@@ -304,10 +257,10 @@ sub cross_deadlock
 	my $off1 = -s $node1->logfile;
 	my $off2 = -s $node2->logfile;
 	my $h = zk_session_as($node2, 'sig_h');
-	hold($h, 'cr');
+	zk_hold($h, 'cr');
 	my $s = zk_session_as($node1, 'sig_s');
 	$s->query_ok('BEGIN');
-	ask($s, 'cr');
+	zk_ask($s, 'cr');
 	my $signalled = 0;
 	for my $round (1, 2)
 	{
@@ -315,10 +268,10 @@ sub cross_deadlock
 		for my $w (@ws)
 		{
 			$w->query_ok('BEGIN');
-			ask($w, 'cr');
+			zk_ask($w, 'cr');
 		}
 		$px->cut('node1');
-		ok(wait_until(sub { entries_in_use($mon1) eq '14' }, timeout => 2.5, interval => 0.01),
+		ok(wait_until(sub { zk_entries_in_use($mon1) eq '14' }, timeout => 2.5, interval => 0.01),
 			"signals $round: precondition: the seven waiters' searches read (seven reads in use) while the link is cut");
 		my %how;
 		my $i = 0;
@@ -347,9 +300,9 @@ sub cross_deadlock
 			$signalled++ if $r;
 		}
 		ok(ZkChaos::wait_node_ready($node1, 30), "signals $round: node1 connected again");
-		ok(wait_until(sub { entries_in_use($mon1) eq '1' }, timeout => 15),
+		ok(wait_until(sub { zk_entries_in_use($mon1) eq '1' }, timeout => 15),
 			"signals $round: node1 has only s's entry in use")
-		  or diag('entries_in_use: ' . entries_in_use($mon1));
+		  or diag('entries_in_use: ' . zk_entries_in_use($mon1));
 		ok(wait_until(sub { nlocks('cr') == 2 }, timeout => 15),
 			"signals $round: only h's and s's nodes under cr");
 		$_->quit for grep { $_->alive } @ws;
@@ -362,8 +315,7 @@ sub cross_deadlock
 	$s->query_ok('COMMIT');
 	is(zk_log_count($node1, qr/deadlock broken/, $off1) + zk_log_count($node2, qr/deadlock broken/, $off2),
 		0, 'no victim without a cycle');
-	ok(wait_until(sub { entries_in_use($mon1) eq '0' }, timeout => 15),
-		'signals: no entry of node1 in use');
+	ok(zk_wait_no_entries($mon1, 15), 'signals: no entry of node1 in use');
 	$_->quit for ($h, $s);
 }
 
@@ -384,12 +336,12 @@ sub cross_deadlock
 	{
 		push @a, zk_session_as($node1, "many_a$i");
 		push @b, zk_session_as($node2, "many_b$i");
-		hold($a[$i], "cc${i}x");
-		hold($b[$i], "cc${i}y");
+		zk_hold($a[$i], "cc${i}x");
+		zk_hold($b[$i], "cc${i}y");
 	}
-	ask($a[$_], "cc${_}y") for 0 .. $n - 1;
+	zk_ask($a[$_], "cc${_}y") for 0 .. $n - 1;
 	my $t0 = time();
-	ask($b[$_], "cc${_}x") for 0 .. $n - 1;
+	zk_ask($b[$_], "cc${_}x") for 0 .. $n - 1;
 	my @by;
 	for my $k (0 .. 3)
 	{
@@ -424,11 +376,25 @@ sub cross_deadlock
 	is(zk_log_count($node2, qr/deadlock broken/, $off2), $n, "many: $n victims on node2");
 	$_->query('ROLLBACK') for (@a, @b);
 	$_->quit for (@a, @b, map { $_->[0] } @by);
-	for my $pair ([ $node1, $mon1 ], [ $node2, $mon2 ])
+	for my $mon ($mon1, $mon2)
 	{
-		ok(wait_until(sub { entries_in_use($pair->[1]) eq '0' }, timeout => 15),
-			'many: no entry of ' . $pair->[0]->name . ' in use');
+		ok(zk_wait_no_entries($mon, 15), 'many: no entry of ' . $mon->node->name . ' in use');
 	}
+}
+
+# What node1's victim v must be left with once it caught 40P01 (four
+# tests, named by @names): it holds exactly $held (zk_lock_local's
+# "resource:state" list), only node2's o has a node under $waited (v's
+# withdrawn request is gone), no node is under $inner (what v took since
+# the savepoint or inside the block), and o still waits.
+sub after_catch
+{
+	my ($v, $o, $held, $waited, $inner, @names) = @_;
+	ok(wait_until(sub { local_of($mon1, $v->pid) eq $held }, timeout => 10), $names[0])
+	  or diag('zk_lock_local: ' . local_of($mon1, $v->pid));
+	ok(zk_wait_count(zk_path($waited), 1, 10), $names[1]);
+	ok(zk_wait_count(zk_path($inner), 0, 10), $names[2]);
+	ok(is_waiting($node2, $o->pid), $names[3]);
 }
 
 # ---------------------------------------------------------------------------
@@ -444,27 +410,25 @@ sub cross_deadlock
 {
 	my $o = zk_session_as($node2, 'sp_o');
 	my $v = zk_session_as($node1, 'sp_v');
-	hold($o, 'spb');
-	hold($v, 'spa');
+	zk_hold($o, 'spb');
+	zk_hold($v, 'spa');
 	$v->query_ok('SAVEPOINT s');
 	$v->query_ok(q{SELECT zk_lock_acquire('spc') IS NOT NULL});
-	ask($o, 'spa');
+	zk_ask($o, 'spa');
 	for my $try (1, 2)
 	{
 		my $rv = $v->query(q{SELECT zk_lock_acquire('spb') IS NOT NULL}, 2 * $dl_ms / 1000 + 10);
 		is($rv->{sqlstate}, '40P01', "savepoint: v is the victim ($try)");
 		$v->query_ok('ROLLBACK TO SAVEPOINT s');
-		ok(wait_until(sub { local_of($mon1, $v->pid) eq 'spa:granted' }, timeout => 10),
-			"savepoint: v holds spa only, nothing of spb or spc ($try)")
-		  or diag('zk_lock_local: ' . local_of($mon1, $v->pid));
-		ok(zk_wait_count(zk_path('spb'), 1, 10), "savepoint: only o's node under spb ($try)");
-		ok(zk_wait_count(zk_path('spc'), 0, 10), "savepoint: no node under spc ($try)");
-		ok(is_waiting($node2, $o->pid), "savepoint: o still waits for spa ($try)");
+		after_catch($v, $o, 'spa:granted', 'spb', 'spc',
+			"savepoint: v holds spa only, nothing of spb or spc ($try)",
+			"savepoint: only o's node under spb ($try)",
+			"savepoint: no node under spc ($try)",
+			"savepoint: o still waits for spa ($try)");
 	}
 	$v->query_ok(q{SELECT zk_lock_acquire('spd') IS NOT NULL});
 	$v->query_ok('COMMIT');
-	my $ro = $o->wait(15);
-	is($ro && $ro->{sqlstate}, '00000', 'savepoint: o is granted spa once v commits');
+	zk_result_is($o, '00000', 'savepoint: o is granted spa once v commits', 15);
 	$o->query_ok('COMMIT');
 	$_->quit for ($o, $v);
 }
@@ -477,10 +441,10 @@ sub cross_deadlock
 {
 	my $o = zk_session_as($node2, 'pl_o');
 	my $v = zk_session_as($node1, 'pl_v');
-	hold($o, 'plb');
+	zk_hold($o, 'plb');
 	$v->query_ok(q{SELECT zk_lock_acquire_session('pls') IS NOT NULL});
-	hold($v, 'pla');
-	ask($o, 'pla');
+	zk_hold($v, 'pla');
+	zk_ask($o, 'pla');
 	my $rv = $v->query(q{DO $$
 BEGIN
 	PERFORM zk_lock_acquire('plin');
@@ -491,15 +455,13 @@ EXCEPTION WHEN deadlock_detected THEN
 END $$}, 2 * $dl_ms / 1000 + 10);
 	is($rv->{sqlstate}, '00000', 'plpgsql: the block ends normally');
 	like($rv->{err}, qr/caught 40P01/, 'plpgsql: it caught 40P01');
-	ok(wait_until(sub { local_of($mon1, $v->pid) eq 'pla:granted,pls:granted' }, timeout => 10),
-		'plpgsql: v holds its session and transaction locks, nothing of the block')
-	  or diag('zk_lock_local: ' . local_of($mon1, $v->pid));
-	ok(zk_wait_count(zk_path('plb'), 1, 10), 'plpgsql: only o\'s node under plb');
-	ok(zk_wait_count(zk_path('plin'), 0, 10), 'plpgsql: the block\'s lock is released');
-	ok(is_waiting($node2, $o->pid), 'plpgsql: o still waits for pla');
+	after_catch($v, $o, 'pla:granted,pls:granted', 'plb', 'plin',
+		'plpgsql: v holds its session and transaction locks, nothing of the block',
+		'plpgsql: only o\'s node under plb',
+		'plpgsql: the block\'s lock is released',
+		'plpgsql: o still waits for pla');
 	$v->query_ok('COMMIT');
-	my $ro = $o->wait(15);
-	is($ro && $ro->{sqlstate}, '00000', 'plpgsql: o is granted pla once v commits');
+	zk_result_is($o, '00000', 'plpgsql: o is granted pla once v commits', 15);
 	$o->query_ok('COMMIT');
 	ok(wait_until(sub { local_of($mon1, $v->pid) eq 'pls:granted' }, timeout => 10),
 		'plpgsql: the session lock is still held after COMMIT')
@@ -510,19 +472,7 @@ END $$}, 2 * $dl_ms / 1000 + 10);
 
 # ---------------------------------------------------------------------------
 # Nothing left behind
-{
-	ok(wait_until(sub {
-				my ($rc, $out) = zkutil('ls', zk_path('zklock.waits'));
-				$rc != 0 || $out !~ /[0-9a-f]{16}/;
-			}, timeout => 15),
-		'no waits node left');
-	for my $pair ([ $node1, $mon1 ], [ $node2, $mon2 ])
-	{
-		ok(wait_until(sub { entries_in_use($pair->[1]) eq '0' }, timeout => 15),
-			$pair->[0]->name . ': no entry in use');
-		is(scalar zk_log_crashes($pair->[0]), 0, $pair->[0]->name . ': no crash');
-	}
-}
+zk_deadlock_done_check($mon1, $mon2);
 
 zk_done_check();
 done_testing();

@@ -52,38 +52,9 @@ for my $n ($node1, $node2)
 # trip per publishing instance; the test polls psql every 10 ms)
 my $slack = 2;
 
-sub hold
-{
-	my ($s, $res, $mode) = @_;
-	$mode //= 'exclusive';
-	$s->query_ok('BEGIN');
-	$s->query_ok(qq{SELECT zk_lock_acquire('$res', '$mode') IS NOT NULL});
-}
-
-sub ask
-{
-	my ($s, $res, $mode) = @_;
-	$mode //= 'exclusive';
-	$s->send(qq{SELECT zk_lock_acquire('$res', '$mode') IS NOT NULL});
-	ok(wait_for_waiting($s->node, $s->pid), $s->name . " waits for $res ($mode)");
-}
-
-sub pub_path
-{
-	my ($node) = @_;
-	my $sid = psql1($node, q{SELECT lpad(substr(session_id, 3), 16, '0') FROM zk_lock_status});
-	return zk_path("zklock.waits/$sid");
-}
-
-sub published
-{
-	my ($path) = @_;
-	my ($rc, $out) = zkutil('get', $path);
-	return $rc == 0 ? $out : undef;
-}
-
-my $p1 = pub_path($node1);
-my $p2 = pub_path($node2);
+# the instances' publications of long waits (zk_published)
+my $sid1 = zk_session_id($node1);
+my $sid2 = zk_session_id($node2);
 
 # ---------------------------------------------------------------------------
 # A mixed cycle closed late by a row-lock wait: y has waited 6.6 s (its
@@ -93,23 +64,18 @@ my $p2 = pub_path($node2);
 {
 	my $x = zk_session_as($node1, 'late_x');
 	my $y = zk_session_as($node1, 'late_y');
-	hold($x, 'late/r');
-	$y->query_ok('BEGIN');
-	$y->query_ok('UPDATE t SET v = v + 1 WHERE id = 1');
-	ask($y, 'late/r');
+	zk_hold($x, 'late/r');
+	zk_hold_row($y, 1);
+	zk_ask($y, 'late/r', 'exclusive');
 	sleep(6.6);
 	ok(!$y->done, 'y still waits after 6.6 s (a chain, no victim)');
 	my $t0 = time();
 	$x->send('UPDATE t SET v = v + 1 WHERE id = 1');
-	my $ry = $y->wait(30);
+	zk_result_is($y, '40P01', 'y, the zklock waiter, is the victim of the late mixed cycle', 30);
 	my $el = time() - $t0;
-	is($ry && $ry->{sqlstate}, '40P01', 'y, the zklock waiter, is the victim of the late mixed cycle');
 	my $bound = 8 * $T + $slack;
 	ok($el < $bound, sprintf('found within 8 x timeout + %ds = %.1fs (took %.2fs)', $slack, $bound, $el));
-	$y->query_ok('ROLLBACK');
-	my $rx = $x->wait(20);
-	is($rx && $rx->{sqlstate}, '00000', 'x gets its row lock and proceeds');
-	$x->query_ok('COMMIT');
+	zk_unwind($y, [ $x, 'x gets its row lock and proceeds' ]);
 	$_->quit for ($x, $y);
 }
 
@@ -119,21 +85,17 @@ my $p2 = pub_path($node2);
 {
 	my $a = zk_session_as($node1, 'new_a');
 	my $b = zk_session_as($node2, 'new_b');
-	hold($a, 'nw/a');
-	hold($b, 'nw/b');
-	ask($a, 'nw/b');
+	zk_hold($a, 'nw/a');
+	zk_hold($b, 'nw/b');
+	zk_ask($a, 'nw/b', 'exclusive');
 	sleep(6.6);
 	my $t0 = time();
 	$b->send(q{SELECT zk_lock_acquire('nw/a') IS NOT NULL});
-	my $rb = $b->wait(30);
+	zk_result_is($b, '40P01', 'the new wait (the youngest) is the victim', 30);
 	my $el = time() - $t0;
-	is($rb && $rb->{sqlstate}, '40P01', 'the new wait (the youngest) is the victim');
 	my $bound = 2 * $T + 1;
 	ok($el < $bound, sprintf('found by its own early searches: within 2 x timeout + 1s = %.1fs (took %.2fs)', $bound, $el));
-	$b->query_ok('ROLLBACK');
-	my $ra = $a->wait(20);
-	is($ra && $ra->{sqlstate}, '00000', 'the old wait is granted');
-	$a->query_ok('COMMIT');
+	zk_unwind($b, [ $a, 'the old wait is granted' ]);
 	$_->quit for ($a, $b);
 }
 
@@ -147,31 +109,21 @@ my $p2 = pub_path($node2);
 	my $a = zk_session_as($node1, 'mx_a');
 	my $b = zk_session_as($node1, 'mx_b');
 	my $c = zk_session_as($node2, 'mx_c');
-	hold($c, 'mx/c');
-	hold($b, 'mx/a');
-	$a->query_ok('BEGIN');
-	$a->query_ok('UPDATE t SET v = v + 1 WHERE id = 2');
-	ask($a, 'mx/c');
-	$b->send('UPDATE t SET v = v + 1 WHERE id = 2');
-	ok(wait_until(sub { psql1($node1, 'SELECT wait_event_type FROM pg_stat_activity WHERE pid = ' . $b->pid) eq 'Lock' }),
-		'b waits for a\'s row lock');
+	zk_hold($c, 'mx/c');
+	zk_hold($b, 'mx/a');
+	zk_hold_row($a, 2);
+	zk_ask($a, 'mx/c', 'exclusive');
+	zk_ask_row($b, 'UPDATE t SET v = v + 1 WHERE id = 2', 'b waits for a\'s row lock');
 	sleep(6.6);
 	ok(!$a->done, 'a still waits (a chain, no victim)');
 	my $t0 = time();
 	$c->send(q{SELECT zk_lock_acquire('mx/a') IS NOT NULL});
-	my $ra = $a->wait(30);
+	zk_result_is($a, '40P01', 'a, the row-lock instance\'s zklock waiter, is the victim', 30);
 	my $el = time() - $t0;
-	is($ra && $ra->{sqlstate}, '40P01', 'a, the row-lock instance\'s zklock waiter, is the victim');
 	my $bound = 9 * $T + $slack;
 	ok($el < $bound, sprintf('found within 9 x timeout + %ds = %.1fs (took %.2fs)', $slack, $bound, $el));
 	ok(!$c->done, 'c, the younger remote request, still waits (not a victim)');
-	$a->query_ok('ROLLBACK');
-	my $rb = $b->wait(20);
-	is($rb && $rb->{sqlstate}, '00000', 'b gets the row lock');
-	$b->query_ok('COMMIT');
-	my $rc = $c->wait(20);
-	is($rc && $rc->{sqlstate}, '00000', 'c is granted once b commits');
-	$c->query_ok('COMMIT');
+	zk_unwind($a, [ $b, 'b gets the row lock' ], [ $c, 'c is granted once b commits' ]);
 	$_->quit for ($a, $b, $c);
 }
 
@@ -185,10 +137,9 @@ my $p2 = pub_path($node2);
 	my $x = zk_session_as($node1, 'stall_x');
 	my $y = zk_session_as($node1, 'stall_y');
 	my $off = -s $node1->logfile;
-	hold($x, 'stall/r');
-	$y->query_ok('BEGIN');
-	$y->query_ok('UPDATE t SET v = v + 1 WHERE id = 3');
-	ask($y, 'stall/r');
+	zk_hold($x, 'stall/r');
+	zk_hold_row($y, 3);
+	zk_ask($y, 'stall/r', 'exclusive');
 	sleep(3);
 	my $worker = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
 	kill 'STOP', $worker;
@@ -197,18 +148,15 @@ my $p2 = pub_path($node2);
 	ok(!$y->done, 'y waits on while the worker is stopped');
 	my $t0 = time();
 	kill 'CONT', $worker;
-	my $ry = $y->wait(30);
+	zk_result_is($y, '40P01', 'y is the victim once the worker runs again', 30);
 	my $el = time() - $t0;
-	is($ry && $ry->{sqlstate}, '40P01', 'y is the victim once the worker runs again');
 	my $bound = 8 * $T + $slack;
 	ok($el < $bound, sprintf('within 8 x timeout + %ds = %.1fs of the worker\'s resumption (took %.2fs)', $slack, $bound, $el));
 	my $ypid = $y->pid;
 	ok(zk_log_count($node1, qr/deadlock search of process $ypid gave up/, $off) <= 1,
 		'a give-up is logged once per wait at most');
-	$y->query_ok('ROLLBACK');
-	my $rx = $x->wait(20);
-	is($rx && $rx->{sqlstate}, '00000', 'x gets its row lock and proceeds');
-	$x->query_ok('ROLLBACK');    # its lease may have run out meanwhile
+	# (x rolls back: its lease may have run out meanwhile)
+	zk_unwind($y, [ $x, 'x gets its row lock and proceeds', 'ROLLBACK' ]);
 	$_->quit for ($x, $y);
 }
 
@@ -228,25 +176,23 @@ for my $case (
 	{
 		my ($node, $hmode) = @{ $members->[$i] };
 		$s[$i] = zk_session_as($node, "${tag}_$i");
-		hold($s[$i], "$tag/$i", $hmode);
+		zk_hold($s[$i], "$tag/$i", $hmode);
 	}
 	# member i asks for member i+1's resource in a mode that conflicts with
 	# member i+1's hold (SHARED only against EXCLUSIVE)
 	for my $i (0 .. $n - 1)
 	{
-		ask($s[$i], "$tag/" . (($i + 1) % $n), $members->[$i][2]);
+		zk_ask($s[$i], "$tag/" . (($i + 1) % $n), $members->[$i][2]);
 		sleep(0.5) if $i < $n - 1;
 	}
-	my $last = $s[$n - 1]->wait(20);
-	is($last && $last->{sqlstate}, '40P01', "$tag: the youngest request (the last to ask) is the victim");
+	zk_result_is($s[$n - 1], '40P01', "$tag: the youngest request (the last to ask) is the victim");
 	$s[$n - 1]->query_ok('ROLLBACK');
 	# the others unwind from the one before it backwards
 	my $victims = 0;
 	for my $i (reverse 0 .. $n - 2)
 	{
-		my $r = $s[$i]->wait(20);
+		my $r = zk_result_is($s[$i], '00000', "$tag: member $i is granted");
 		$victims++ if $r && $r->{sqlstate} eq '40P01';
-		is($r && $r->{sqlstate}, '00000', "$tag: member $i is granted");
 		$s[$i]->query_ok('COMMIT');
 	}
 	$s[$n - 1]->query_ok('COMMIT');
@@ -265,7 +211,7 @@ for my $case (
 	my $W = 4;
 	my ($off1, $off2) = (-s $node1->logfile, -s $node2->logfile);
 	my $h = zk_session($node1, 'cost_h');
-	hold($h, 'cost/q');
+	zk_hold($h, 'cost/q');
 	my @w;
 	# idle window, with as many sessions connected and nobody waiting
 	# each waiter holds 40 locks (session scope): 24 x 42 nodes published
@@ -289,8 +235,8 @@ for my $case (
 		'24 waiters queued behind the holder');
 	my $queued = time();
 	ok(wait_until(sub {
-		my $a = published($p1) // '';
-		my $b = published($p2) // '';
+		my $a = zk_published($sid1) // '';
+		my $b = zk_published($sid2) // '';
 		my @l = ("$a\n$b" =~ /^w\t/mg);
 		@l == 2 * $per }, timeout => 20),
 		'both instances publish their 12 long waits');
@@ -330,7 +276,7 @@ for my $case (
 		my $r = $s->wait(30);
 		is($r && $r->{sqlstate}, '00000', $s->name . ' granted') or last;
 	}
-	ok(wait_until(sub { !defined published($p1) && !defined published($p2) }, timeout => 5),
+	ok(wait_until(sub { !defined zk_published($sid1) && !defined zk_published($sid2) }, timeout => 5),
 		'both publications deleted once nobody waits long');
 	$_->quit for (@w, $h);
 	ok(wait_until(sub { zk_mntr()->{zk_watch_count} <= $watches0 }, timeout => 10),
@@ -343,44 +289,35 @@ for my $case (
 # plus a round trip (the test reads through a new ZooKeeper client each
 # time), the other stays; then the node is deleted.
 {
-	my $h1 = zk_session($node1, 'st_h1');
-	my $h2 = zk_session($node1, 'st_h2');
-	my $w1 = zk_session($node2, 'st_w1');
-	my $w2 = zk_session($node2, 'st_w2');
-	hold($h1, 'st/a');
-	hold($h2, 'st/b');
-	ask($w1, 'st/a');
-	ask($w2, 'st/b');
+	my ($h1, $h2) = map { zk_session($node1, "st_$_") } qw(h1 h2);
+	my ($w1, $w2) = map { zk_session($node2, "st_$_") } qw(w1 w2);
+	zk_hold($h1, 'st/a');
+	zk_hold($h2, 'st/b');
+	zk_ask($w1, 'st/a', 'exclusive');
+	zk_ask($w2, 'st/b', 'exclusive');
 	my ($pid1, $pid2) = ($w1->pid, $w2->pid);
-	ok(wait_until(sub { my $d = published($p2) // ''; $d =~ /^w\t$pid1\t/m && $d =~ /^w\t$pid2\t/m }, timeout => 10),
-		'node2 publishes both long waits');
+	ok(zk_wait_published($sid2, [ $pid1, $pid2 ]), 'node2 publishes both long waits');
 	my @lag;
 	for my $round (1 .. 3)
 	{
 		$h1->query_ok('COMMIT');
-		my $r = $w1->wait(20);
-		is($r && $r->{sqlstate}, '00000', "round $round: w1 granted");
+		zk_result_is($w1, '00000', "round $round: w1 granted");
 		my $t0 = time();
-		my $gone = wait_until(sub { (published($p2) // '') !~ /^w\t$pid1\t/m }, timeout => 5, interval => 0.01);
+		my $gone = zk_wait_published($sid2, [ $pid1 ], gone => 1, timeout => 5, interval => 0.01);
 		push @lag, time() - $t0;
 		ok($gone, "round $round: w1's line left node2's publication");
-		like(published($p2) // '', qr/^w\t$pid2\t/m, "round $round: w2's line stays");
+		like(zk_published($sid2) // '', qr/^w\t$pid2\t/m, "round $round: w2's line stays");
 		# again: w1 waits long for h1
-		hold($h1, 'st/a');
-		ask($w1, 'st/a');
-		ok(wait_until(sub { (published($p2) // '') =~ /^w\t$pid1\t/m }, timeout => 10),
-			"round $round: w1's new long wait is published");
+		zk_hold($h1, 'st/a');
+		zk_ask($w1, 'st/a', 'exclusive');
+		ok(zk_wait_published($sid2, [ $pid1 ]), "round $round: w1's new long wait is published");
 	}
 	@lag = sort { $a <=> $b } @lag;
 	ok($lag[1] < 1.5, sprintf('a granted wait\'s line is gone within 1.5 s (median %.2fs; each read is a new client)', $lag[1]));
 	$h1->query_ok('COMMIT');
 	$h2->query_ok('COMMIT');
-	for my $w ($w1, $w2)
-	{
-		my $r = $w->wait(20);
-		is($r && $r->{sqlstate}, '00000', $w->name . ' granted');
-	}
-	ok(wait_until(sub { !defined published($p2) }, timeout => 5),
+	zk_result_is($_, '00000', $_->name . ' granted') for ($w1, $w2);
+	ok(wait_until(sub { !defined zk_published($sid2) }, timeout => 5),
 		'node2\'s node is deleted once nobody waits long');
 	$_->quit for ($h1, $h2, $w1, $w2);
 }
