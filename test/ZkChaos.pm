@@ -1841,7 +1841,8 @@ package ZkChaos::Proxy;
 # await_target => S: a connection whose target refuses is held and the
 # target tried again for S seconds, instead of being closed at once (see
 # zk_proxy.py; for quorum links, where a learner may connect before its
-# leader listens).
+# leader listens).  heal leaves such a connection held; cut turns it into
+# one made during the cut.
 
 use strict;
 use warnings;

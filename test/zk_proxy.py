@@ -22,8 +22,13 @@ sends is queued, and the target is tried again every 0.1 s for S seconds
 (closed after that).  A proxy cannot refuse a connection it has accepted;
 holding it is how a slow network looks, where closing it would look like a
 peer that hung up.  (A ZooKeeper learner may connect to its new leader's
-quorum port before the leader listens on it: refused, it tries again; hung
-up on, it goes back to the election.)
+quorum port before the leader listens on it: refused, it tries again --
+in 3.8 up to 5 times, 100 ms apart; hung up on, it goes back to the
+election.  Held, it waits for the leader's answer up to initLimit x
+tickTime, its read timeout, so an S beyond that changes nothing; an S
+beyond half a second is more patient than ZooKeeper itself.)  A held
+connection has lost nothing: heal leaves it held.  Cut while held, it is
+from then on one made during the cut (never forwarded; heal closes it).
 
 Control: connect to 127.0.0.1:PORT, send one line, read the answer (which
 ends with a line "ok" or "error: ..."), the proxy closes the connection:
@@ -46,6 +51,7 @@ on "quit".  Standard library only.
 
 import argparse
 import errno
+import math
 import os
 import selectors
 import signal
@@ -228,10 +234,7 @@ class Proxy:
                 if pipe.await_until is None:
                     continue
                 if link.cut:
-                    # held across the cut from now on, as if made during it
-                    pipe.await_until = None
-                    pipe.tainted = True
-                    continue
+                    continue    # (cut ends every wait: not reached)
                 try:
                     pipe.sock['u'] = self._connect(link)
                 except OSError as e:
@@ -344,6 +347,12 @@ class Proxy:
             for link in self._targets(words[1]):
                 link.cut = True
                 for pipe in link.pipes:
+                    if pipe.await_until is not None:
+                        # held for its target: from now on as if made
+                        # during the cut (at once: a heal that follows
+                        # must not find it still waiting)
+                        pipe.await_until = None
+                        pipe.tainted = True
                     for side in ('c', 'u'):
                         if pipe.buf[side]:
                             link.swallowed += len(pipe.buf[side])
@@ -362,8 +371,13 @@ class Proxy:
                     pipe.close_at = None
                 closed = 0
                 for pipe in list(link.pipes):
+                    if pipe.await_until is not None and not pipe.tainted:
+                        continue    # waiting for its target: lost nothing
                     if pipe.tainted or pipe.sock['c'] is None or pipe.sock['u'] is None:
                         if keep:
+                            # broken: swallowing until an end closes it,
+                            # never forwarded once its target listens
+                            pipe.await_until = None
                             continue
                         self._close(pipe, 'healed: its stream lost bytes')
                         closed += 1
@@ -464,11 +478,20 @@ class Proxy:
         self.ctl.close()
 
 
+def seconds(text):
+    """A bound in seconds: finite and not negative (nan or inf would hold a
+    connection for the proxy's whole life)."""
+    v = float(text)
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError('want finite seconds >= 0, not %r' % text)
+    return v
+
+
 def main():
     ap = argparse.ArgumentParser(description='partitioning TCP proxy for tests')
     ap.add_argument('--control', type=int, required=True)
     ap.add_argument('--link', action='append', default=[], required=True)
-    ap.add_argument('--await-target', type=float, default=0)
+    ap.add_argument('--await-target', type=seconds, default=0)
     ap.add_argument('--owner-pid', type=int, default=0)
     ap.add_argument('--max-seconds', type=float, default=900)
     ap.add_argument('--log')

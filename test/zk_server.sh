@@ -56,7 +56,10 @@
 #
 # Environment: JAVA (default: java on PATH, else /usr/bin/java),
 # ZK_JAVA_DIR (default /usr/share/java), ZK_TICK_TIME (default 200 ms),
-# ZK_START_TIMEOUT (default 30 s), ZK_JVM_OPTS (extra JVM options),
+# ZK_START_TIMEOUT (default 30 s, or initLimit (20) ticks + 20 s if longer:
+# a server elected leader whose voters went on to follow another waits that
+# long for a follower, and does not serve, before it elects again),
+# ZK_JVM_OPTS (extra JVM options),
 # ZK_LOG_LEVEL (slf4j-simple level, default info).
 
 set -u
@@ -66,7 +69,8 @@ SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 JAVA=${JAVA:-$(command -v java || echo /usr/bin/java)}
 ZK_JAVA_DIR=${ZK_JAVA_DIR:-/usr/share/java}
 ZK_TICK_TIME=${ZK_TICK_TIME:-200}
-ZK_START_TIMEOUT=${ZK_START_TIMEOUT:-30}
+ZK_START_TIMEOUT=${ZK_START_TIMEOUT:-$(( ZK_TICK_TIME * 20 / 1000 + 20 > 30 ?
+	ZK_TICK_TIME * 20 / 1000 + 20 : 30 ))}
 ZK_RUN_AS=${ZK_RUN_AS:-postgres}
 ZK_LOG_LEVEL=${ZK_LOG_LEVEL:-info}
 

@@ -57,9 +57,13 @@ foreach my $i (1 .. 3)
 }
 # A learner connects to its leader's quorum port as soon as it has voted,
 # maybe before the new leader listens there: the proxy holds such a
-# connection until the leader listens (as the learner would retry a refused
-# one), rather than hang up on it, which sends the learner back to the
-# election and can keep a quorum from forming (seen: no quorum in 30 s).
+# connection until the leader listens, rather than hang up on it, which
+# sends the learner back to the election and can keep a quorum from forming
+# (seen: no quorum in 30 s).  (ZooKeeper 3.8's learner retries a refused
+# connection 5 times 100 ms apart; 8 s is more patient, for a loaded
+# machine, and below initLimit x tickTime, 40 s, the learner's own read
+# timeout.  The cut below is unaffected: a connection made during a cut is
+# held and never forwarded, with or without it.)
 my $px = ZkChaos::Proxy->start(links => \@links, await_target => 8);
 zk_start(servers => 3, ports => \@ports, tick_time => $TICK,
 	args => [ '--quorum-via', join(',', @via) ]);
