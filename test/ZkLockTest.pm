@@ -960,11 +960,15 @@ sub zk_session_id
 # zk_published($sid): the data of the publication of long waits of the
 # instance whose session is $sid (zk_session_id), read from ZooKeeper; undef
 # when there is none.  A long wait is a line "w<TAB>pid<TAB>czxid<TAB>...".
+# Croaks when ZooKeeper could not be read (so that "none" is never a failed
+# read).
 sub zk_published
 {
 	my ($sid) = @_;
-	my ($rc, $out) = zkutil('get', zk_path("zklock.waits/$sid"));
-	return $rc == 0 ? $out : undef;
+	my ($rc, $out, $err) = zkutil('get', zk_path("zklock.waits/$sid"));
+	return $out if $rc == 0;
+	return undef if $rc == 1 && $err =~ /does not exist/;
+	croak "zk_published: could not read the publication of $sid (rc $rc): $err";
 }
 
 # zk_wait_published($sid, \@pids, %p): waits (bounded: timeout => s, 10 by
@@ -975,6 +979,8 @@ sub zk_wait_published
 {
 	my ($sid, $pids, %p) = @_;
 	my $gone = delete $p{gone};
+	croak "zk_wait_published: no pids given"
+	  unless @$pids && !grep { !defined } @$pids;
 	return wait_until(
 		sub {
 			my $data = zk_published($sid) // '';
