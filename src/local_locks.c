@@ -19,9 +19,9 @@
  * waited for.  When the holds change, so does what the node's data says
  * of them (show_holds), written by the worker without anyone waiting.
  *
- * When holds end is backend.c's: its callbacks and the session-level
- * releases call the ends here.  Nothing here calls the fence (fence.c),
- * which reads this table.
+ * When holds end is backend.c's (its callbacks and the session-level
+ * releases call the ends here), and acquire.c's when a call undoes what it
+ * took.  Nothing here calls the fence (fence.c), which reads this table.
  *
  * Portions Copyright (c) 2026, zklock developers
  *

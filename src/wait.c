@@ -17,10 +17,9 @@
  * PG_CATCH: the request being waited for is the pending one, which the
  * exit callback withdraws (zklock_withdraw_pending), as it withdraws a
  * batch submitted at once until the caller has taken it over
- * (zklock_withdraw_batch).  A worker that has
- * not taken the request, or not run, for zklock.connect_timeout, a client
- * that has gone, and a wait that ZooKeeper's unavailability ended each end
- * the wait with their own error.
+ * (zklock_withdraw_batch).  A worker that has not taken the request, or not
+ * run, for zklock.connect_timeout, a client that has gone, and a wait that
+ * ZooKeeper's unavailability ended each end the wait with their own error.
  *
  * Portions Copyright (c) 2026, zklock developers
  *
