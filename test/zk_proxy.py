@@ -232,9 +232,7 @@ class Proxy:
         for link in self.links.values():
             for pipe in list(link.pipes):
                 if pipe.await_until is None:
-                    continue
-                if link.cut:
-                    continue    # (cut ends every wait: not reached)
+                    continue    # (cut ends every wait at once)
                 try:
                     pipe.sock['u'] = self._connect(link)
                 except OSError as e:
