@@ -20,7 +20,9 @@
  * and read the local lock table (local_locks.c) only.
  *
  * Leadership a transaction relied on (zk_is_leader said true, leader.c)
- * is fenced the same way when the transaction wrote anything
+ * is fenced the same way when the transaction had an effect
+ * (zklock_xact_has_effects: it wrote, or it has NOTIFY, LISTEN or UNLISTEN
+ * pending)
  * (zklock_leader_fence, called from leader.c's transaction callback): as a
  * lock it holds, whose loss fails the commit.  It reads the groups' shared
  * state (election.c's, election.h) and the lease in one section under
@@ -34,7 +36,9 @@
 
 #include "access/transam.h"
 #include "access/xact.h"
+#include "commands/async.h"
 #include "miscadmin.h"
+#include "storage/ipc.h"
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "utils/hsearch.h"
@@ -147,16 +151,77 @@ zklock_prove_held(LocalLock *lock, TimestampTz start, int bound_ms, const char *
 }
 
 /*
+ * Are NOTIFY, LISTEN or UNLISTEN actions pending in this transaction?
+ * async.c keeps them in static lists, and PreCommit_Notify, which runs
+ * after the pre-commit callbacks, is what gives such a transaction its
+ * id.  The one exported function that reads those lists is
+ * AtPrepare_Notify: on PostgreSQL 15, 17 and 18 it raises ERROR 0A000 if
+ * and only if any are pending, and changes nothing (it is meant for
+ * PREPARE, which refuses them).  So call it and catch that ERROR.  The
+ * ERROR is never reported: no context callback runs, and the interrupt
+ * holdoff counts that errfinish resets are put back.  Where an ERROR
+ * would be promoted to FATAL (ExitOnAnyError, proc_exit under way), or to
+ * PANIC (a critical section), do not probe: say yes, so the fence runs.
+ */
+static bool
+notify_pending(void)
+{
+	MemoryContext mcxt = CurrentMemoryContext;
+	uint32		holdoff = InterruptHoldoffCount;
+	uint32		cancel_holdoff = QueryCancelHoldoffCount;
+	volatile bool pending = false;
+
+	if (ExitOnAnyError || proc_exit_inprogress || CritSectionCount > 0)
+		return true;
+	PG_TRY();
+	{
+		error_context_stack = NULL; /* PG_END_TRY/PG_CATCH restore it */
+		AtPrepare_Notify();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(mcxt);
+		InterruptHoldoffCount = holdoff;
+		QueryCancelHoldoffCount = cancel_holdoff;
+		if (geterrcode() != ERRCODE_FEATURE_NOT_SUPPORTED)
+			PG_RE_THROW();		/* not the probe's answer (out of memory) */
+		FlushErrorState();
+		pending = true;
+	}
+	PG_END_TRY();
+	return pending;
+}
+
+/*
+ * Does the transaction about to commit have an effect that others see once
+ * it commits, so that the locks and leadership it ran under must guard it?
+ * It wrote (it has an xid), or it has NOTIFY, LISTEN or UNLISTEN pending
+ * (also from pg_notify or a trigger; one rolled back with its savepoint is
+ * not pending any more).  Effects it cannot see are listed in
+ * doc/safety.md: nextval and setval (not transactional), a remote commit in
+ * another extension's pre-commit callback (postgres_fdw), dblink.
+ * Called at XACT_EVENT_PRE_COMMIT only.
+ */
+bool
+zklock_xact_has_effects(void)
+{
+	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		return true;
+	return notify_pending();
+}
+
+/*
  * The commit fence, run before the commit record is written: every lock
  * that guards the transaction must be proven held (prove_held), within one
  * bound of the session timeout plus zklock.connect_timeout.  A lost lock
  * fails at once, naming the most specific one (a child, not its parent).
  *
  * The locks that guard a transaction are its transaction-level locks and,
- * when it wrote anything (has an xid), the backend's session-level locks
- * too: an ETL step run under a session lock does not commit its writes once
- * that lock is lost.  A read-only transaction is not held up by a lost
- * session lock (zk_lock_release says so instead).
+ * when it had an effect (zklock_xact_has_effects: it wrote, or notifies),
+ * the backend's session-level locks too: an ETL step run under a session
+ * lock does not commit its writes, nor its NOTIFY, once that lock is lost.
+ * A read-only transaction is not held up by a lost session lock
+ * (zk_lock_release says so instead).
  */
 void
 zklock_commit_fence(void)
@@ -164,12 +229,12 @@ zklock_commit_fence(void)
 	HASH_SEQ_STATUS seq;
 	LocalLock  *lock;
 	LocalLock  *lost = NULL;
-	bool		wrote = TransactionIdIsValid(GetTopTransactionIdIfAny());
+	bool		effects = zklock_xact_has_effects();
 	TimestampTz start = GetCurrentTimestamp();
 	int			bound_ms = zklock_session_timeout + zklock_connect_timeout;
 
 #define GUARDS(l) ((l)->nxact > 0 || \
-				   (wrote && (l)->session_count + (l)->session_implicit > 0))
+				   (effects && (l)->session_count + (l)->session_implicit > 0))
 
 	hash_seq_init(&seq, zklock_local_locks);
 	while ((lock = hash_seq_search(&seq)) != NULL)
@@ -275,7 +340,8 @@ still_leads_locked(const ZkLeadership *l, bool *covered)
 
 /*
  * The leadership fence, at XACT_EVENT_PRE_COMMIT of a transaction that
- * wrote and relied on zk_is_leader (leader.c): each candidacy it relied on
+ * had an effect (zklock_xact_has_effects) and relied on zk_is_leader
+ * (leader.c): each candidacy it relied on
  * must still lead (same group, session and node) under a lease that
  * covers it, or the commit fails (55P03, as a lost lock).  A lease that
  * runs short is waited for, within the lock fence's bound.  In the locked

@@ -13,7 +13,8 @@
  * (see doc/safety.md for the clocks this relies on).
  *
  * A transaction that got true remembers the group, S and the node.  At
- * commit, if it wrote anything (it has an xid), the leadership fence
+ * commit, if it had an effect (it wrote, or has a NOTIFY pending:
+ * zklock_xact_has_effects, fence.c), the leadership fence
  * (zklock_leader_fence, fence.c) treats each such group as a lock the
  * transaction holds: it must still lead in the same candidacy under a valid
  * lease, or the commit fails; passing it opens the commit window (lease.c)
@@ -121,8 +122,7 @@ leader_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
-			if (nrelied == 0 ||
-				!TransactionIdIsValid(GetTopTransactionIdIfAny()))
+			if (nrelied == 0 || !zklock_xact_has_effects())
 				break;
 			/* more candidacies than groups: some of them has ended */
 			if (relied_overflow)
