@@ -20,11 +20,11 @@
  * and read the local lock table (local_locks.c) only.
  *
  * Leadership a transaction relied on (zk_is_leader said true, leader.c)
- * is fenced the same way when the transaction had an effect
- * (zklock_xact_has_effects: it wrote, or it has NOTIFY, LISTEN or UNLISTEN
- * pending)
- * (zklock_leader_fence, called from leader.c's transaction callback): as a
- * lock it holds, whose loss fails the commit.  It reads the groups' shared
+ * is fenced the same way when the transaction had an effect: it wrote, or
+ * it has NOTIFY, LISTEN or UNLISTEN pending (zklock_xact_has_effects).
+ * The leadership fence (zklock_leader_fence, called from leader.c's
+ * transaction callback) treats it as a lock it holds, whose loss fails the
+ * commit.  It reads the groups' shared
  * state (election.c's, election.h) and the lease in one section under
  * zklock_shared->lock (shared mode), where the commit window opens.
  *
@@ -38,8 +38,8 @@
 #include "access/xact.h"
 #include "commands/async.h"
 #include "miscadmin.h"
-#include "storage/ipc.h"
 #include "pgstat.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
