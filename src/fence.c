@@ -180,11 +180,12 @@ notify_pending(void)
 	}
 	PG_CATCH();
 	{
+		/* not the probe's answer (out of memory): as if uncaught */
+		if (geterrcode() != ERRCODE_FEATURE_NOT_SUPPORTED)
+			PG_RE_THROW();
 		MemoryContextSwitchTo(mcxt);
 		InterruptHoldoffCount = holdoff;
 		QueryCancelHoldoffCount = cancel_holdoff;
-		if (geterrcode() != ERRCODE_FEATURE_NOT_SUPPORTED)
-			PG_RE_THROW();		/* not the probe's answer (out of memory) */
 		FlushErrorState();
 		pending = true;
 	}
