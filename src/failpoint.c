@@ -50,6 +50,10 @@
  *						not closed yet (no "fail")
  *	root-acl-check		root.c: the chroot was found, the credentials'
  *						part of the root check not sent yet (no "fail")
+ *	before-commit-cancel	lease.c: the worker counted the commit windows
+ *						it waited a session timeout for and has not
+ *						cancelled their backends yet (sleep, pause: one may
+ *						leave its window meanwhile; no "fail")
  *	deadlock-before-withdraw	deadlock.c, in a backend: a deadlock's
  *						victim found the cycle again and has not withdrawn
  *						its request yet (sleep: it may be granted
