@@ -473,7 +473,15 @@ lease_cancel_windows(ZkCommitWait *w)
 		int			pid = ProcGlobal->allProcs[i].pid;
 
 		if (lease_window_matches(i, w->session_id, w->groups) && pid != 0)
+		{
+			/*
+			 * failpoint "sleep" only (the lock is held): the window was
+			 * seen open, the signal not sent; its backend cannot close it
+			 * meanwhile
+			 */
+			(void) ZKLOCK_FAILPOINT("commit-cancel-locked");
 			(void) kill(pid, SIGINT);
+		}
 	}
 	LWLockRelease(zklock_shared->lock);
 }
