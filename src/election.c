@@ -38,8 +38,11 @@
  * leader, stops being a leader by the backends' own clock before ZooKeeper
  * can expire the session and let another candidate lead.  The worker
  * deletes its own node (a group removed from zklock.elections) only after
- * it has withdrawn the leadership and no commit that passed the fence under
- * the session can still land (the commit windows, lease.c).
+ * it has withdrawn the leadership and no commit that passed the leadership
+ * fence for this group can still land (the commit windows, lease.c): a
+ * commit under a lock, or under another group's leadership, does not hold
+ * it, and one that relied on this group is waited for as a session's close
+ * waits (cancelled after a session timeout, logged).
  *
  * Watches: a group holds at most one, its predecessor's (WATCHING) or its
  * own node's (LEADING); each is dropped (zkc_unwatch) when the group moves
@@ -88,6 +91,8 @@ typedef struct Candidacy
 	char		node[ZKLOCK_MAX_NODE_NAME_LEN + 1];
 	char		watched[ZKLOCK_MAX_NODE_NAME_LEN + 1];
 	char		last_why[128];	/* retry_later's last reason, logged once */
+	ZkCommitWait leave_wait;	/* LEAVING: for the commits that relied on
+								 * the group's leadership (lease.c) */
 } Candidacy;
 
 static Candidacy cands[ZKLOCK_MAX_ELECTIONS];
@@ -702,8 +707,9 @@ zklock_election_tick(void)
 /*
  * A group removed from zklock.elections: the leadership ends now (under
  * the lock, so no commit fence trusts it from here on); the node goes once
- * no commit that passed the fence under this session can still land
- * (leave_step), since its deletion lets another candidate lead.
+ * no commit whose leadership fence vouched for this group slot can still
+ * land (leave_step), since its deletion lets another candidate lead.  A
+ * candidate that did not lead has no such commit and leaves at once.
  */
 static void
 start_leaving(int g)
@@ -720,6 +726,9 @@ start_leaving(int g)
 	}
 	c->phase = ZKEL_LEAVING;
 	publish(g, false);
+	/* from here on, no fence can vouch for g: the wait starts */
+	zklock_commit_wait_init(&c->leave_wait, el_session, UINT32_C(1) << g,
+							c->name);
 }
 
 /* Leaving, at each tick while connected: delete the node when it is safe */
@@ -737,7 +746,7 @@ leave_step(int g, bool recover)
 			send_children(g);	/* find the node of a lost create's reply */
 		return;
 	}
-	if (zklock_lease_commits_pending(el_session, NULL, 0) > 0)
+	if (zklock_commit_wait_poll(&c->leave_wait) > 0)
 	{
 		el_recover = true;		/* look again soon */
 		return;

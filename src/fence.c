@@ -339,6 +339,18 @@ still_leads_locked(const ZkLeadership *l, bool *covered)
 	return true;
 }
 
+/* The group slots (a bit each) of the candidacies relied on */
+static uint32
+groups_of(const ZkLeadership *relied_on, int n)
+{
+	uint32		groups = 0;
+
+	StaticAssertStmt(ZKLOCK_MAX_ELECTIONS <= 32, "a bit per group slot");
+	for (int i = 0; i < n; i++)
+		groups |= UINT32_C(1) << relied_on[i].slot;
+	return groups;
+}
+
 /*
  * The leadership fence, at XACT_EVENT_PRE_COMMIT of a transaction that
  * had an effect (zklock_xact_has_effects) and relied on zk_is_leader
@@ -347,8 +359,8 @@ still_leads_locked(const ZkLeadership *l, bool *covered)
  * covers it, or the commit fails (55P03, as a lost lock).  A lease that
  * runs short is waited for, within the lock fence's bound.  In the locked
  * section of the last look, the commit window (lease.c) opens for the
- * session, so that the worker neither ends it nor deletes the group's node
- * until this transaction has ended.
+ * session, naming the groups, so that the worker neither ends the session
+ * nor deletes those groups' nodes until this transaction has ended.
  */
 void
 zklock_leader_fence(const ZkLeadership *relied_on, int n)
@@ -371,7 +383,8 @@ zklock_leader_fence(const ZkLeadership *relied_on, int n)
 			all_covered = all_covered && covered;
 		}
 		if (lost == NULL && all_covered)
-			zklock_lease_mark_commit_locked(relied_on[0].session_id);
+			zklock_lease_mark_commit_locked(relied_on[0].session_id,
+											groups_of(relied_on, n));
 		LWLockRelease(zklock_shared->lock);
 
 		if (lost)

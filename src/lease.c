@@ -54,11 +54,30 @@
  * mark is cleared at XACT_EVENT_COMMIT, which comes after a synchronous
  * replication wait: the session is kept through that wait too.
  *
+ * A leadership fence (fence.c) also records in its slot, with the mark,
+ * which election groups it vouched for (commit_groups, a bit per group
+ * slot).  A group that is left waits only for the windows that name it
+ * (election.c): a commit under a lock, or under another group's
+ * leadership, keeps the session but not the group's node.  A bit can
+ * only be set while its group slot leads (the fence sees it lead in the
+ * same locked section); a bit left by an earlier candidacy of the same
+ * slot, in a window still open, makes a later leave wait for it too:
+ * longer than needed, never shorter, and bounded as below.
+ *
+ * Each wait (a session's close, a group's leave: ZkCommitWait) is logged
+ * after a second, and after a session timeout cancels the backends it
+ * waits for, once (lease_cancel_windows).  The cancel takes the lock in
+ * exclusive mode and signals only a slot whose mark it sees there: a
+ * backend clears its mark under the lock in shared mode, before it exits
+ * too, so the backend signalled is still in that window (its PID cannot
+ * belong to a later backend of the slot or to another process).
+ *
  * Shared state: lease_session and lease_end in ZkLockShared, written by the
- * worker only (this file), under zklock_shared->lock; commit_session[slot],
- * written by the backend of that slot only (this file), set under the lock
- * in shared mode and cleared without it, read by the worker.  Everything
- * else here is the worker's own memory.
+ * worker only (this file), under zklock_shared->lock; commit_session[slot]
+ * and commit_groups[slot], written by the backend of that slot only (this
+ * file), set and cleared under the lock in shared mode, read by the
+ * worker (the groups under the lock).  Everything else here is the
+ * worker's own memory.
  *
  *-------------------------------------------------------------------------
  */
@@ -75,6 +94,7 @@
 #include "storage/proc.h"
 
 #include "compat.h"
+#include "failpoint.h"
 #include "wait_events.h"
 #include "lease.h"
 #include "zklock.h"
@@ -319,11 +339,16 @@ zklock_lease_enter_commit(int64 session_id)
 /*
  * Backend side: open the commit window for session_id, for a fence that
  * has just looked at the lease (and at what it covers) in the locked
- * section the caller holds (the leadership fence, fence.c).
+ * section the caller holds (the leadership fence, fence.c); groups: the
+ * election group slots (a bit each) it saw lead there.  The groups are
+ * added before the mark is written, so that a worker that sees the mark
+ * sees them.
  */
 void
-zklock_lease_mark_commit_locked(int64 session_id)
+zklock_lease_mark_commit_locked(int64 session_id, uint32 groups)
 {
+	zklock_shared->commit_groups[ZKLOCK_MY_PROCNO] |= groups;
+	pg_write_barrier();
 	pg_atomic_write_u64(&zklock_shared->commit_session[ZKLOCK_MY_PROCNO],
 						(uint64) session_id);
 }
@@ -337,35 +362,63 @@ void
 zklock_lease_leave_commit(void)
 {
 	pg_atomic_uint64 *mine;
+	bool		locked;
 
 	if (zklock_shared == NULL || MyProc == NULL)
 		return;
 	mine = &zklock_shared->commit_session[ZKLOCK_MY_PROCNO];
-	if (pg_atomic_read_u64(mine) != 0)
-		pg_atomic_write_u64(mine, 0);
+	if (pg_atomic_read_u64(mine) == 0)
+		return;
+	/* under the lock: the worker's cancel must not signal a later use */
+	locked = !LWLockHeldByMe(zklock_shared->lock);
+	if (locked)
+		LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	pg_atomic_write_u64(mine, 0);
+	pg_write_barrier();
+	zklock_shared->commit_groups[ZKLOCK_MY_PROCNO] = 0;
+	if (locked)
+		LWLockRelease(zklock_shared->lock);
 }
 
 /*
- * Worker side, after the lease was withdrawn: how many backends may still
- * write a commit record that a fence passed under session_id.  Their PIDs
- * go to pids[] (at most maxpids of them).
+ * Is slot i's window open for session_id and, when groups is not 0, does
+ * it vouch for one of those group slots?  The mark is read before the
+ * groups (they are written in the other order).
+ */
+static bool
+lease_window_matches(int i, int64 session_id, uint32 groups)
+{
+	if (pg_atomic_read_u64(&zklock_shared->commit_session[i]) !=
+		(uint64) session_id)
+		return false;
+	pg_read_barrier();
+	return groups == 0 || (zklock_shared->commit_groups[i] & groups) != 0;
+}
+
+/*
+ * Worker side, after the lease (or a group's leadership) was withdrawn:
+ * how many backends may still write a commit record that a fence passed
+ * under session_id, vouching for one of the group slots in groups (0:
+ * any fence).  Their PIDs go to pids[] (at most maxpids of them).
  */
 int
-zklock_lease_commits_pending(int64 session_id, int *pids, int maxpids)
+zklock_lease_commits_pending(int64 session_id, uint32 groups, int *pids,
+							 int maxpids)
 {
 	int			n = 0;
 
 	if (session_id == 0)
 		return 0;
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	for (int i = 0; i < zklock_shared->nslots; i++)
 	{
-		if (pg_atomic_read_u64(&zklock_shared->commit_session[i]) !=
-			(uint64) session_id)
+		if (!lease_window_matches(i, session_id, groups))
 			continue;
 		if (n < maxpids)
 			pids[n] = ProcGlobal->allProcs[i].pid;
 		n++;
 	}
+	LWLockRelease(zklock_shared->lock);
 	return n;
 }
 
@@ -379,88 +432,162 @@ zklock_lease_last_answer(void)
 	return lease_nproofs > 0 ? lease_proofs[lease_nproofs - 1].answered : 0;
 }
 
-/* "pid, pid, ..." of the backends whose window is open for session_id */
+/* "pid, pid, ..." of the backends a wait waits for */
 static char *
-lease_window_pids(int64 session_id, int *n)
+lease_window_pids(ZkCommitWait *w, int *n)
 {
 	int		   *pids = palloc(sizeof(int) * zklock_shared->nslots);
 	StringInfoData list;
 
-	*n = zklock_lease_commits_pending(session_id, pids, zklock_shared->nslots);
+	*n = zklock_lease_commits_pending(w->session_id, w->groups, pids,
+									  zklock_shared->nslots);
 	initStringInfo(&list);
-	for (int i = 0; i < *n; i++)
+	for (int i = 0; i < Min(*n, zklock_shared->nslots); i++)
 		appendStringInfo(&list, "%s%d", i > 0 ? ", " : "", pids[i]);
 	pfree(pids);
 	return list.data;
 }
 
 /*
- * Cancel (SIGINT, as pg_cancel_backend) the backends whose window is still
- * open for session_id.  A commit waiting before its record (for a lock, a
+ * Cancel (SIGINT, as pg_cancel_backend) the backends whose window a wait
+ * still waits for.  A commit waiting before its record (for a lock, a
  * remote server) then fails; one waiting after it (for a synchronous
- * standby) completes locally.  Either way its window closes.
+ * standby) completes locally.  Either way its window closes.  Under the
+ * lock in exclusive mode, so that no backend can close its window (and
+ * go on to other work, or exit and leave its slot and PID to another
+ * process) between the look at its mark and the signal: only a backend
+ * still in the window is signalled.
  */
 static void
-lease_cancel_windows(int64 session_id)
+lease_cancel_windows(ZkCommitWait *w)
 {
+	/*
+	 * failpoint "sleep" or "pause": the windows were counted, the cancel
+	 * not sent; a backend may leave its window meanwhile, and must not be
+	 * signalled then
+	 */
+	(void) ZKLOCK_FAILPOINT("before-commit-cancel");
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < zklock_shared->nslots; i++)
 	{
-		pg_atomic_uint64 *mark = &zklock_shared->commit_session[i];
 		int			pid = ProcGlobal->allProcs[i].pid;
 
-		if (pg_atomic_read_u64(mark) == (uint64) session_id && pid != 0 &&
-			pg_atomic_read_u64(mark) == (uint64) session_id)
+		if (lease_window_matches(i, w->session_id, w->groups) && pid != 0)
+		{
+			/*
+			 * failpoint "sleep" only (the lock is held): the window was
+			 * seen open, the signal not sent; its backend cannot close it
+			 * meanwhile
+			 */
+			(void) ZKLOCK_FAILPOINT("commit-cancel-locked");
 			(void) kill(pid, SIGINT);
+		}
 	}
+	LWLockRelease(zklock_shared->lock);
+}
+
+/*
+ * A wait for the commit windows of session_id (those vouching for one of
+ * groups, when not 0); group names the election group left (NULL: the
+ * session is closed), for the log.
+ */
+void
+zklock_commit_wait_init(ZkCommitWait *w, int64 session_id, uint32 groups,
+						const char *group)
+{
+	w->session_id = session_id;
+	w->groups = groups;
+	w->group = group;
+	w->since = zklock_boottime_us();
+	w->next_log_ms = 1000;
+	w->cancelled = false;
+}
+
+/* The wait's LOG line: what is kept, for how many, whether cancelled now */
+static void
+lease_wait_log(ZkCommitWait *w, bool cancel)
+{
+	int			n;
+	char	   *pids = lease_window_pids(w, &n);
+	const char *note = cancel ?
+		" They have waited for a session timeout and are cancelled now." : "";
+
+	if (w->group == NULL)
+		ereport(LOG,
+				(errmsg_plural("zklock: keeping ZooKeeper session 0x%llx open until %d commit that passed the commit fence has ended",
+							   "zklock: keeping ZooKeeper session 0x%llx open until %d commits that passed the commit fence have ended",
+							   n, (unsigned long long) w->session_id, n),
+				 errdetail("Backends (PID): %s.%s", pids, note)));
+	else
+		ereport(LOG,
+				(errmsg_plural("zklock: keeping the candidate node of election group \"%s\" until %d commit that relied on its leadership has ended",
+							   "zklock: keeping the candidate node of election group \"%s\" until %d commits that relied on its leadership have ended",
+							   n, w->group, n),
+				 errdetail("Backends (PID): %s.%s", pids, note)));
+	pfree(pids);
+}
+
+/*
+ * One look: how many windows the wait still waits for.  Logs after a
+ * second and then every minute, naming the backends; after a session
+ * timeout cancels them, once; the wait goes on until their windows are
+ * closed.  Once none is left, logs the end when it took a second or more.
+ */
+int
+zklock_commit_wait_poll(ZkCommitWait *w)
+{
+	int64		waited_ms = (zklock_boottime_us() - w->since) / 1000;
+	int64		cancel_ms = Max(zkc_negotiated_timeout(), zklock_session_timeout);
+	int			n = zklock_lease_commits_pending(w->session_id, w->groups,
+												 NULL, 0);
+	bool		cancel = !w->cancelled && waited_ms >= cancel_ms;
+
+	if (n == 0)
+	{
+		if (waited_ms >= 1000 && w->group == NULL)
+			ereport(LOG,
+					(errmsg("zklock: the commits that passed the commit fence under ZooKeeper session 0x%llx have ended after %ld ms; closing it",
+							(unsigned long long) w->session_id, (long) waited_ms)));
+		else if (waited_ms >= 1000)
+			ereport(LOG,
+					(errmsg("zklock: the commits that relied on the leadership of election group \"%s\" have ended after %ld ms; deleting its candidate node",
+							w->group, (long) waited_ms)));
+		return 0;
+	}
+	if (waited_ms >= w->next_log_ms || cancel)
+	{
+		lease_wait_log(w, cancel);
+		if (cancel)
+		{
+			lease_cancel_windows(w);
+			w->cancelled = true;
+		}
+		if (waited_ms >= w->next_log_ms)
+			w->next_log_ms = (waited_ms / 60000 + 1) * 60000;
+	}
+	return n;
 }
 
 /*
  * Worker side, before it ends a session that may still be alive (see "The
  * commit window" above): wait until no window is open for session_id.  A
  * commit is normally through in microseconds; one that waits keeps the
- * session, and every lock node of this instance, until it has ended:
- * logged after a second and then every minute, naming the backends.  After
- * a session timeout those backends are cancelled, once, so that nobody
- * (a synchronous standby that is down, a remote server that hangs) holds
- * the worker's restart, reload or new session without a bound; the wait
- * goes on until their windows are closed.  serve, when not NULL, is called
- * every 10 ms meanwhile (the main loop's work); without it, the worker
- * sleeps.  The postmaster's death does not end the wait: its orphaned
- * backends may still commit.
+ * session, and every lock node of this instance, until it has ended,
+ * logged and cancelled as zklock_commit_wait_poll says, so that nobody (a
+ * synchronous standby that is down, a remote server that hangs) holds the
+ * worker's restart, reload or new session without a bound.  serve, when
+ * not NULL, is called every 10 ms meanwhile (the main loop's work);
+ * without it, the worker sleeps.  The postmaster's death does not end the
+ * wait: its orphaned backends may still commit.
  */
 void
 zklock_lease_wait_for_commits(int64 session_id, void (*serve) (void))
 {
-	int64		since = zklock_boottime_us();
-	int64		next_log_ms = 1000;
-	int64		cancel_ms = Max(zkc_negotiated_timeout(), zklock_session_timeout);
-	bool		cancelled = false;
-	int			n;
+	ZkCommitWait w;
 
-	while (zklock_lease_commits_pending(session_id, NULL, 0) > 0)
+	zklock_commit_wait_init(&w, session_id, 0, NULL);
+	while (zklock_commit_wait_poll(&w) > 0)
 	{
-		int64		waited_ms = (zklock_boottime_us() - since) / 1000;
-
-		if (waited_ms >= next_log_ms || (!cancelled && waited_ms >= cancel_ms))
-		{
-			char	   *pids = lease_window_pids(session_id, &n);
-			bool		cancel = !cancelled && waited_ms >= cancel_ms;
-
-			ereport(LOG,
-					(errmsg_plural("zklock: keeping ZooKeeper session 0x%llx open until %d commit that passed the commit fence has ended",
-								   "zklock: keeping ZooKeeper session 0x%llx open until %d commits that passed the commit fence have ended",
-								   n, (unsigned long long) session_id, n),
-					 errdetail("Backends (PID): %s.%s", pids,
-							   cancel ? " They have waited for a session timeout and are cancelled now." : "")));
-			pfree(pids);
-			if (cancel)
-			{
-				lease_cancel_windows(session_id);
-				cancelled = true;
-			}
-			if (waited_ms >= next_log_ms)
-				next_log_ms = (waited_ms / 60000 + 1) * 60000;
-		}
 		if (serve)
 		{
 			int			rc = WaitLatch(MyLatch,
@@ -476,9 +603,4 @@ zklock_lease_wait_for_commits(int64 session_id, void (*serve) (void))
 		else
 			pg_usleep(10000L);
 	}
-	if ((zklock_boottime_us() - since) / 1000 >= 1000)
-		ereport(LOG,
-				(errmsg("zklock: the commits that passed the commit fence under ZooKeeper session 0x%llx have ended after %ld ms; closing it",
-						(unsigned long long) session_id,
-						(long) ((zklock_boottime_us() - since) / 1000))));
 }

@@ -10,6 +10,21 @@
 
 #include "zk_client.h"
 
+/*
+ * The worker's wait for commit windows: a session's close, or a group's
+ * leave (see "The commit window" in lease.c)
+ */
+typedef struct ZkCommitWait
+{
+	int64		session_id;
+	uint32		groups;			/* group slots' bits; 0: every window */
+	const char *group;			/* the group left, for the log; NULL: the
+								 * session is closed */
+	int64		since;			/* CLOCK_BOOTTIME us */
+	int64		next_log_ms;	/* after since */
+	bool		cancelled;		/* the backends were cancelled */
+} ZkCommitWait;
+
 /* both sides */
 extern int64 zklock_boottime_us(void);
 
@@ -18,8 +33,11 @@ extern void zklock_lease_session_started(int64 session_id, int64 since_us);
 extern void zklock_lease_end_session(void);
 extern void zklock_lease_event(ZkEvent *ev);
 extern long zklock_lease_tick(bool connected);
-extern int	zklock_lease_commits_pending(int64 session_id, int *pids,
-										 int maxpids);
+extern int	zklock_lease_commits_pending(int64 session_id, uint32 groups,
+										 int *pids, int maxpids);
+extern void zklock_commit_wait_init(ZkCommitWait *w, int64 session_id,
+									uint32 groups, const char *group);
+extern int	zklock_commit_wait_poll(ZkCommitWait *w);
 extern int64 zklock_lease_last_answer(void);
 extern void zklock_lease_wait_for_commits(int64 session_id,
 										  void (*serve) (void));
@@ -29,6 +47,6 @@ extern bool zklock_lease_covers(int64 session_id, int64 *remaining_ms);
 extern bool zklock_lease_covers_locked(int64 session_id, int64 *remaining_ms);
 extern bool zklock_lease_enter_commit(int64 session_id);
 extern void zklock_lease_leave_commit(void);
-extern void zklock_lease_mark_commit_locked(int64 session_id);
+extern void zklock_lease_mark_commit_locked(int64 session_id, uint32 groups);
 
 #endif							/* ZKLOCK_LEASE_H */

@@ -71,6 +71,7 @@ zklock_shmem_size(void)
 	size = offsetof(ZkLockShared, entries);
 	size = add_size(size, mul_size(zklock_nentries(), sizeof(ZkLockEntry)));
 	size = add_size(size, mul_size(zklock_nslots(), sizeof(pg_atomic_uint64)));
+	size = add_size(size, mul_size(zklock_nslots(), sizeof(uint32)));
 	size = add_size(size, mul_size(zklock_nentries(), sizeof(int)));
 	size = add_size(size, mul_size(zklock_nslots(), sizeof(int)));
 	return size;
@@ -106,18 +107,23 @@ zklock_shmem_startup(void)
 
 	/*
 	 * The commit windows (8-byte aligned: an entry's size is a multiple of
-	 * 8), the queue and the per-slot counts live behind the entries; every
-	 * process sets its pointers.
+	 * 8) and the groups they vouch for, the queue and the per-slot counts
+	 * live behind the entries; every process sets its pointers.
 	 */
 	zklock_shared->commit_session =
 		(pg_atomic_uint64 *) &zklock_shared->entries[n];
+	zklock_shared->commit_groups =
+		(uint32 *) &zklock_shared->commit_session[zklock_shared->nslots];
 	zklock_shared->queue =
-		(int *) &zklock_shared->commit_session[zklock_shared->nslots];
+		(int *) &zklock_shared->commit_groups[zklock_shared->nslots];
 	zklock_shared->slot_entries = zklock_shared->queue + n;
 	if (!found)
 	{
 		for (int i = 0; i < zklock_shared->nslots; i++)
+		{
 			pg_atomic_init_u64(&zklock_shared->commit_session[i], 0);
+			zklock_shared->commit_groups[i] = 0;
+		}
 		zklock_channel_init();	/* every entry FREE, on the free list */
 	}
 	zklock_election_shmem_init();

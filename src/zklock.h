@@ -220,10 +220,23 @@ typedef struct ZkLockShared
 	 * The commit windows (lease.c): per backend slot (PGPROC number), the
 	 * session whose lease a commit fence of that backend trusted, from the
 	 * fence until its transaction has ended; 0 outside.  Only the backend
-	 * of the slot writes it (setting it under the lock in shared mode,
-	 * clearing it without); the worker reads it before it ends a session.
+	 * of the slot writes it, setting and clearing it under the lock in
+	 * shared mode; the worker reads it before it ends a session or leaves
+	 * an election group, and under the lock in exclusive mode before it
+	 * signals the slot's backend (lease.c).
 	 */
 	pg_atomic_uint64 *commit_session;	/* array of nslots */
+
+	/*
+	 * Per backend slot, with commit_session: the election group slots
+	 * (bit g: zklock_elections_shared->groups[g]) whose leadership the
+	 * leadership fence of the open window vouched for; 0 when it vouched
+	 * for none (a lock fence only).  Written by the slot's backend only,
+	 * under the lock in shared mode, in the locked section where the
+	 * fence saw the groups lead; cleared with commit_session.  Read by
+	 * the worker under the lock, when it leaves a group (election.c).
+	 */
+	uint32	   *commit_groups;	/* array of nslots */
 
 	/* counters, lock */
 	uint64		n_granted;
