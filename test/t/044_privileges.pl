@@ -6,7 +6,7 @@
 # sequences and types, to a role and to PUBLIC, globally and IN SCHEMA --
 # before CREATE EXTENSION, or only before ALTER EXTENSION UPDATE, every
 # path (a fresh install; 1.0, 1.1 and 1.2 updated step by step and at
-# once; 1.3 and 1.4 updated to 1.6), into a schema whose name has capitals, a space and a %:
+# once; 1.3, 1.4 and 1.6 updated to the default), into a schema whose name has capitals, a space and a %:
 #  - ends with the documented privileges: the superuser-only members
 #    (zk_lock_admin_node, zk_lock_force_release, zk_lock_revoke) and those
 #    not granted to PUBLIC (zk_lock_nodes, zk_lock_queue, zk_lock_local,
@@ -26,6 +26,8 @@
 #  - the same refusals for a role the administrative functions and writes
 #    to zk_lock_fences were granted to by hand: they are superusers' (and
 #    the table's owner's) whatever grants exist.
+#  - (1.7) a member of pg_monitor reads zk_lock_status (granted to
+#    pg_read_all_stats, as zk_lock_waits) on every path.
 # A schema name with a double quote is refused by PostgreSQL itself (it
 # substitutes @extschema@ only into names without quotes, $ or \).
 # And zk_lock_force_release naming a waiting node (or none) warns and
@@ -53,6 +55,7 @@ $node->safe_psql('postgres', q{
 	CREATE ROLE writer LOGIN;   -- granted zk_lock_fence by hand
 	CREATE ROLE mon LOGIN;      -- granted the raw listings by hand
 	CREATE ROLE ops LOGIN;      -- granted the admin functions by hand
+	CREATE ROLE watcher LOGIN IN ROLE pg_monitor;   -- monitoring
 	CREATE ROLE "Ap%p ""x";     -- a name to quote});
 
 my $qs = '"We%ird s"';    # capitals, a space and a %
@@ -155,11 +158,13 @@ my @paths = (
 	[ 'v12',        '1.2', [undef],                'create' ],
 	[ 'v13',        '1.3', [undef],                'create' ],
 	[ 'v14',        '1.4', [undef],                'create' ],
+	[ 'v16',        '1.6', [undef],                'create' ],
 	[ 'v10_late',   '1.0', [undef],                'update' ],
 	[ 'v11_late',   '1.1', [ '1.2', undef ],       'update' ],
 	[ 'v12_late',   '1.2', [undef],                'update' ],
 	[ 'v13_late',   '1.3', [undef],                'update' ],
 	[ 'v14_late',   '1.4', [undef],                'update' ],
+	[ 'v16_late',   '1.6', [undef],                'update' ],
 );
 
 my $fresh_described;
@@ -242,6 +247,8 @@ foreach my $path (@paths)
 	my ($code) = sqlstate_as($db, 'app',
 		q{SELECT count(*) FROM zk_locks WHERE resource = 'priv/victim' AND pid IS NULL});
 	is($code, '00000', "$what: app reads zk_locks (masked)");
+	my ($sc, $so, $se) = sqlstate_as($db, 'watcher', q{SELECT state FROM zk_lock_status});
+	is($sc, '00000', "$what: a member of pg_monitor reads zk_lock_status") or diag($se);
 	foreach my $attack (
 		[ 'app', q{SELECT zk_lock_force_release('priv/victim')} ],
 		[ 'app', qq{SELECT zk_lock_force_release('priv/victim', '$vnode')} ],
