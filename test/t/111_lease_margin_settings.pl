@@ -39,7 +39,9 @@ ok( zk_wait_log($node,
 		qr/WARNING:  zklock: the negotiated session timeout \($timeout ms\) is less than three times zklock.lease_margin \($margin ms\)/,
 		$log_at, 30),
 	'the reload logs a WARNING naming zklock.lease_margin and the session timeout');
-ok(wait_until(sub { psql1($node, 'SHOW zklock.lease_margin') eq "${margin}ms" }, timeout => 30),
+ok( wait_until(
+		sub { psql1($node, q{SELECT setting FROM pg_settings WHERE name = 'zklock.lease_margin'}) eq $margin },
+		timeout => 30),
 	'the new margin is in force');
 
 # nest/b: its parent nest is held, and cannot be proven held
@@ -55,7 +57,9 @@ $s->query('SELECT zk_lock_release_all()');
 $log_at = -s $node->logfile;
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET zklock.lease_margin');
 $node->safe_psql('postgres', 'SELECT pg_reload_conf()');
-ok(wait_until(sub { psql1($node, 'SHOW zklock.lease_margin') eq '500ms' }, timeout => 30),
+ok( wait_until(
+		sub { psql1($node, q{SELECT setting FROM pg_settings WHERE name = 'zklock.lease_margin'}) eq '500' },
+		timeout => 30),
 	'the margin is back to 500ms');
 is($s->query_ok(q{SELECT zk_lock_acquire_session('nest/a') > 0, zk_lock_acquire_session('nest/b') > 0}),
 	't|t', 'nest/a and nest/b are taken');
