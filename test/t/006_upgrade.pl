@@ -25,7 +25,8 @@
 #  - the same for a database at 1.6 (1.6.1 shipped no SQL): the 1.7 library
 #    under 1.6's objects, where zk_lock_status is its owner's alone; after
 #    the update to 1.7 (compared with zklock--1.7.sql) pg_read_all_stats
-#    reads zk_lock_status, PUBLIC still does not, and zk_lock_revoke and
+#    reads zk_lock_status and calls the functions behind it, PUBLIC does
+#    neither (before, it called them), and zk_lock_revoke and
 #    zk_lock_force_release are 1.7's (they list holders unmasked).
 #  (test/t/044 does every path again with default privileges in place and
 #  a schema named We%ird s.)
@@ -235,13 +236,17 @@ is($node->safe_psql('v16', $describe), $fresh,
 is($node->safe_psql('v16',
 		q{SELECT has_table_privilege('pg_read_all_stats', 'zk_lock_status', 'SELECT'),
 		         has_table_privilege('public', 'zk_lock_status', 'SELECT'),
+		         (SELECT string_agg(has_function_privilege('pg_read_all_stats', f, 'EXECUTE')::text
+		                            || '/' || has_function_privilege('public', f, 'EXECUTE')::text, ',')
+		          FROM unnest(ARRAY['zk_lock_status()', 'zk_lock_status_watches()',
+		                            'zk_lock_status_notifications()']) f),
 		         has_function_privilege('public', 'zk_lock_revoke(text,text)', 'EXECUTE'),
 		         has_function_privilege('public', 'zk_lock_force_release(text,text)', 'EXECUTE'),
 		         (SELECT count(*) FROM pg_proc
 		          WHERE proname IN ('zk_lock_revoke', 'zk_lock_force_release')
 		            AND prosrc LIKE '%zk_lock_queue(%' AND prosrc NOT LIKE '%zk_locks(%')}),
-	't|f|f|f|2',
-	'updated from 1.6: zk_lock_status granted to pg_read_all_stats, not PUBLIC; zk_lock_revoke and zk_lock_force_release list holders unmasked, still not PUBLIC');
+	't|f|true/false,true/false,true/false|f|f|2',
+	'updated from 1.6: zk_lock_status and its functions granted to pg_read_all_stats, not PUBLIC; zk_lock_revoke and zk_lock_force_release list holders unmasked, still not PUBLIC');
 is($node->safe_psql('v14',
 		q{SELECT acquisitions >= 1, granted_at_once >= 1, total_held_time >= 0,
 		         (SELECT count(*) FROM zk_lock_waits),

@@ -107,12 +107,13 @@ my @closed_functions = (
 	'zk_lock_admin_node(text,text,text,text)', 'zk_lock_force_release(text,text)',
 	'zk_lock_revoke(text,text)', 'zk_lock_nodes(text)', 'zk_lock_queue(text)',
 	'zk_lock_local()', 'zk_lock_fence(text,bigint)',
-	'zk_lock_settle_privileges()', 'zk_lock_waits()', 'zk_lock_stats_reset()');
+	'zk_lock_settle_privileges()', 'zk_lock_waits()', 'zk_lock_stats_reset()',
+	'zk_lock_status()', 'zk_lock_status_watches()', 'zk_lock_status_notifications()');
 my @closed_table = qw(INSERT UPDATE DELETE TRUNCATE REFERENCES TRIGGER);
 my $closed_query = join("\nUNION ALL ",
 	(map { my $f = $_; map { qq{SELECT '$_ $f', has_function_privilege('$_', '$qs.$f', 'EXECUTE')} } (qw(app plain), 'Ap%p "x') } @closed_functions),
 	(map { my $p = $_; map { qq{SELECT '$_ zk_lock_fences $p', has_table_privilege('$_', '$qs.zk_lock_fences', '$p')} } (qw(app plain), 'Ap%p "x') } @closed_table),
-	(map { my $v = $_; map { qq{SELECT '$_ $v view', has_table_privilege('$_', '$qs.$v', 'SELECT')} } (qw(app plain), 'Ap%p "x') } qw(zk_lock_local zk_lock_waits)),
+	(map { my $v = $_; map { qq{SELECT '$_ $v view', has_table_privilege('$_', '$qs.$v', 'SELECT')} } (qw(app plain), 'Ap%p "x') } qw(zk_lock_local zk_lock_waits zk_lock_status)),
 	(map { my $v = $_; map { qq{SELECT '$_ $v UPDATE', has_table_privilege('$_', '$qs.$v', 'UPDATE,DELETE,INSERT,TRUNCATE,TRIGGER,REFERENCES')} } qw(app plain) } qw(zk_locks zk_lock_status zk_elections zk_lock_stats)));
 my $open_query = qq{
 	SELECT has_function_privilege('writer', '$qs.zk_lock_fence(text,bigint)', 'EXECUTE'),
@@ -249,6 +250,9 @@ foreach my $path (@paths)
 	is($code, '00000', "$what: app reads zk_locks (masked)");
 	my ($sc, $so, $se) = sqlstate_as($db, 'watcher', q{SELECT state FROM zk_lock_status});
 	is($sc, '00000', "$what: a member of pg_monitor reads zk_lock_status") or diag($se);
+	($sc, $so, $se) = sqlstate_as($db, 'watcher',
+		q{SELECT s.state, zk_lock_status_watches() >= 0, zk_lock_status_notifications() >= 0 FROM zk_lock_status() s});
+	is($sc, '00000', "$what: and the functions behind it") or diag($se);
 	foreach my $attack (
 		[ 'app', q{SELECT zk_lock_force_release('priv/victim')} ],
 		[ 'app', qq{SELECT zk_lock_force_release('priv/victim', '$vnode')} ],
@@ -269,6 +273,12 @@ foreach my $path (@paths)
 		[ 'app', q{SELECT * FROM zk_lock_waits} ],
 		[ 'app', q{SELECT * FROM zk_lock_waits()} ],
 		[ 'plain', q{SELECT zk_lock_stats_reset()} ],
+		[ 'plain', q{SELECT hosts, last_error FROM zk_lock_status} ],
+		[ 'plain', q{SELECT hosts, last_error FROM zk_lock_status()} ],
+		[ 'plain', q{SELECT zk_lock_status_watches()} ],
+		[ 'plain', q{SELECT zk_lock_status_notifications()} ],
+		[ 'app', q{SELECT hosts, last_error FROM zk_lock_status} ],
+		[ 'app', q{SELECT hosts, last_error FROM zk_lock_status()} ],
 		[ 'plain', q{SELECT zk_lock_force_release('priv/victim')} ],
 		[ 'plain', q{UPDATE zk_lock_fences SET token = 5 WHERE resource = 'priv/fence'} ],
 		[ 'ops', q{SELECT zk_lock_force_release('priv/victim')} ],

@@ -14,7 +14,11 @@
 #  - the wrapper's own check refuses another resource (42501) and leaves
 #    its holder alone; a role without the grant is refused (42501); a
 #    member of the granted role calling zk_lock_revoke or
-#    zk_lock_force_release itself is refused (42501).
+#    zk_lock_force_release itself is refused (42501);
+#  - the same wrapper owned by a role that is not a superuser (even one
+#    granted EXECUTE on zk_lock_revoke and zk_lock_force_release by hand)
+#    gives nobody revoke power: 42501 for its owner and for the role it is
+#    granted to, and the holder keeps its lock.
 use strict;
 use warnings;
 
@@ -92,6 +96,25 @@ is($code, '42501', 'a role without the grant is refused');
 is($code, '42501', 'a member of etl_admin calling zk_lock_revoke itself is refused');
 ($code) = as_role('etl_ops', q{SELECT zk_lock_force_release('billing/close')});
 is($code, '42501', 'a member of etl_admin calling zk_lock_force_release itself is refused');
+# the recipe again, owned by a role that is not a superuser
+$node1->safe_psql('postgres', q{
+	CREATE ROLE etl_owner LOGIN;
+	CREATE SCHEMA etl_own AUTHORIZATION etl_owner;
+	GRANT EXECUTE ON FUNCTION zk_lock_revoke(text, text),
+	  zk_lock_force_release(text, text) TO etl_owner;});
+foreach my $which ([ 'etl_revoke', $recipe ], [ 'etl_force_release', $force_recipe ])
+{
+	my ($fn, $text) = @$which;
+	(my $own = $text) =~ s/\b$fn\b/etl_own.$fn/g;
+	$own =~ s/'etl\/%'/'%'/;    # and no check of its own
+	my ($rc, $o, $e) = $node1->psql('postgres', $own, extra_params => [ '-U', 'etl_owner', '-v', 'ON_ERROR_STOP=1' ]);
+	is($rc, 0, "etl_owner creates its own $fn") or diag($e);
+	foreach my $caller (qw(etl_ops etl_owner))
+	{
+		($code) = as_role($caller, qq{SELECT etl_own.$fn('billing/close')});
+		is($code, '42501', "$caller calling etl_owner's $fn is refused (its owner is no superuser)");
+	}
+}
 ($code) = as_role('etl_ops', q{SELECT etl_force_release('billing/close')});
 is($code, '42501', "the force-release wrapper's check refuses a resource outside etl/");
 is(zk_count_locks(zk_path('billing/close')), 1, 'the other holder still has its lock node');
