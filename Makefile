@@ -51,13 +51,14 @@ OBJS = \
 
 EXTENSION = zklock
 DATA = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql zklock--1.2--1.3.sql \
-	zklock--1.3--1.4.sql zklock--1.4--1.6.sql
+	zklock--1.3--1.4.sql zklock--1.4--1.6.sql zklock--1.6--1.7.sql
 # the fresh install script of the default version: 1.0's script and every
 # update script in turn, as CREATE EXTENSION ran them before 1.4 (one
 # source for each object; test/t/006 compares it with every update path)
 ZKLOCK_SCRIPTS = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql \
-	zklock--1.2--1.3.sql zklock--1.3--1.4.sql zklock--1.4--1.6.sql
-DATA_built = zklock--1.6.sql
+	zklock--1.2--1.3.sql zklock--1.3--1.4.sql zklock--1.4--1.6.sql \
+	zklock--1.6--1.7.sql
+DATA_built = zklock--1.7.sql
 PGFILEDESC = "zklock - ZooKeeper locks for PostgreSQL"
 
 SHLIB_LINK = -lzookeeper_mt -lpthread
@@ -98,8 +99,8 @@ zklock-installcheck-precheck:
 .PHONY: zklock-installcheck-precheck
 
 # (each script's "\echo ... \quit" line is dropped by CREATE EXTENSION)
-zklock--1.6.sql: $(ZKLOCK_SCRIPTS)
-	{ echo '/* zklock--1.6.sql: made by make from $(ZKLOCK_SCRIPTS); do not edit */'; \
+zklock--1.7.sql: $(ZKLOCK_SCRIPTS)
+	{ echo '/* zklock--1.7.sql: made by make from $(ZKLOCK_SCRIPTS); do not edit */'; \
 	  for f in $^; do echo; echo "/* ---- $$f */"; cat $$f; done; } > $@
 
 # every object depends on the shared headers (PGXS tracks no dependencies)

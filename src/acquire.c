@@ -103,9 +103,10 @@ stack_step(LocalLock *lock, ZkLockMode held_mode, LockStep *step,
 					 errhint("Take it the same way, or release it first.")));
 		lock->parents = step->parents;
 	}
-	/* reported as held again: it must be held */
+	/* reported as held again: it must be held (named as asked for) */
 	zklock_prove_held(lock, GetCurrentTimestamp(),
 					  zklock_session_timeout + zklock_connect_timeout,
+					  step->child ? step->child : step->resource,
 					  "it is not taken again");
 	zklock_add_hold(lock, session, step->implicit);
 	return lock;

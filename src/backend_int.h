@@ -128,7 +128,8 @@ extern void zklock_extension_guard_reset(void);
 /* fence.c */
 extern void zklock_check_lost(int elevel);
 extern void zklock_prove_held(LocalLock *lock, TimestampTz start,
-							  int bound_ms, const char *what);
+							  int bound_ms, const char *asked,
+							  const char *what);
 extern bool zklock_xact_has_effects(void);
 extern void zklock_commit_fence(void);
 extern void zklock_prepare_check(void);

@@ -113,15 +113,68 @@ zklock_check_lost(int elevel)
 }
 
 /*
+ * The negotiated session timeout of the worker's session (ms), 0 when
+ * there is none.
+ */
+static int
+negotiated_timeout(void)
+{
+	int			t;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	t = zklock_shared->negotiated_timeout;
+	LWLockRelease(zklock_shared->lock);
+	return t;
+}
+
+/*
+ * The lease did not cover a lock for bound_ms: 55P03, naming the resource
+ * the caller asked for (asked; NULL: the lock's own) and, when the lock is
+ * a parent of it, that parent.  When zklock.lease_margin is half the
+ * session timeout or more, no lease can ever cover it (lease.c: a lease
+ * reaches at most timeout - margin beyond its proof): the detail says that
+ * rather than blame the leader's answers.
+ */
+static void
+not_proven(LocalLock *lock, int bound_ms, const char *asked, const char *what)
+{
+	int			timeout = negotiated_timeout();
+	char	   *name;
+
+	if (asked != NULL && strcmp(asked, lock->key.resource) != 0)
+		name = psprintf("\"%s\" (its parent \"%s\", held by this session)",
+						asked, lock->key.resource);
+	else
+		name = psprintf("\"%s\"", lock->key.resource);
+	if (timeout > 0 && 2 * (int64) zklock_lease_margin >= timeout)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("zklock lock on resource %s is not proven held; %s",
+						name, what),
+				 errdetail("zklock.lease_margin (%d ms) is at least half of the negotiated session timeout (%d ms): no lease can cover it.",
+						   zklock_lease_margin, timeout),
+				 errhint("Lower zklock.lease_margin, or raise zklock.session_timeout (and ZooKeeper's maxSessionTimeout); keep the timeout at least three times the margin.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("zklock lock on resource %s is not proven held; %s",
+					name, what),
+			 errdetail("For %d ms, no answer of the ZooKeeper leader has proven that this instance's session is alive for zklock.lease_margin (%d ms) more.",
+					   bound_ms, zklock_lease_margin),
+			 errhint("Another holder may have been granted the lock. zk_lock_status shows the worker's session and lease.")));
+}
+
+/*
  * Is a lock held by a session that the lease proves alive for at least
  * zklock.lease_margin more (lease.c)?  A state flag written by a worker
  * that may be stalled, or a follower cut from its leader, proves nothing.
  * Raises 55P03 when the lock is lost; when the lease does not cover it,
  * waits for the worker to renew the lease (it does so by itself when the
- * lease runs short) until bound_ms after start, then raises 55P03.
+ * lease runs short) until bound_ms after start, then raises 55P03 naming
+ * asked, the resource the caller asked for (NULL: the lock's own).
  */
 void
-zklock_prove_held(LocalLock *lock, TimestampTz start, int bound_ms, const char *what)
+zklock_prove_held(LocalLock *lock, TimestampTz start, int bound_ms,
+				  const char *asked, const char *what)
 {
 	int64		left;
 
@@ -136,13 +189,7 @@ zklock_prove_held(LocalLock *lock, TimestampTz start, int bound_ms, const char *
 		if (zklock_lease_covers(lock->session_id, &left))
 			return;
 		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), bound_ms))
-			ereport(ERROR,
-					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("zklock lock on resource \"%s\" is not proven held; %s",
-							lock->key.resource, what),
-					 errdetail("For %d ms, no answer of the ZooKeeper leader has proven that this instance's session is alive for zklock.lease_margin (%d ms) more.",
-							   bound_ms, zklock_lease_margin),
-					 errhint("Another holder may have been granted the lock. zk_lock_status shows the worker's session and lease.")));
+			not_proven(lock, bound_ms, asked, what);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 50, zklock_wait_event(ZKLOCK_WAIT_LEASE));
 		ResetLatch(MyLatch);
@@ -246,7 +293,8 @@ zklock_commit_fence(void)
 			lost = lock;
 	}
 	if (lost)
-		zklock_prove_held(lost, start, bound_ms, "the transaction cannot commit");
+		zklock_prove_held(lost, start, bound_ms, NULL,
+						  "the transaction cannot commit");
 
 	/*
 	 * Every guard proven held, then the commit window opened for their
@@ -263,7 +311,8 @@ zklock_commit_fence(void)
 		{
 			if (GUARDS(lock))
 			{
-				zklock_prove_held(lock, start, bound_ms, "the transaction cannot commit");
+				zklock_prove_held(lock, start, bound_ms, NULL,
+								  "the transaction cannot commit");
 				session_id = lock->session_id;
 			}
 		}

@@ -249,17 +249,40 @@ worker_wait(WaitEventSet *wes, long timeout)
 	}
 }
 
+/*
+ * A WARNING when the session's negotiated timeout is under three times
+ * zklock.lease_margin: commits wait for the lease, and at half of it or
+ * more no lease can cover the margin at all (lease.c).  At the session's
+ * start, and at a reload that changed the margin (the timeout stays the
+ * session's).
+ */
+static void
+warn_lease_margin(void)
+{
+	int			timeout = zkc_negotiated_timeout();
+
+	if (timeout > 0 && timeout < 3 * zklock_lease_margin)
+		ereport(WARNING,
+				(errmsg("zklock: the negotiated session timeout (%d ms) is less than three times zklock.lease_margin (%d ms)",
+						timeout, zklock_lease_margin),
+				 errdetail("Commits under zklock locks will wait for the lease, or fail."),
+				 errhint("Raise zklock.session_timeout (and ZooKeeper's maxSessionTimeout), or lower zklock.lease_margin.")));
+}
+
 /* SIGHUP: read the configuration again; new hosts mean a new session */
 static void
 worker_reload(void)
 {
 	char	   *old_hosts = pstrdup(zklock_hosts);
+	int			old_margin = zklock_lease_margin;
 
 	ConfigReloadPending = false;
 	ProcessConfigFile(PGC_SIGHUP);
 	zklock_recipe_reload();
 	if (strcmp(old_hosts, zklock_hosts) != 0)
 		hosts_changed();
+	else if (zklock_lease_margin != old_margin && was_connected)
+		warn_lease_margin();
 	pfree(old_hosts);
 }
 
@@ -683,12 +706,7 @@ session_connected(void)
 						zkc_negotiated_timeout())));
 		zklock_lease_session_started(zkc_session_id(),
 									 session_asked_at);
-		if (zkc_negotiated_timeout() < 3 * zklock_lease_margin)
-			ereport(WARNING,
-					(errmsg("zklock: the negotiated session timeout (%d ms) is less than three times zklock.lease_margin (%d ms)",
-							zkc_negotiated_timeout(), zklock_lease_margin),
-					 errdetail("Commits under zklock locks will wait for the lease, or fail."),
-					 errhint("Raise zklock.session_timeout (and ZooKeeper's maxSessionTimeout), or lower zklock.lease_margin.")));
+		warn_lease_margin();
 	}
 	else
 		ereport(LOG,

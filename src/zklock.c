@@ -727,6 +727,30 @@ zklock_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	}
 }
 
+
+/*
+ * zklock.node_name left unset: its computed default, host name and port
+ * (zklock_instance_name), becomes the setting's value as a dynamic default
+ * -- as PostgreSQL does for wal_buffers -- so that SHOW and pg_settings
+ * show the name the node data carry.  A value from the configuration
+ * (even an empty one) stays; so does an empty value when the computed
+ * name is longer than the setting allows (63 bytes): the node data then
+ * carry the computed name, which zk_locks shows.
+ */
+static void
+node_name_default(void)
+{
+	const char *name;
+
+	if (zklock_node_name != NULL && zklock_node_name[0] != '\0')
+		return;
+	name = zklock_instance_name();
+	if (strlen(name) > 63)
+		return;
+	SetConfigOption("zklock.node_name", name, PGC_POSTMASTER,
+					PGC_S_DYNAMIC_DEFAULT);
+}
+
 void
 _PG_init(void)
 {
@@ -734,6 +758,7 @@ _PG_init(void)
 		return;
 
 	zklock_define_settings();
+	node_name_default();
 
 	prev_object_access_hook = object_access_hook;
 	object_access_hook = zklock_object_access;

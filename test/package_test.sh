@@ -169,6 +169,8 @@ version=$(cd "$work/zklock" && dpkg-parsechangelog -S Version)
 extversion=$(sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" "$src/zklock.control")
 doc_pages=()
 for f in "$src"/doc/*.md; do [ -f "$f" ] && doc_pages+=("$(basename "$f")"); done
+# the images README.md shows, at their paths relative to it
+mapfile -t readme_images < <(sed -n 's/.*!\[[^]]*\](\([^)]*\)).*/\1/p' "$src/README.md")
 
 for i in "${!debs[@]}"; do
 	deb=${debs[$i]}
@@ -192,8 +194,14 @@ for i in "${!debs[@]}"; do
 	for f in "${doc_pages[@]}"; do
 		grep -qx "/usr/share/doc/$pkg/doc/$f" "$work/$pkg.files" || missing+=("/usr/share/doc/$pkg/doc/$f")
 	done
+	for f in "${readme_images[@]}"; do
+		grep -qx "/usr/share/doc/$pkg/$f" "$work/$pkg.files" || missing+=("/usr/share/doc/$pkg/$f")
+	done
+	if [ ${#readme_images[@]} -eq 0 ]; then
+		not_ok "README.md shows an image" "none found by the pattern"
+	fi
 	if [ ${#missing[@]} -eq 0 ]; then
-		ok "$pkg holds zklock.so, the control file and SQL scripts, README.md and the ${#doc_pages[@]} pages of doc/ (uncompressed)"
+		ok "$pkg holds zklock.so, the control file and SQL scripts, README.md, the ${#readme_images[@]} image(s) it shows (${readme_images[*]}) and the ${#doc_pages[@]} pages of doc/ (uncompressed)"
 	else
 		not_ok "$pkg holds the library, the extension's files and the manual" "missing: ${missing[*]}"
 	fi

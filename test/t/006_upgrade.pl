@@ -22,6 +22,12 @@
 #    counts the locks taken while the database was still at 1.4 (the
 #    counts are the instance's, in shared memory), zk_lock_waits is there
 #    and zk_lock_stats_reset is not granted to PUBLIC.
+#  - the same for a database at 1.6 (1.6.1 shipped no SQL): the 1.7 library
+#    under 1.6's objects, where zk_lock_status is its owner's alone; after
+#    the update to 1.7 (compared with zklock--1.7.sql) pg_read_all_stats
+#    reads zk_lock_status and calls the functions behind it, PUBLIC does
+#    neither (before, it called them), and zk_lock_revoke and
+#    zk_lock_force_release are 1.7's (they list holders unmasked).
 #  (test/t/044 does every path again with default privileges in place and
 #  a schema named We%ird s.)
 use strict;
@@ -43,10 +49,12 @@ $node->safe_psql('postgres', 'CREATE DATABASE v11');
 $node->safe_psql('postgres', 'CREATE DATABASE v12');
 $node->safe_psql('postgres', 'CREATE DATABASE v13');
 $node->safe_psql('postgres', 'CREATE DATABASE v14');
+$node->safe_psql('postgres', 'CREATE DATABASE v16');
 $node->safe_psql('v11', q{CREATE EXTENSION zklock VERSION '1.1'});
 $node->safe_psql('v12', q{CREATE EXTENSION zklock VERSION '1.2'});
 $node->safe_psql('v13', q{CREATE EXTENSION zklock VERSION '1.3'});
 $node->safe_psql('v14', q{CREATE EXTENSION zklock VERSION '1.4'});
+$node->safe_psql('v16', q{CREATE EXTENSION zklock VERSION '1.6'});
 $node->safe_psql('old', q{CREATE EXTENSION zklock VERSION '1.0'});
 $node->safe_psql('fresh', 'CREATE EXTENSION zklock');
 
@@ -97,6 +105,16 @@ is($node->safe_psql('v14',
 is($node->safe_psql('v14',
 		q{SELECT count(*) FROM pg_proc WHERE proname IN ('zk_lock_stats', 'zk_lock_stats_reset', 'zk_lock_waits')}),
 	'0', '1.4 objects: no statistics or waits function before the update');
+
+# the new library under the 1.6 objects: locks and zk_lock_stats work;
+# zk_lock_status is not granted to pg_read_all_stats until the update
+is($node->safe_psql('v16',
+		q{SELECT zk_lock_acquire_session('upgrade/v16') > 0,
+		         (SELECT acquisitions >= 1 FROM zk_lock_stats
+		          WHERE resource = 'upgrade/v16' AND mode = 'exclusive'),
+		         zk_lock_release('upgrade/v16'),
+		         has_table_privilege('pg_read_all_stats', 'zk_lock_status', 'SELECT')}),
+	't|t|t|f', '1.6 objects: a lock is taken and counted; zk_lock_status not granted to pg_read_all_stats');
 
 # the new library under the 1.1 objects, beside a 1.2 database: one queue,
 # holders SHARED, SHARED, then waiters EXCLUSIVE, SHARED, EXCLUSIVE
@@ -171,6 +189,10 @@ $node->safe_psql('v14', 'ALTER EXTENSION zklock UPDATE');
 is($node->safe_psql('v14', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	$default, "1.4: ALTER EXTENSION zklock UPDATE reaches $default");
 
+$node->safe_psql('v16', 'ALTER EXTENSION zklock UPDATE');
+is($node->safe_psql('v16', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
+	$default, "1.6: ALTER EXTENSION zklock UPDATE reaches $default");
+
 $node->safe_psql('old', 'ALTER EXTENSION zklock UPDATE');
 is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	$default, "ALTER EXTENSION zklock UPDATE reaches $default");
@@ -208,7 +230,23 @@ is($node->safe_psql('v12', $describe), $fresh,
 is($node->safe_psql('v13', $describe), $fresh,
 	'the database updated from 1.3 has the same objects as a fresh install');
 is($node->safe_psql('v14', $describe), $fresh,
-	'the database updated from 1.4 has the same objects as a fresh install (zklock--1.6.sql)');
+	'the database updated from 1.4 has the same objects as a fresh install');
+is($node->safe_psql('v16', $describe), $fresh,
+	'the database updated from 1.6 has the same objects as a fresh install (zklock--1.7.sql)');
+is($node->safe_psql('v16',
+		q{SELECT has_table_privilege('pg_read_all_stats', 'zk_lock_status', 'SELECT'),
+		         has_table_privilege('public', 'zk_lock_status', 'SELECT'),
+		         (SELECT string_agg(has_function_privilege('pg_read_all_stats', f, 'EXECUTE')::text
+		                            || '/' || has_function_privilege('public', f, 'EXECUTE')::text, ',')
+		          FROM unnest(ARRAY['zk_lock_status()', 'zk_lock_status_watches()',
+		                            'zk_lock_status_notifications()']) f),
+		         has_function_privilege('public', 'zk_lock_revoke(text,text)', 'EXECUTE'),
+		         has_function_privilege('public', 'zk_lock_force_release(text,text)', 'EXECUTE'),
+		         (SELECT count(*) FROM pg_proc
+		          WHERE proname IN ('zk_lock_revoke', 'zk_lock_force_release')
+		            AND prosrc LIKE '%zk_lock_queue(%' AND prosrc NOT LIKE '%zk_locks(%')}),
+	't|f|true/false,true/false,true/false|f|f|2',
+	'updated from 1.6: zk_lock_status and its functions granted to pg_read_all_stats, not PUBLIC; zk_lock_revoke and zk_lock_force_release list holders unmasked, still not PUBLIC');
 is($node->safe_psql('v14',
 		q{SELECT acquisitions >= 1, granted_at_once >= 1, total_held_time >= 0,
 		         (SELECT count(*) FROM zk_lock_waits),

@@ -6,7 +6,7 @@
 # sequences and types, to a role and to PUBLIC, globally and IN SCHEMA --
 # before CREATE EXTENSION, or only before ALTER EXTENSION UPDATE, every
 # path (a fresh install; 1.0, 1.1 and 1.2 updated step by step and at
-# once; 1.3 and 1.4 updated to 1.6), into a schema whose name has capitals, a space and a %:
+# once; 1.3, 1.4 and 1.6 updated to the default), into a schema whose name has capitals, a space and a %:
 #  - ends with the documented privileges: the superuser-only members
 #    (zk_lock_admin_node, zk_lock_force_release, zk_lock_revoke) and those
 #    not granted to PUBLIC (zk_lock_nodes, zk_lock_queue, zk_lock_local,
@@ -26,6 +26,8 @@
 #  - the same refusals for a role the administrative functions and writes
 #    to zk_lock_fences were granted to by hand: they are superusers' (and
 #    the table's owner's) whatever grants exist.
+#  - (1.7) a member of pg_monitor reads zk_lock_status (granted to
+#    pg_read_all_stats, as zk_lock_waits) on every path.
 # A schema name with a double quote is refused by PostgreSQL itself (it
 # substitutes @extschema@ only into names without quotes, $ or \).
 # And zk_lock_force_release naming a waiting node (or none) warns and
@@ -53,6 +55,7 @@ $node->safe_psql('postgres', q{
 	CREATE ROLE writer LOGIN;   -- granted zk_lock_fence by hand
 	CREATE ROLE mon LOGIN;      -- granted the raw listings by hand
 	CREATE ROLE ops LOGIN;      -- granted the admin functions by hand
+	CREATE ROLE watcher LOGIN IN ROLE pg_monitor;   -- monitoring
 	CREATE ROLE "Ap%p ""x";     -- a name to quote});
 
 my $qs = '"We%ird s"';    # capitals, a space and a %
@@ -104,12 +107,13 @@ my @closed_functions = (
 	'zk_lock_admin_node(text,text,text,text)', 'zk_lock_force_release(text,text)',
 	'zk_lock_revoke(text,text)', 'zk_lock_nodes(text)', 'zk_lock_queue(text)',
 	'zk_lock_local()', 'zk_lock_fence(text,bigint)',
-	'zk_lock_settle_privileges()', 'zk_lock_waits()', 'zk_lock_stats_reset()');
+	'zk_lock_settle_privileges()', 'zk_lock_waits()', 'zk_lock_stats_reset()',
+	'zk_lock_status()', 'zk_lock_status_watches()', 'zk_lock_status_notifications()');
 my @closed_table = qw(INSERT UPDATE DELETE TRUNCATE REFERENCES TRIGGER);
 my $closed_query = join("\nUNION ALL ",
 	(map { my $f = $_; map { qq{SELECT '$_ $f', has_function_privilege('$_', '$qs.$f', 'EXECUTE')} } (qw(app plain), 'Ap%p "x') } @closed_functions),
 	(map { my $p = $_; map { qq{SELECT '$_ zk_lock_fences $p', has_table_privilege('$_', '$qs.zk_lock_fences', '$p')} } (qw(app plain), 'Ap%p "x') } @closed_table),
-	(map { my $v = $_; map { qq{SELECT '$_ $v view', has_table_privilege('$_', '$qs.$v', 'SELECT')} } (qw(app plain), 'Ap%p "x') } qw(zk_lock_local zk_lock_waits)),
+	(map { my $v = $_; map { qq{SELECT '$_ $v view', has_table_privilege('$_', '$qs.$v', 'SELECT')} } (qw(app plain), 'Ap%p "x') } qw(zk_lock_local zk_lock_waits zk_lock_status)),
 	(map { my $v = $_; map { qq{SELECT '$_ $v UPDATE', has_table_privilege('$_', '$qs.$v', 'UPDATE,DELETE,INSERT,TRUNCATE,TRIGGER,REFERENCES')} } qw(app plain) } qw(zk_locks zk_lock_status zk_elections zk_lock_stats)));
 my $open_query = qq{
 	SELECT has_function_privilege('writer', '$qs.zk_lock_fence(text,bigint)', 'EXECUTE'),
@@ -155,11 +159,13 @@ my @paths = (
 	[ 'v12',        '1.2', [undef],                'create' ],
 	[ 'v13',        '1.3', [undef],                'create' ],
 	[ 'v14',        '1.4', [undef],                'create' ],
+	[ 'v16',        '1.6', [undef],                'create' ],
 	[ 'v10_late',   '1.0', [undef],                'update' ],
 	[ 'v11_late',   '1.1', [ '1.2', undef ],       'update' ],
 	[ 'v12_late',   '1.2', [undef],                'update' ],
 	[ 'v13_late',   '1.3', [undef],                'update' ],
 	[ 'v14_late',   '1.4', [undef],                'update' ],
+	[ 'v16_late',   '1.6', [undef],                'update' ],
 );
 
 my $fresh_described;
@@ -242,6 +248,11 @@ foreach my $path (@paths)
 	my ($code) = sqlstate_as($db, 'app',
 		q{SELECT count(*) FROM zk_locks WHERE resource = 'priv/victim' AND pid IS NULL});
 	is($code, '00000', "$what: app reads zk_locks (masked)");
+	my ($sc, $so, $se) = sqlstate_as($db, 'watcher', q{SELECT state FROM zk_lock_status});
+	is($sc, '00000', "$what: a member of pg_monitor reads zk_lock_status") or diag($se);
+	($sc, $so, $se) = sqlstate_as($db, 'watcher',
+		q{SELECT s.state, zk_lock_status_watches() >= 0, zk_lock_status_notifications() >= 0 FROM zk_lock_status() s});
+	is($sc, '00000', "$what: and the functions behind it") or diag($se);
 	foreach my $attack (
 		[ 'app', q{SELECT zk_lock_force_release('priv/victim')} ],
 		[ 'app', qq{SELECT zk_lock_force_release('priv/victim', '$vnode')} ],
@@ -262,6 +273,12 @@ foreach my $path (@paths)
 		[ 'app', q{SELECT * FROM zk_lock_waits} ],
 		[ 'app', q{SELECT * FROM zk_lock_waits()} ],
 		[ 'plain', q{SELECT zk_lock_stats_reset()} ],
+		[ 'plain', q{SELECT hosts, last_error FROM zk_lock_status} ],
+		[ 'plain', q{SELECT hosts, last_error FROM zk_lock_status()} ],
+		[ 'plain', q{SELECT zk_lock_status_watches()} ],
+		[ 'plain', q{SELECT zk_lock_status_notifications()} ],
+		[ 'app', q{SELECT hosts, last_error FROM zk_lock_status} ],
+		[ 'app', q{SELECT hosts, last_error FROM zk_lock_status()} ],
 		[ 'plain', q{SELECT zk_lock_force_release('priv/victim')} ],
 		[ 'plain', q{UPDATE zk_lock_fences SET token = 5 WHERE resource = 'priv/fence'} ],
 		[ 'ops', q{SELECT zk_lock_force_release('priv/victim')} ],

@@ -3,9 +3,10 @@
 # role with no special rights can do through the extension's scripts and
 # its new members.  No ZooKeeper is needed: nothing here takes a lock.
 #
-#  - zk_lock_status_watches() (1.3, EXECUTE to PUBLIC) without zklock in
-#    shared_preload_libraries: 55000 like every other function (test 005),
-#    not a crash that restarts the whole instance.
+#  - zk_lock_status_watches() (1.3, EXECUTE to PUBLIC; since 1.7 to
+#    pg_read_all_stats) without zklock in shared_preload_libraries, called
+#    by a role that is not a superuser: 55000 like every other function
+#    (test 005), not a crash that restarts the whole instance.
 #  - A role with CREATE on the extension's schema plants operators there
 #    for the argument types the scripts' DO blocks compare without an exact
 #    pg_catalog operator (oid = regclass, oid = regprocedure, oid = integer,
@@ -114,7 +115,7 @@ $plain->init;
 $plain->append_conf('postgresql.conf', 'restart_after_crash = on');
 $plain->start;
 $plain->safe_psql('postgres', q{
-	CREATE ROLE plain LOGIN;
+	CREATE ROLE plain LOGIN IN ROLE pg_read_all_stats;
 	CREATE EXTENSION zklock;});
 ($ret, $out, $err) = $plain->psql('postgres',
 	q{SELECT zk_lock_status_watches()},
