@@ -21,6 +21,7 @@ extern long zklock_lease_tick(bool connected);
 extern int	zklock_lease_commits_pending(int64 session_id, int *pids,
 										 int maxpids);
 extern int64 zklock_lease_last_answer(void);
+extern bool zklock_lease_window_open(int procno, int64 session_id);
 extern void zklock_lease_wait_for_commits(int64 session_id,
 										  void (*serve) (void));
 
