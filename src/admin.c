@@ -68,7 +68,8 @@
 #define OP_REQUEST	4			/* force release: write the request */
 #define OP_GONE		5			/* force release: exists+watch on the node */
 
-#define FORCE_MAX_TRIES		3	/* request writes that meet another write */
+#define FORCE_MAX_TRIES		3	/* versioned request writes that meet
+								 * another write */
 
 static bool post_revocation(int idx, ZkEvent *ev);
 static void post_failed(int idx, const char *why);
@@ -179,12 +180,11 @@ force_read_reply(int idx, ZkEvent *ev)
 		force_done(idx, 0);
 		return;
 	}
-	if (ev->rc != ZKC_OK || ev->ephemeral_owner == 0 ||
+	if (ev->rc != ZKC_OK || ev->data == NULL || ev->ephemeral_owner == 0 ||
 		zklock_node_field(ev->data, "instance=") == NULL ||
-		zklock_node_field(ev->data, "pid=") == NULL ||
-		++w->admin_tries > FORCE_MAX_TRIES)
+		zklock_node_field(ev->data, "pid=") == NULL)
 	{
-		/* unreadable, an explicit lock, another client's, or contended */
+		/* unreadable (its ACL), an explicit lock, or another client's */
 		force_delete(idx, false);
 		return;
 	}
@@ -199,7 +199,14 @@ force_read_reply(int idx, ZkEvent *ev)
 		len = pg_encoding_mbcliplen(PG_UTF8, data, strlen(data),
 									sizeof(data) - 1);
 	data[len] = '\0';
-	if (!zkc_set_data_version(ev->path, data, len, ev->version,
+
+	/*
+	 * At the version read, so that the holder's own rewrite of its
+	 * description is not lost; after FORCE_MAX_TRIES such meetings, over
+	 * it (the node is going anyway).
+	 */
+	if (!zkc_set_data_version(ev->path, data, len,
+							  ++w->admin_tries > FORCE_MAX_TRIES ? -1 : ev->version,
 							  TAG(w->generation, OP_REQUEST, idx)))
 		zklock_recipe_fail(idx, ERRCODE_CONNECTION_FAILURE,
 						   "not connected to ZooKeeper");
