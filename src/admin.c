@@ -109,7 +109,12 @@ admin_start(int idx)
 	node_path(path, w, node);
 	w->phase = PH_ADMIN;
 	if (w->kind == ZKR_FORCE_DELETE)
+	{
+		/* the bound counts from the request: a lost reply does not extend it */
+		w->admin_until_us = zklock_boottime_us() +
+			(int64) force_bound_ms() * 1000;
 		ok = zkc_get_data(path, TAG(w->generation, OP_READ, idx));
+	}
 	else
 		ok = zkc_set_data(path, data, strlen(data),
 						  TAG(w->generation, OP_ADMIN, idx));
@@ -140,6 +145,7 @@ force_delete(int idx, bool outside)
 	node_path(path, w, entry(idx)->node);
 	zkc_unwatch(TAG(w->generation, OP_GONE, idx));
 	w->admin_until_us = 0;
+	w->admin_deleting = true;
 	w->admin_outside = outside;
 	if (outside)
 		ereport(WARNING,
@@ -159,9 +165,24 @@ force_watch(int idx)
 	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
 
 	node_path(path, w, entry(idx)->node);
-	w->admin_rearm = !zkc_exists(path, true, TAG(w->generation, OP_GONE, idx));
+	zkc_unwatch(TAG(w->generation, OP_GONE, idx));
+	w->admin_rearm = !zkc_get_data_watch(path, TAG(w->generation, OP_GONE, idx));
 	if (w->admin_rearm)
 		zklock_recipe_retry_soon();
+}
+
+/*
+ * A read or the request's write ended in a connection loss (its reply
+ * lost, the write maybe applied): read the node again once connected
+ * (admin_retry), within the same bound; never delete it early for that.
+ */
+static void
+force_reread(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	w->admin_reread = true;
+	zklock_recipe_retry_soon();
 }
 
 /*
@@ -175,25 +196,41 @@ force_read_reply(int idx, ZkEvent *ev)
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
 	size_t		len;
 
+	if (w->admin_deleting)
+		return;
 	if (ev->rc == ZKC_NONODE)
 	{
-		force_done(idx, 0);
+		force_done(idx, w->asked ? 1 : 0);
 		return;
 	}
-	if (ev->rc != ZKC_OK || ev->data == NULL || ev->ephemeral_owner == 0 ||
-		zklock_node_field(ev->data, "instance=") == NULL ||
-		zklock_node_field(ev->data, "pid=") == NULL)
+	if (ZKLOCK_FAILPOINT("force-read-reply") ||
+		(ev->rc != ZKC_OK && ev->rc != ZKC_NOAUTH))
+	{
+		force_reread(idx);
+		return;
+	}
+	if (w->asked && ev->rc == ZKC_OK && ev->data != NULL &&
+		zklock_node_field(ev->data, "release=") != NULL)
+	{
+		/* asked already (a lost reply, or read again): wait for it */
+		force_watch(idx);
+		return;
+	}
+	if (!w->asked &&
+		(ev->rc != ZKC_OK || ev->data == NULL || ev->ephemeral_owner == 0 ||
+		 zklock_node_field(ev->data, "instance=") == NULL ||
+		 zklock_node_field(ev->data, "pid=") == NULL))
 	{
 		/* unreadable (its ACL), an explicit lock, or another client's */
 		force_delete(idx, false);
 		return;
 	}
-	if (zklock_node_field(ev->data, "release=") != NULL)
+	if (zklock_node_field(ev->data ? ev->data : "", "release=") != NULL)
 		len = zklock_nodedata_set(data, sizeof(data), ev->data, "release=",
 								  "requested");
 	else
-		len = zklock_nodedata_add(data, sizeof(data), ev->data, "release=",
-								  "requested");
+		len = zklock_nodedata_add(data, sizeof(data), ev->data ? ev->data : "",
+								  "release=", "requested");
 	/* cut between characters: what is cut is the query, last */
 	if (len >= sizeof(data))
 		len = pg_encoding_mbcliplen(PG_UTF8, data, strlen(data),
@@ -218,21 +255,23 @@ force_request_reply(int idx, ZkEvent *ev)
 {
 	WorkEntry  *w = &zklock_work[idx];
 
+	if (w->admin_deleting)
+		return;
 	if (ev->rc == ZKC_NONODE)
-		force_done(idx, 0);
+		force_done(idx, w->asked ? 1 : 0);
 	else if (ev->rc == ZKC_BADVERSION)
 	{
 		/* the holder rewrote its description meanwhile: read it again */
 		if (!zkc_get_data(ev->path, TAG(w->generation, OP_READ, idx)))
-			zklock_recipe_fail(idx, ERRCODE_CONNECTION_FAILURE,
-							   "not connected to ZooKeeper");
+			force_reread(idx);
 	}
-	else if (ev->rc != ZKC_OK)
+	else if (ev->rc == ZKC_NOAUTH && !w->asked)
 		force_delete(idx, false);	/* refused (its ACL): as before */
+	else if (ev->rc != ZKC_OK)
+		force_reread(idx);		/* its reply lost: applied or not? */
 	else
 	{
-		w->admin_until_us = zklock_boottime_us() +
-			(int64) force_bound_ms() * 1000;
+		w->asked = true;
 		/* a holder guarded by its own node reads it without the note */
 		if (!post_revocation(idx, ev))
 			ereport(LOG,
@@ -248,13 +287,25 @@ force_gone_event(int idx, ZkEvent *ev)
 {
 	WorkEntry  *w = &zklock_work[idx];
 
-	if (w->admin_until_us == 0)
+	if (w->admin_until_us == 0 || w->admin_deleting)
 		return;
 	if ((ev->kind == ZKEV_WATCH && ev->watch_type == ZKC_WATCH_DELETED) ||
-		(ev->kind == ZKEV_STAT && ev->rc == ZKC_NONODE))
+		(ev->kind == ZKEV_DATA && ev->rc == ZKC_NONODE))
 		force_done(idx, 1);
+	else if (ev->kind == ZKEV_DATA && ev->rc == ZKC_OK &&
+			 (ev->data == NULL ||
+			  zklock_node_field(ev->data, "release=") == NULL))
+	{
+		/*
+		 * Our request was written over (zk_lock_revoke writes the whole
+		 * data, unversioned) before the holder read it: write it again,
+		 * at the version just read, keeping what is there.
+		 */
+		w->admin_tries = 0;
+		force_read_reply(idx, ev);
+	}
 	else if (ev->kind == ZKEV_WATCH ||
-			 (ev->kind == ZKEV_STAT && ev->rc != ZKC_OK))
+			 (ev->kind == ZKEV_DATA && ev->rc != ZKC_OK))
 	{
 		/* its data changed, or the watch was not set: set it again */
 		zkc_unwatch(TAG(w->generation, OP_GONE, idx));
@@ -414,7 +465,7 @@ admin_tick(void)
 		long		left_ms;
 
 		if (w->kind != ZKR_FORCE_DELETE || w->phase != PH_ADMIN ||
-			w->admin_until_us == 0 || !zklock_connected)
+			w->admin_until_us == 0 || w->admin_deleting || !zklock_connected)
 			continue;
 		left_ms = (long) ((w->admin_until_us - now_us) / 1000);
 		if (left_ms <= 0)
@@ -433,8 +484,19 @@ admin_retry(void)
 	{
 		WorkEntry  *w = &zklock_work[i];
 
-		if (w->kind == ZKR_FORCE_DELETE && w->phase == PH_ADMIN &&
-			w->admin_until_us != 0 && w->admin_rearm && zklock_connected)
+		char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+
+		if (w->kind != ZKR_FORCE_DELETE || w->phase != PH_ADMIN ||
+			w->admin_until_us == 0 || w->admin_deleting || !zklock_connected)
+			continue;
+		if (w->admin_reread)
+		{
+			node_path(path, w, entry(i)->node);
+			w->admin_reread = !zkc_get_data(path, TAG(w->generation, OP_READ, i));
+			if (w->admin_reread)
+				zklock_recipe_retry_soon();
+		}
+		else if (w->admin_rearm)
 			force_watch(i);
 	}
 }

@@ -161,6 +161,9 @@ typedef struct WorkEntry
 	bool		admin_rearm;	/* the watch on it is to be set again */
 	bool		admin_outside;	/* deleted by us after that bound */
 	int			admin_tries;	/* request writes that met another write */
+	bool		asked;			/* our request was written (its reply seen) */
+	bool		admin_reread;	/* read the node again once connected */
+	bool		admin_deleting; /* our own delete is in flight */
 	int			fail_sqlstate;	/* failing once our node is deleted, or 0 */
 	char		fail_msg[ZKLOCK_MAX_ERROR_LEN + 1];
 	int64		czxid;

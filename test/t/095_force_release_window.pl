@@ -127,5 +127,55 @@ $r = $h->query(q{SELECT zk_lock_release('fr/s')});
 like($r->{err}, qr/was lost/, 'the holder\'s release says so');
 $h->quit;
 
+# --- review: the request written over by zk_lock_revoke before the holder read it
+# (zk_lock_revoke writes the whole data, unversioned): node2 writes it again
+$h = zk_session($node1, 'overwritten_holder');
+$h->query_ok(q{SELECT zk_lock_acquire_session('fr/v') > 0});
+$worker1 = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
+my ($vnode) = zk_lock_nodes(zk_path('fr/v'));
+$log1 = -s $node1->logfile;
+kill 'STOP', $worker1;
+$f = zk_session($node2, 'force_releaser3');
+$t_force = time();
+$f->send(q{SELECT zk_lock_force_release('fr/v')});
+ok(wait_until(sub { (zkutil('get', $vnode))[1] =~ /release=requested/ }, timeout => 20),
+	'the request is written into the stopped holder\'s node');
+is(psql1($node2, q{SELECT zk_lock_revoke('fr/v', 'cancel')}), '1',
+	'zk_lock_revoke writes over it meanwhile');
+ok(wait_until(sub { (zkutil('get', $vnode))[1] =~ /release=requested/ }, timeout => 20),
+	'node2 writes the request again');
+kill 'CONT', $worker1;
+$r = $f->wait(30);
+is($r && $r->{out}, '1', 'the force release returns 1');
+unlike($r->{err} // '', qr/WARNING/, 'without a WARNING: the holder\'s instance was asked and answered');
+cmp_ok(time() - $t_force, '<', 7, 'before the bound');
+ok($node1->log_contains(qr/lock node ".*fr\/v\/.*" was force-released by an administrator/, $log1),
+	'node1 read the request');
+$h->quit;
+$f->quit;
+
+# --- review: the read's reply lost (failpoint force-read-reply=fail): read
+# again, never deleted early from outside
+$h = zk_session($node1, 'reread_holder');
+$h->query_ok(q{SELECT zk_lock_acquire_session('fr/l') > 0});
+$log1 = -s $node1->logfile;
+$log2 = -s $node2->logfile;
+ok(zk_set_failpoints($node2, 'force-read-reply=fail'), 'failpoint force-read-reply=fail on node2');
+$f = zk_session($node2, 'force_releaser4');
+$f->send(q{SELECT zk_lock_force_release('fr/l')});
+ok(zk_wait_log($node2, qr/failpoint "force-read-reply" reached \(fail\)/, $log2),
+	'the read\'s reply is dropped');
+sleep 0.5;
+is(zk_count_locks(zk_path('fr/l')), 1, 'the node is not deleted from outside meanwhile');
+ok(zk_set_failpoints($node2, ''), 'failpoint cleared');
+$r = $f->wait(30);
+is($r && $r->{out}, '1', 'the force release returns 1');
+unlike($r->{err} // '', qr/WARNING/, 'without a WARNING');
+ok($node1->log_contains(qr/lock node ".*fr\/l\/.*" was force-released by an administrator/, $log1),
+	'node1 was asked (the read was made again)');
+$h->quit;
+$f->quit;
+ok(zk_wait_no_locks(zk_path('fr'), 20), 'no lock node left under fr');
+
 zk_done_check();
 done_testing();
