@@ -372,9 +372,13 @@ admin_event(ZkEvent *ev)
 		if (ev->rc == ZKC_OK && w->kind == ZKR_FORCE_DELETE)
 			(void) zklock_explicit_index_forget(ev->path, 0,
 												TAG(w->generation, OP_ADMIN, idx));
-		/* token: found it (2: deleted after its holder did not answer) */
+		/*
+		 * token: found it (2: deleted after its holder did not answer; 1
+		 * too when its holder, asked, deleted it just before our delete)
+		 */
 		zklock_channel_done(idx, w->generation,
-							ev->rc != ZKC_OK ? 0 : w->admin_outside ? 2 : 1, 0);
+							ev->rc == ZKC_OK ? (w->admin_outside ? 2 : 1) :
+							(ev->rc == ZKC_NONODE && w->asked) ? 1 : 0, 0);
 		w->phase = PH_IDLE;
 	}
 	else
