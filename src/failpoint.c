@@ -38,6 +38,9 @@
  *						could not be sent (the children are listed again)
  *	before-delete		a delete of our node is about to be sent; fail: as
  *						if its reply was lost (retried)
+ *	force-read-reply	admin.c: a force release's read of the node came
+ *						back; fail: as a connection loss (read again, never
+ *						deleted early)
  *	before-revoke-post	admin.c: a revocation was written, its note to the
  *						holder's mailbox not sent yet; fail: as if it could
  *						not be sent (the request fails, 38000)

@@ -319,6 +319,23 @@ zklock_commit_fence(void)
 		if (session_id == 0 || zklock_lease_enter_commit(session_id))
 			break;
 	}
+
+	/*
+	 * A force release (lock_held.c) marks the lock lost under the lock in
+	 * exclusive mode, then waits while this window is open: a lock marked
+	 * lost before the window opened is seen here, and fails the commit
+	 * (the abort closes the window); one marked after it is waited for.
+	 */
+	hash_seq_init(&seq, zklock_local_locks);
+	while ((lock = hash_seq_search(&seq)) != NULL)
+	{
+		if (GUARDS(lock) && is_lost(lock))
+		{
+			hash_seq_term(&seq);
+			zklock_lease_leave_commit();
+			zklock_prove_held(lock, start, bound_ms, "the transaction cannot commit");
+		}
+	}
 #undef GUARDS
 }
 

@@ -423,6 +423,22 @@ zklock_lease_commits_pending(int64 session_id, uint32 groups, int *pids,
 }
 
 /*
+ * Worker side: is the commit window of the backend in slot procno open for
+ * session_id (a fence that passed under it vouches for a commit that may
+ * still land)?  Read after the caller marked that backend's lock lost
+ * under zklock_shared->lock (exclusive): a fence that opens the window
+ * after that sees the lock lost (fence.c looks again after opening it).
+ */
+bool
+zklock_lease_window_open(int procno, int64 session_id)
+{
+	if (session_id == 0 || procno < 0 || procno >= zklock_shared->nslots)
+		return false;
+	return pg_atomic_read_u64(&zklock_shared->commit_session[procno]) ==
+		(uint64) session_id;
+}
+
+/*
  * Worker side: CLOCK_BOOTTIME us of the last answer that proved the
  * session alive (its creation, or a sync), 0 when none.
  */

@@ -24,11 +24,21 @@
  *	  instance (admin.c writes it) makes us signal the holding backend, once
  *	  per revocation (revoked);
  *	- the holder's description in the node's data, rewritten when the
- *	  backend changes it, never over another's write (zklock_held_rewrite).
+ *	  backend changes it, never over another's write (zklock_held_rewrite);
+ *	- a force release (issue 28): "release=requested" written into our node
+ *	  by an administrator's instance (admin.c), which then waits for the
+ *	  node to go.  We mark the lock lost (under zklock_shared->lock in
+ *	  exclusive mode: no fence passes for it from then on, fence.c looks
+ *	  again after opening its commit window), wait until the holding
+ *	  backend's commit window (lease.c) is closed, if it is open for our
+ *	  session, and then delete the node ourselves (release_requested,
+ *	  zklock_held_tick).  A commit that holds it up for a session timeout
+ *	  is cancelled (SIGINT), as on the session-close path; logged after a
+ *	  second.  The node outlives every commit that passed the fence.
  *
  * The state is the entry's WorkEntry (guard_needed, guard_listing,
  * revoke_posted, data_version, shown, writing, rewriting, rewrite_off,
- * revoke_seen), the worker's own memory.
+ * revoke_seen, release_*), the worker's own memory.
  *
  * The mailbox (issue 18): a holder guarded by its listing's child watch
  * alone does not see a write into its node's data, so a revoker (admin.c)
@@ -53,7 +63,10 @@
 
 #include <signal.h>
 
+#include "storage/proc.h"
+
 #include "channel.h"
+#include "lease.h"
 #include "recipe.h"
 #include "lock_int.h"
 #include "zklock.h"
@@ -66,6 +79,7 @@
 static void guard_unreadable(int idx);
 static void guard_node_gone(int idx);
 static void revoked(int idx, const char *data, int version);
+static void release_requested(int idx, int version);
 static void mailbox_setup(void);
 
 /* The mailbox's operations (tag index MAILBOX_IDX) */
@@ -82,6 +96,12 @@ static bool mb_ready = false;	/* ours and watched: grants may rely on it */
 static bool mb_read_lost = false;	/* its read's reply was lost */
 static int	mb_version = -1;	/* its data version at our last read */
 static int	mb_setups = 0;		/* setups since the last good read */
+
+static inline bool
+is_lock_entry(WorkEntry *w)
+{
+	return w->kind == ZKR_ACQUIRE || w->kind == ZKR_TRY_ACQUIRE;
+}
 
 /*
  * Step 4: granted.  Tell the backend, then guard the node.
@@ -329,6 +349,9 @@ guard_node_gone(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
 
+	w->created = false;
+	if (w->release_since_us != 0)
+		return;					/* our own delete, on request: said so */
 	/* our granted node is gone and we did not delete it */
 	(void) zklock_channel_lost(idx, w->generation, NULL);
 	ereport(LOG,
@@ -434,7 +457,8 @@ zklock_held_rewrite_read_event(int idx, ZkEvent *ev)
 	w->rewriting = false;
 	if (w->phase != PH_HELD || ev->rc != ZKC_OK)
 		return;					/* connection loss: resume reads again */
-	if (zklock_node_field(ev->data, "revoke=") != NULL)
+	if (zklock_node_field(ev->data, "revoke=") != NULL ||
+		zklock_node_field(ev->data, "release=") != NULL)
 	{
 		/*
 		 * A revocation: never overwrite it, and act on it if the guard has
@@ -464,8 +488,15 @@ revoked(int idx, const char *data, int version)
 	bool		terminate;
 	int			pid = 0;
 
-	if (r == NULL || version == w->revoke_seen)
-		return;					/* none, or this one was acted on */
+	if (version == w->revoke_seen)
+		return;					/* this one was acted on */
+	if (zklock_node_field(data, "release=") != NULL)
+	{
+		release_requested(idx, version);
+		return;
+	}
+	if (r == NULL)
+		return;					/* none */
 	terminate = strncmp(r, "terminate", 9) == 0;
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	if (entry(idx)->state == ZKE_GRANTED)
@@ -483,6 +514,122 @@ revoked(int idx, const char *data, int version)
 				(errmsg("zklock: could not signal backend %d: %m", pid)));
 }
 
+/*
+ * A force release was asked of us (see the header): mark the lock lost,
+ * then delete the node once the holding backend's commit window is closed.
+ */
+static void
+release_requested(int idx, int version)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	int			pid = 0;
+
+	w->revoke_seen = version;
+	w->rewrite_off = true;		/* never write over the request */
+	if (w->release_since_us != 0 ||
+		!zklock_channel_lost(idx, w->generation, &pid))
+		return;					/* asked before, or released meanwhile */
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	w->release_procno = entry(idx)->owner_procno;
+	LWLockRelease(zklock_shared->lock);
+	w->release_pid = pid;
+	w->release_since_us = zklock_boottime_us();
+	ereport(LOG,
+			(errmsg("zklock: lock node \"%s/%s\" was force-released by an administrator; the lock of backend %d is lost, and the node goes when no commit of it can land any more",
+					w->parent, w->node, pid)));
+	(void) zklock_held_tick();
+}
+
+/* Is the backend's commit window still open for our session? */
+static bool
+release_window_open(WorkEntry *w)
+{
+	/* a backend that exited closed its window; its slot may be another's */
+	if (ProcGlobal->allProcs[w->release_procno].pid != w->release_pid)
+		return false;
+	return zklock_lease_window_open(w->release_procno,
+									zklock_recipe_session_id());
+}
+
+/* Delete our force-released node ourselves (its reply: release_deleted) */
+static void
+release_delete(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 2];
+	int64		waited_ms = (zklock_boottime_us() - w->release_since_us) / 1000;
+
+	node_path(path, w, w->node);
+	if (w->release_logged)
+		ereport(LOG,
+				(errmsg("zklock: the commit of backend %d has ended after %ld ms; deleting force-released lock node \"%s\"",
+						w->release_pid, (long) waited_ms, path)));
+	w->release_deleting = zkc_delete(path, TAG(w->generation,
+												OP_RELEASE_DELETE, idx));
+	if (!w->release_deleting)
+		zklock_recipe_retry_soon();
+}
+
+/* The reply of release_delete() */
+void
+zklock_held_release_deleted(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	w->release_deleting = false;
+	if (w->phase != PH_HELD)
+		return;
+	if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE || ev->rc == ZKC_EXPIRED)
+		w->created = false;		/* the backend's release ends the entry */
+	else
+		zklock_recipe_retry_soon(); /* again, at the next tick */
+}
+
+/*
+ * Force-released locks (release_requested): delete the node of each whose
+ * backend's commit window is closed; cancel, once, a commit that has held
+ * it up for a session timeout.  Returns the ms until the next look, or -1.
+ */
+long
+zklock_held_tick(void)
+{
+	long		next = -1;
+	int64		cancel_ms = Max(zkc_negotiated_timeout(), zklock_session_timeout);
+
+	for (int i = 0; i < zklock_recipe_nentries(); i++)
+	{
+		WorkEntry  *w = &zklock_work[i];
+		int64		waited_ms;
+
+		if (!is_lock_entry(w) || w->phase != PH_HELD ||
+			w->release_since_us == 0 || !w->created || w->release_deleting ||
+			!zklock_connected)
+			continue;
+		if (!release_window_open(w))
+		{
+			release_delete(i);
+			continue;
+		}
+		waited_ms = (zklock_boottime_us() - w->release_since_us) / 1000;
+		if (waited_ms >= 1000 && !w->release_logged)
+		{
+			w->release_logged = true;
+			ereport(LOG,
+					(errmsg("zklock: keeping force-released lock node \"%s/%s\" until the commit of backend %d, which passed the commit fence, has ended",
+							w->parent, w->node, w->release_pid)));
+		}
+		if (waited_ms >= cancel_ms && !w->release_cancelled)
+		{
+			w->release_cancelled = true;
+			ereport(LOG,
+					(errmsg("zklock: canceling backend %d, whose commit has held force-released lock node \"%s/%s\" for %ld ms",
+							w->release_pid, w->parent, w->node, (long) waited_ms)));
+			(void) kill(w->release_pid, SIGINT);
+		}
+		next = 10;
+	}
+	return next;
+}
 
 /*
  * No herd: two nodes alone at their listings never coexist (each was
@@ -520,12 +667,6 @@ mailbox_path(char *buf, size_t size, int64 session_id)
 {
 	snprintf(buf, size, "%s/%s/%016llx", zklock_root, ZKLOCK_MAILBOX_NODE,
 			 (unsigned long long) session_id);
-}
-
-static inline bool
-is_lock_entry(WorkEntry *w)
-{
-	return w->kind == ZKR_ACQUIRE || w->kind == ZKR_TRY_ACQUIRE;
 }
 
 /*

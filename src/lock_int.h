@@ -35,7 +35,8 @@ typedef enum LockOp
 	OP_REWRITE_READ,			/* read it first: its version is unknown */
 	OP_INDEX,					/* explicit: its entry in the index */
 	OP_LISTED,					/* the child watch our listing set */
-	OP_RELIST					/* a waiter lists again (no watch) */
+	OP_RELIST,					/* a waiter lists again (no watch) */
+	OP_RELEASE_DELETE			/* delete our node, force-released */
 } LockOp;
 
 /* lock_held.c: the end of a request */
@@ -63,6 +64,8 @@ extern void zklock_held_rewrite_event(int idx, ZkEvent *ev);
 extern void zklock_held_rewrite_read_event(int idx, ZkEvent *ev);
 extern void zklock_held_listing_event(int idx, ZkEvent *ev);
 extern void zklock_held_reload(void);
+extern void zklock_held_release_deleted(int idx, ZkEvent *ev);
+extern long zklock_held_tick(void);
 
 /* lock_held.c: this session's revocation mailbox (index MAILBOX_IDX) */
 extern void zklock_held_mailbox_connected(int64 session_id);

@@ -737,6 +737,7 @@ static const ProtocolHandler protocol_handlers[] = {
 	[OP_GRANT_CHILD] = zklock_explicit_grant_child_event,
 	[OP_DELETE] = on_delete,
 	[OP_INDEX] = zklock_explicit_record_event,
+	[OP_RELEASE_DELETE] = zklock_held_release_deleted,
 };
 
 /*
@@ -886,10 +887,10 @@ static long
 lock_tick(void)
 {
 	int64		now_us = zklock_boottime_us();
-	long		next = -1;
+	long		next = zklock_held_tick();	/* force-released locks */
 
 	if (zklock_connected)
-		return -1;
+		return next;
 	for (int i = 0; i < zklock_recipe_nentries(); i++)
 	{
 		WorkEntry  *w = &zklock_work[i];

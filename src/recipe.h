@@ -149,6 +149,21 @@ typedef struct WorkEntry
 	int			sem_gone;		/* deletions of watched ones seen since */
 	bool		sem_relist;		/* listing again behind a deletion: the
 								 * watches still set stay */
+	/* a force release asked of us, the holder (lock_held.c) */
+	int64		release_since_us;	/* asked at (CLOCK_BOOTTIME us); 0 none */
+	int			release_procno; /* the holding backend's slot and pid */
+	int			release_pid;
+	bool		release_logged; /* the wait for its commit was logged */
+	bool		release_cancelled;	/* and it was cancelled after a bound */
+	bool		release_deleting;	/* our delete of the node is in flight */
+	/* a force release we ask of a holder's instance (admin.c) */
+	int64		admin_until_us; /* wait for its deletion until; 0 none */
+	bool		admin_rearm;	/* the watch on it is to be set again */
+	bool		admin_outside;	/* deleted by us after that bound */
+	int			admin_tries;	/* request writes that met another write */
+	bool		asked;			/* our request was written (its reply seen) */
+	bool		admin_reread;	/* read the node again once connected */
+	bool		admin_deleting; /* our own delete is in flight */
 	int			fail_sqlstate;	/* failing once our node is deleted, or 0 */
 	char		fail_msg[ZKLOCK_MAX_ERROR_LEN + 1];
 	int64		czxid;

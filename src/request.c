@@ -381,6 +381,12 @@ zklock_admin_node(const char *resource, const char *node, ZkEntryKind kind,
 	if (state == ZKE_FAILED)
 		zklock_raise_failure(idx, gen, "change zklock lock node");
 	zklock_channel_collect(idx, gen, &done);
+	if (done.token == 2)
+		ereport(WARNING,
+				(errmsg("zklock lock node \"%s\" on resource \"%s\" was deleted without its holder's instance",
+						node, resource),
+				 errdetail("The holder's instance did not release it within twice the session timeout (stopped, cut off, or a zklock version that does not know the request)."),
+				 errhint("A commit of the holder that passed the commit fence may still land after another is granted the lock; see \"Force release\" in doc/safety.md.")));
 	return done.token != 0;
 }
 
