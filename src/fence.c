@@ -333,7 +333,8 @@ zklock_commit_fence(void)
 		{
 			hash_seq_term(&seq);
 			zklock_lease_leave_commit();
-			zklock_prove_held(lock, start, bound_ms, "the transaction cannot commit");
+			zklock_prove_held(lock, start, bound_ms, NULL,
+							  "the transaction cannot commit");
 		}
 	}
 #undef GUARDS
