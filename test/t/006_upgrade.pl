@@ -130,7 +130,26 @@ for my $m (qw(shared shared exclusive shared exclusive))
 	}
 	else
 	{
-		ok(wait_for_waiting($node, $s->pid), "queue: $m waits");
+		# waiting, in its final place: a request with a parent first asks
+		# for both as try-locks and queues again when the try fails, so the
+		# next session may start only once this one's waiting node is the
+		# same in two looks 0.3 s apart (a loaded machine can be slow
+		# between the try's answer and the queued create)
+		my $pid = $s->pid;
+		my $mine = qq{SELECT node FROM zk_locks WHERE resource = 'upgrade/q'
+		                AND pid = $pid AND NOT granted};
+		my $last = '';
+		ok( wait_for_waiting($node, $pid)
+			  && wait_until(
+				sub {
+					my $n = $node->safe_psql('fresh', $mine);
+					my $same = $n ne '' && $n eq $last;
+					$last = $n;
+					return $same;
+				},
+				timeout => 20,
+				interval => 0.3),
+			"queue: $m waits");
 	}
 	push @q, $s;
 }
