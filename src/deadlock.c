@@ -77,6 +77,7 @@ typedef struct DlNode
 	int			pid;
 	ZkLockMode	mode;
 	int64		seq;
+	int			sem_limit;		/* a semaphore's node: its limit; else 0 */
 	const char *resource;
 } DlNode;
 
@@ -89,6 +90,7 @@ typedef struct DlVertex
 	int64		czxid;			/* its node's */
 	ZkLockMode	mode;
 	int64		seq;
+	int			sem_limit;		/* waits for a semaphore of this limit; 0: a lock */
 	const char *resource;
 	const char *role;			/* NULL unknown */
 	bool		visited;
@@ -245,6 +247,9 @@ add_node(DlGraph *g, int64 session, int pid, char *path, DlNode **out)
 	if (!zklock_parse_node_name(slash + 1, &n->mode, &n->seq) ||
 		n->mode == ZKLOCK_SEMAPHORE)
 		return false;
+	/* a semaphore's node is an EXCLUSIVE one, its limit in its name */
+	if (!zklock_parse_semaphore_node(slash + 1, &n->sem_limit, NULL))
+		n->sem_limit = 0;
 	n->session = session;
 	n->pid = pid;
 	n->resource = path;
@@ -308,6 +313,7 @@ parse_line(DlGraph *g, int64 session, char *line)
 			v->czxid = strtoll(f[2], NULL, 10);
 			v->mode = n->mode;
 			v->seq = n->seq;
+			v->sem_limit = n->sem_limit;
 			v->resource = n->resource;
 			v->role = zklock_nodedata_unescape(f[4]);
 		}
@@ -338,7 +344,11 @@ parse_waits(DlGraph *g, char *text)
 /*
  * This instance's granted nodes (a local holder need not wait for a zklock
  * lock to be on a cycle: it may wait for a row lock), and the roles of its
- * backends.
+ * backends.  Only GRANTED entries of the current session stand for a node
+ * that exists and that its backend must let go: a LOST one's node is gone
+ * (deleted by someone else, or with its session), so its backend holds
+ * nothing whoever waits (doc/deadlocks.md); RELEASING, FAILED and
+ * NOT_GRANTED entries have no node their backend keeps.
  */
 static void
 add_local(DlGraph *g)
@@ -350,7 +360,7 @@ add_local(DlGraph *g)
 		ZkLockEntry *e = &zklock_shared->entries[i];
 		const char *role;
 
-		if ((e->state != ZKE_GRANTED && e->state != ZKE_LOST) ||
+		if (e->state != ZKE_GRANTED ||
 			e->persistent || e->node[0] == '\0' ||
 			(e->kind != ZKR_ACQUIRE && e->kind != ZKR_TRY_ACQUIRE) ||
 			e->session_id != g->my_session)
@@ -488,7 +498,11 @@ append_who(StringInfo s, DlGraph *g, DlVertex *v, bool mask)
 		appendStringInfo(s, "%s:%d", instance_of(g, v->session), v->pid);
 }
 
-/* The cycle, one sentence per edge, as PostgreSQL's DETAIL has it */
+/*
+ * The cycle, one sentence per edge, as PostgreSQL's DETAIL has it; a
+ * semaphore (of limit 1: deadlock_publish.c) is named as one, with its
+ * limit, as zklock's other messages name semaphores
+ */
 static char *
 describe(DlGraph *g, List *cycle, bool mask)
 {
@@ -506,7 +520,10 @@ describe(DlGraph *g, List *cycle, bool mask)
 		if (s.len > 0)
 			appendStringInfoChar(&s, '\n');
 		append_who(&s, g, v, mask);
-		if (v->waits)
+		if (v->waits && v->sem_limit > 0)
+			appendStringInfo(&s, " waits for semaphore \"%s\" (limit %d)",
+							 v->resource, v->sem_limit);
+		else if (v->waits)
 			appendStringInfo(&s, " waits for %s lock on resource \"%s\"",
 							 v->mode == ZKLOCK_SHARED ? "SHARED" : "EXCLUSIVE",
 							 v->resource);

@@ -49,6 +49,7 @@
 #include "utils/memutils.h"
 
 #include "channel.h"
+#include "failpoint.h"
 #include "recipe.h"
 #include "zklock.h"
 #include "settings.h"
@@ -136,7 +137,12 @@ is_long_wait(int i)
 		(w->phase == PH_WATCHING || w->phase == PH_CHECKING);
 }
 
-/* Is entry j a node of ours that its backend owns (held or awaited)? */
+/*
+ * Is entry j a node of ours that its backend owns (held or awaited)?  A
+ * LOST entry's node is gone: its backend holds nothing (deadlock.c's
+ * add_local says the same); a RELEASING one's is being deleted by the
+ * worker, whatever its backend does.
+ */
 static bool
 is_owned_node(int j)
 {
@@ -144,8 +150,7 @@ is_owned_node(int j)
 	WorkEntry  *w = &zklock_work[j];
 
 	return !e->persistent &&
-		(e->state == ZKE_GRANTED || e->state == ZKE_REQUESTED ||
-		 e->state == ZKE_LOST) &&
+		(e->state == ZKE_GRANTED || e->state == ZKE_REQUESTED) &&
 		(e->kind == ZKR_ACQUIRE || e->kind == ZKR_TRY_ACQUIRE) &&
 		w->generation == e->generation && w->node[0] != '\0';
 }
@@ -213,6 +218,8 @@ build_text(void)
 		}
 		if (!is_long_wait(i))
 			continue;
+		/* a test's ERROR (as an out of memory) while the lock is held */
+		(void) ZKLOCK_FAILPOINT("waits-rebuild-locked");
 		appendStringInfo(&s, "w\t%d\t%lld\t%c\t", e->owner_pid,
 						 (long long) zklock_work[i].czxid,
 						 e->mode == ZKLOCK_SHARED ? 'S' : 'E');

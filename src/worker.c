@@ -764,7 +764,14 @@ handle_session_event(ZkEvent *ev)
 
 /*
  * Leaving: closing the session deletes every node of this instance now.
- * What it held is marked lost first, and the lease withdrawn, so that no
+ * An ERROR in the worker is one way here (it has no sigsetjmp block, so
+ * elog.c makes it FATAL and proc_exit runs the exit callbacks): it may have
+ * been raised while the worker held an LWLock (zklock_shared->lock, shared
+ * in deadlock_publish.c's rebuild, or the statistics' lock), which no
+ * transaction releases in a background worker.  They are released first,
+ * as an auxiliary process's error handler does, or the LWLockAcquire below
+ * would wait for the worker itself, for good, while the client library
+ * kept the session alive.  What it held is marked lost first, and the lease withdrawn, so that no
  * commit passes the fence from then on, and the commits that passed it
  * before have ended (wait_for_fenced_commits) before the close.  The
  * session file goes only when the session could be closed (it was
@@ -779,6 +786,7 @@ worker_exit(int code, Datum arg)
 	int64		id = (zkc_is_open() && worker_phase == WP_SESSION) ?
 		zkc_session_id() : 0;
 
+	LWLockReleaseAll();
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	zklock_shared->lease_session = 0;
 	zklock_shared->lease_end = 0;
