@@ -15,8 +15,8 @@
  *	fail		the caller treats the operation as failed (what failing
  *				means is said where the point is)
  *	exit		proc_exit(1), as a crash of the worker would end it
- *	error		raise an ERROR there (the worker's becomes FATAL, as an out
- *				of memory at that point would)
+ *	error		raise an ERROR there, as an out of memory at that point
+ *				would (the worker's ends the worker: worker.c)
  *
  * Every point reached with an action logs "zklock: failpoint "name"
  * reached (action)", which a test waits for.

@@ -764,14 +764,15 @@ handle_session_event(ZkEvent *ev)
 
 /*
  * Leaving: closing the session deletes every node of this instance now.
- * An ERROR in the worker is one way here (it has no sigsetjmp block, so
- * elog.c makes it FATAL and proc_exit runs the exit callbacks): it may have
- * been raised while the worker held an LWLock (zklock_shared->lock, shared
- * in deadlock_publish.c's rebuild, or the statistics' lock), which no
- * transaction releases in a background worker.  They are released first,
- * as an auxiliary process's error handler does, or the LWLockAcquire below
- * would wait for the worker itself, for good, while the client library
- * kept the session alive.  What it held is marked lost first, and the lease withdrawn, so that no
+ * An ERROR in the worker is one way here: PostgreSQL's background worker
+ * code (bgworker.c's sigsetjmp block) reports it and calls proc_exit(1),
+ * which runs this callback, and releases LWLocks only later (ProcKill, an
+ * on_shmem_exit callback).  The ERROR may have been raised while the worker
+ * held one (zklock_shared->lock, shared in deadlock_publish.c's rebuild,
+ * or the statistics' lock): they are released first, as an auxiliary
+ * process's error handler does, or the LWLockAcquire below would wait for
+ * the worker itself, for good, while the client library kept the session
+ * alive.  What it held is marked lost first, and the lease withdrawn, so that no
  * commit passes the fence from then on, and the commits that passed it
  * before have ended (wait_for_fenced_commits) before the close.  The
  * session file goes only when the session could be closed (it was

@@ -8,11 +8,12 @@
 #    from node2, where H takes it and holds it; W (node1) holds a row and
 #    waits for dl/r behind H; L waits for W's row.  No cycle: W is no
 #    victim, its lock_timeout ends its wait (55P03, not 40P01).
-#  - published: L2 (node1) held dl/p, force-released, H2 (node2) holds it;
-#    W2 (node2) holds dl/q; L2 waits for dl/q (a long wait node1
-#    publishes): node1's publication lists no node of the lost dl/p hold;
-#    W2 then waits for dl/p behind H2: no cycle, W2 ends by its
-#    lock_timeout.
+#  - published: L2 (node1) holds dl/p as a session lock and waits for dl/q,
+#    which W2 (node2) holds: node1 publishes the wait and L2's node of
+#    dl/p.  dl/p is force-released from node2 (L2 waits on: a lost lock
+#    is reported at its next acquire or release), H2 (node2) takes it:
+#    node1's publication then lists no node of the lost hold; W2 waits for
+#    dl/p behind H2: no cycle, W2 ends by its lock_timeout (55P03).
 #  - a semaphore's cycle names the semaphore in DETAIL ("waits for
 #    semaphore "x" (limit 1)"), not an EXCLUSIVE lock.
 # Either way force release works (it deletes the node itself, or it waits
@@ -53,13 +54,12 @@ sub local_state
 		  . " WHERE pid = $pid AND resource = '$res'");
 }
 
-# $s (on node1) holds $res as a session lock; a superuser on node2 removes
-# its node; $s's hold is then lost on node1.
+# A superuser on node2 removes the node of $s (on node1, holding $res as a
+# session lock); $s's hold is then lost on node1.
 sub lose_hold
 {
 	my ($s, $res) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
-	$s->query_ok("SELECT zk_lock_acquire_session('$res') IS NOT NULL");
 	my $admin = zk_session($node2, "admin_$res");
 	my $r = $admin->query("SELECT zk_lock_force_release('$res')", 30);
 	is($r->{sqlstate}, '00000', "a superuser on node2 force-releases $res");
@@ -77,6 +77,7 @@ sub lose_hold
 	my $l = zk_session_as($node1, 'L');
 	my $h = zk_session_as($node2, 'H');
 	my $w = zk_session_as($node1, 'W');
+	$l->query_ok(q{SELECT zk_lock_acquire_session('dl/r') IS NOT NULL});
 	lose_hold($l, 'dl/r');
 	zk_hold($h, 'dl/r');
 	zk_hold_row($w, 1);
@@ -104,15 +105,22 @@ sub lose_hold
 	my $l2 = zk_session_as($node1, 'L2');
 	my $h2 = zk_session_as($node2, 'H2');
 	my $w2 = zk_session_as($node2, 'W2');
-	lose_hold($l2, 'dl/p');
-	zk_hold($h2, 'dl/p');
+	my $l2pid = $l2->pid;
+	$l2->query_ok(q{SELECT zk_lock_acquire_session('dl/p') IS NOT NULL});
 	zk_hold($w2, 'dl/q');
 	zk_ask($l2, 'dl/q');
-	my $l2pid = $l2->pid;
 	ok(zk_wait_published($sid1, [$l2pid]), 'node1 publishes L2\'s long wait');
-	my $pub = zk_published($sid1) // '';
-	unlike($pub, qr{^h\t$l2pid\tdl/p/}m,
-		'node1\'s publication lists no node of L2\'s lost hold of dl/p')
+	like(zk_published($sid1) // '', qr{^h\t$l2pid\tdl/p/}m,
+		'with L2\'s node of dl/p');
+	lose_hold($l2, 'dl/p');
+	zk_hold($h2, 'dl/p');
+	my $pub;
+	ok(wait_until(sub {
+				$pub = zk_published($sid1) // '';
+				$pub =~ /^w\t$l2pid\t/m && $pub !~ m{^h\t$l2pid\tdl/p/}m;
+			},
+			timeout => 10),
+		'node1\'s publication lists L2\'s wait, and no node of its lost hold of dl/p')
 	  or diag("published:\n$pub");
 	$w2->query_ok("SET LOCAL lock_timeout = '${wait_s}s'");
 	zk_ask($w2, 'dl/p');

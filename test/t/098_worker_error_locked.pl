@@ -2,10 +2,10 @@
 # An ERROR in the worker while it holds zklock_shared->lock (issue 28,
 # finding 6): the failpoint waits-rebuild-locked raises one inside the
 # locked section of the rebuild of the publication of long waits (where an
-# out of memory would).  A background worker's ERROR is FATAL: its exit
-# callback (worker.c's worker_exit) takes that lock again, and used to wait
-# for the worker itself for good while the client library kept the session
-# alive.  Now the worker releases its LWLocks first:
+# out of memory would).  A background worker's ERROR ends it (bgworker.c:
+# proc_exit(1)); its exit callback (worker.c's worker_exit) takes that lock
+# again, before PostgreSQL releases LWLocks, and used to wait for the
+# worker itself for good while the client library kept the session alive.  Now the worker releases its LWLocks first:
 #  - the worker exits within a bound and the postmaster starts a new one,
 #    which connects with a new session;
 #  - what the old worker held or served ends (the holder's lock is lost,
@@ -78,6 +78,7 @@ ok($ra && $ra->{sqlstate} ne '00000', 'the holder\'s lock is lost: its COMMIT is
 my $c = zk_session($node1, 'c');
 my $d = zk_session($node2, 'd');
 zk_hold($c, 'we/r');
+$d->query_ok('BEGIN');
 $d->send(q{SELECT zk_lock_acquire('we/r') IS NOT NULL});
 ok(wait_for_waiting($node2, $d->pid), 'node2 waits for node1\'s new holder');
 $c->query_ok('COMMIT');
@@ -87,6 +88,9 @@ $d->query_ok('COMMIT');
 my @crashes = grep { !/background worker "zklock worker" \(PID $old_pid\) exited with exit code 1/ }
   zk_log_crashes($node1, $off);
 is(scalar @crashes, 0, 'no other crash on node1') or diag(join("\n", @crashes));
-zk_deadlock_done_check($node1, $node2);
+is(scalar zk_log_crashes($node2), 0, 'no crash on node2');
+ok(zk_wait_no_publication(15), 'no waits node left');
+ok(zk_wait_no_entries($node1, 15), 'node1: no entry in use');
+ok(zk_wait_no_entries($node2, 15), 'node2: no entry in use');
 zk_done_check();
 done_testing();
