@@ -766,13 +766,15 @@ handle_session_event(ZkEvent *ev)
  * Leaving: closing the session deletes every node of this instance now.
  * An ERROR in the worker is one way here: PostgreSQL's background worker
  * code (bgworker.c's sigsetjmp block) reports it and calls proc_exit(1),
- * which runs this callback, and releases LWLocks only later (ProcKill, an
- * on_shmem_exit callback).  The ERROR may have been raised while the worker
- * held one (zklock_shared->lock, shared in deadlock_publish.c's rebuild,
- * or the statistics' lock): they are released first, as an auxiliary
- * process's error handler does, or the LWLockAcquire below would wait for
- * the worker itself, for good, while the client library kept the session
- * alive.  What it held is marked lost first, and the lease withdrawn, so that no
+ * which runs this callback.  The ERROR may have been raised while the
+ * worker held an LWLock (zklock_shared->lock, shared in
+ * deadlock_publish.c's rebuild, or the statistics' lock).  The minor
+ * releases we build (15.20, 17, 18) release LWLocks in shmem_exit before
+ * any callback runs; releases without that change release them only in
+ * ProcKill, after this callback, so that the LWLockAcquire below would
+ * wait for the worker itself, for good, while the client library kept the
+ * session alive.  This callback therefore releases them itself first, as
+ * an auxiliary process's error handler does.  What it held is marked lost first, and the lease withdrawn, so that no
  * commit passes the fence from then on, and the commits that passed it
  * before have ended (wait_for_fenced_commits) before the close.  The
  * session file goes only when the session could be closed (it was
