@@ -4,8 +4,11 @@
 # locked section of the rebuild of the publication of long waits (where an
 # out of memory would).  A background worker's ERROR ends it (bgworker.c:
 # proc_exit(1)); its exit callback (worker.c's worker_exit) takes that lock
-# again, before PostgreSQL releases LWLocks, and used to wait for the
-# worker itself for good while the client library kept the session alive.  Now the worker releases its LWLocks first:
+# again.  On a PostgreSQL minor release whose shmem_exit does not release
+# LWLocks before the callbacks, that waited for the worker itself for good
+# while the client library kept the session alive; the releases built here
+# (15.20, 17, 18) do release them, and worker_exit now does so itself too.
+# Either way:
 #  - the worker exits within a bound and the postmaster starts a new one,
 #    which connects with a new session;
 #  - what the old worker held or served ends (the holder's lock is lost,
