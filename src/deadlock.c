@@ -79,6 +79,7 @@ typedef struct DlNode
 	int64		seq;
 	int			sem_limit;		/* a semaphore's node: its limit; else 0 */
 	const char *resource;
+	const char *name;			/* the node's name under resource */
 } DlNode;
 
 /* A backend */
@@ -92,6 +93,7 @@ typedef struct DlVertex
 	int64		seq;
 	int			sem_limit;		/* waits for a semaphore of this limit; 0: a lock */
 	const char *resource;
+	const char *node;			/* its node's name under resource */
 	const char *role;			/* NULL unknown */
 	bool		visited;
 	uint32		edge_mark;		/* out_edges: already an edge of this call */
@@ -253,6 +255,7 @@ add_node(DlGraph *g, int64 session, int pid, char *path, DlNode **out)
 	n->session = session;
 	n->pid = pid;
 	n->resource = path;
+	n->name = slash + 1;
 	g->nn++;
 	if (out)
 		*out = n;
@@ -315,6 +318,7 @@ parse_line(DlGraph *g, int64 session, char *line)
 			v->seq = n->seq;
 			v->sem_limit = n->sem_limit;
 			v->resource = n->resource;
+			v->node = n->name;
 			v->role = zklock_nodedata_unescape(f[4]);
 		}
 	}
@@ -611,6 +615,106 @@ find_cycle(DlGraph *g, bool *published, bool *victim_me)
 	return path;
 }
 
+static int
+cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/*
+ * Does the edge from waiting vertex vi to vertex ni still stand in
+ * ZooKeeper: vi's node exists, and so does one of ni's nodes of that
+ * resource that vi waits for (below it, of a conflicting mode)?  One
+ * getChildren of the resource, through the worker.  *unread: it could not
+ * be read (no answer either way).
+ */
+static bool
+edge_stands(DlGraph *g, int vi, int ni, bool *unread)
+{
+	DlVertex   *v = &g->v[vi];
+	DlVertex   *next = &g->v[ni];
+	const char *why = NULL;
+	char	   *text = zklock_deadlock_read_children(v->resource, g->deadline,
+													 &why);
+	char	  **names;
+	int			nnames = 0;
+	char	   *p;
+
+	*unread = text == NULL;
+	if (text == NULL)
+	{
+		give_up(why ? why : "the children of a cycle's resource outgrew three reads");
+		return false;
+	}
+	/* the names, sorted: each of the edge's nodes is looked up in them */
+	names = palloc(sizeof(char *) * (strlen(text) / 2 + 1));
+	for (p = text; *p; p++)
+	{
+		char	   *nl = strchr(p, '\n');
+
+		names[nnames++] = p;
+		if (nl == NULL)
+			break;
+		*nl = '\0';
+		p = nl;
+	}
+	qsort(names, nnames, sizeof(char *), cmp_name);
+	if (bsearch(&v->node, names, nnames, sizeof(char *), cmp_name) == NULL)
+		return false;
+	for (int i = first_node_of(g, v->resource);
+		 i < g->nn && g->n[i].seq < v->seq &&
+		 strcmp(g->n[i].resource, v->resource) == 0; i++)
+	{
+		DlNode	   *n = &g->n[i];
+
+		if (n->session == next->session && n->pid == next->pid &&
+			zklock_modes_conflict(n->mode, v->mode) &&
+			bsearch(&n->name, names, nnames, sizeof(char *), cmp_name))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The victim's last check before it acts: every zklock edge of the cycle
+ * that rests on another instance's publication (its waiter or its holder
+ * is not of this instance, whose own state is read from shared memory or
+ * its worker's publication rebuilt for this read) still stands in
+ * ZooKeeper.  A publication is as old as its worker's last pass: a
+ * stopped worker's keeps a node deleted since (force release, another
+ * client, or a withdrawal) as an edge until its session ends.  A cycle
+ * with an edge gone is no cycle: no victim (logged), the next search
+ * looks again.  One getChildren per such edge, only here.
+ */
+static bool
+cycle_stands(DlGraph *g, List *cycle)
+{
+	ListCell   *lc;
+
+	foreach(lc, cycle)
+	{
+		int			vi = lfirst_int(lc);
+		int			ni = lnext(cycle, lc) ? lfirst_int(lnext(cycle, lc)) :
+			linitial_int(cycle);
+		bool		unread;
+
+		if (!g->v[vi].waits ||
+			(g->v[vi].session == g->my_session &&
+			 g->v[ni].session == g->my_session))
+			continue;
+		if (!edge_stands(g, vi, ni, &unread))
+		{
+			if (!unread)
+				ereport(LOG,
+						(errmsg("zklock: deadlock found by process %d is none: a node of resource \"%s\" on its cycle is gone",
+								MyProcPid, g->v[vi].resource),
+						 errdetail_log("%s", describe(g, cycle, false))));
+			return false;
+		}
+	}
+	return true;
+}
+
 static DlGraph *
 new_graph(TimestampTz deadline)
 {
@@ -686,6 +790,9 @@ search(int idx, uint32 gen, int timeout_ms, TimestampTz wait_deadline)
 		/* again, from a fresh read: a wait that ended is no edge */
 		g = new_graph(deadline);
 		cycle = find_cycle(g, &published, &victim_me);
+		/* and each edge another instance published still stands */
+		if (cycle != NIL && victim_me && !cycle_stands(g, cycle))
+			cycle = NIL;
 		/* a test may grant us here: the withdrawal must then not happen */
 		if (cycle != NIL && victim_me)
 			(void) ZKLOCK_FAILPOINT("deadlock-before-withdraw");
