@@ -26,8 +26,10 @@
  * lock-manager edge, which only this instance's backends can see, the
  * youngest of this instance's zklock requests in it.  Only the victim acts:
  * it reads again, finds a cycle through itself with itself the victim
- * again, withdraws its request if and only if it still waits
- * (zklock_channel_withdraw_waiting) and raises 40P01.  The search visits
+ * again, checks in ZooKeeper each edge of it that another instance's
+ * publication gave (cycle_stands: a stopped worker's publication names
+ * nodes deleted since), withdraws its request if and only if it still
+ * waits (zklock_channel_withdraw_waiting) and raises 40P01.  The search visits
  * at most DL_MAX_VERTICES backends and lasts at most the timeout (at
  * least a second); giving up is logged.
  *
