@@ -111,9 +111,15 @@ extern void zklock_deadlock_check(int idx, uint32 gen, TimestampTz since,
 								  TimestampTz wait_deadline);
 extern long zklock_deadlock_due_ms(TimestampTz since);
 
-/* deadlock_read.c: the search's read of the published long waits */
+/*
+ * deadlock_read.c: the search's read of the published long waits, and of
+ * one resource's children (the victim's check of a cycle's remote edges)
+ */
 extern char *zklock_deadlock_read_waits(TimestampTz deadline,
 										const char **why);
+extern char *zklock_deadlock_read_children(const char *resource,
+										   TimestampTz deadline,
+										   const char **why);
 extern void zklock_deadlock_withdraw_read(void);
 
 /* request.c: a lock node's data */

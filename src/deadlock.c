@@ -26,8 +26,10 @@
  * lock-manager edge, which only this instance's backends can see, the
  * youngest of this instance's zklock requests in it.  Only the victim acts:
  * it reads again, finds a cycle through itself with itself the victim
- * again, withdraws its request if and only if it still waits
- * (zklock_channel_withdraw_waiting) and raises 40P01.  The search visits
+ * again, checks in ZooKeeper each edge of it that another instance's
+ * publication gave (cycle_stands: a stopped worker's publication names
+ * nodes deleted since), withdraws its request if and only if it still
+ * waits (zklock_channel_withdraw_waiting) and raises 40P01.  The search visits
  * at most DL_MAX_VERTICES backends and lasts at most the timeout (at
  * least a second); giving up is logged.
  *
@@ -77,7 +79,9 @@ typedef struct DlNode
 	int			pid;
 	ZkLockMode	mode;
 	int64		seq;
+	int			sem_limit;		/* a semaphore's node: its limit; else 0 */
 	const char *resource;
+	const char *name;			/* the node's name under resource */
 } DlNode;
 
 /* A backend */
@@ -89,7 +93,9 @@ typedef struct DlVertex
 	int64		czxid;			/* its node's */
 	ZkLockMode	mode;
 	int64		seq;
+	int			sem_limit;		/* waits for a semaphore of this limit; 0: a lock */
 	const char *resource;
+	const char *node;			/* its node's name under resource */
 	const char *role;			/* NULL unknown */
 	bool		visited;
 	uint32		edge_mark;		/* out_edges: already an edge of this call */
@@ -245,9 +251,13 @@ add_node(DlGraph *g, int64 session, int pid, char *path, DlNode **out)
 	if (!zklock_parse_node_name(slash + 1, &n->mode, &n->seq) ||
 		n->mode == ZKLOCK_SEMAPHORE)
 		return false;
+	/* a semaphore's node is an EXCLUSIVE one, its limit in its name */
+	if (!zklock_parse_semaphore_node(slash + 1, &n->sem_limit, NULL))
+		n->sem_limit = 0;
 	n->session = session;
 	n->pid = pid;
 	n->resource = path;
+	n->name = slash + 1;
 	g->nn++;
 	if (out)
 		*out = n;
@@ -308,7 +318,9 @@ parse_line(DlGraph *g, int64 session, char *line)
 			v->czxid = strtoll(f[2], NULL, 10);
 			v->mode = n->mode;
 			v->seq = n->seq;
+			v->sem_limit = n->sem_limit;
 			v->resource = n->resource;
+			v->node = n->name;
 			v->role = zklock_nodedata_unescape(f[4]);
 		}
 	}
@@ -338,7 +350,11 @@ parse_waits(DlGraph *g, char *text)
 /*
  * This instance's granted nodes (a local holder need not wait for a zklock
  * lock to be on a cycle: it may wait for a row lock), and the roles of its
- * backends.
+ * backends.  Only GRANTED entries of the current session stand for a node
+ * that exists and that its backend must let go: a LOST one's node is gone
+ * (deleted by someone else, or with its session), so its backend holds
+ * nothing whoever waits (doc/deadlocks.md); RELEASING, FAILED and
+ * NOT_GRANTED entries have no node their backend keeps.
  */
 static void
 add_local(DlGraph *g)
@@ -350,7 +366,7 @@ add_local(DlGraph *g)
 		ZkLockEntry *e = &zklock_shared->entries[i];
 		const char *role;
 
-		if ((e->state != ZKE_GRANTED && e->state != ZKE_LOST) ||
+		if (e->state != ZKE_GRANTED ||
 			e->persistent || e->node[0] == '\0' ||
 			(e->kind != ZKR_ACQUIRE && e->kind != ZKR_TRY_ACQUIRE) ||
 			e->session_id != g->my_session)
@@ -488,7 +504,11 @@ append_who(StringInfo s, DlGraph *g, DlVertex *v, bool mask)
 		appendStringInfo(s, "%s:%d", instance_of(g, v->session), v->pid);
 }
 
-/* The cycle, one sentence per edge, as PostgreSQL's DETAIL has it */
+/*
+ * The cycle, one sentence per edge, as PostgreSQL's DETAIL has it; a
+ * semaphore (of limit 1: deadlock_publish.c) is named as one, with its
+ * limit, as zklock's other messages name semaphores
+ */
 static char *
 describe(DlGraph *g, List *cycle, bool mask)
 {
@@ -506,7 +526,10 @@ describe(DlGraph *g, List *cycle, bool mask)
 		if (s.len > 0)
 			appendStringInfoChar(&s, '\n');
 		append_who(&s, g, v, mask);
-		if (v->waits)
+		if (v->waits && v->sem_limit > 0)
+			appendStringInfo(&s, " waits for semaphore \"%s\" (limit %d)",
+							 v->resource, v->sem_limit);
+		else if (v->waits)
 			appendStringInfo(&s, " waits for %s lock on resource \"%s\"",
 							 v->mode == ZKLOCK_SHARED ? "SHARED" : "EXCLUSIVE",
 							 v->resource);
@@ -594,6 +617,106 @@ find_cycle(DlGraph *g, bool *published, bool *victim_me)
 	return path;
 }
 
+static int
+cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/*
+ * Does the edge from waiting vertex vi to vertex ni still stand in
+ * ZooKeeper: vi's node exists, and so does one of ni's nodes of that
+ * resource that vi waits for (below it, of a conflicting mode)?  One
+ * getChildren of the resource, through the worker.  *unread: it could not
+ * be read (no answer either way).
+ */
+static bool
+edge_stands(DlGraph *g, int vi, int ni, bool *unread)
+{
+	DlVertex   *v = &g->v[vi];
+	DlVertex   *next = &g->v[ni];
+	const char *why = NULL;
+	char	   *text = zklock_deadlock_read_children(v->resource, g->deadline,
+													 &why);
+	char	  **names;
+	int			nnames = 0;
+	char	   *p;
+
+	*unread = text == NULL;
+	if (text == NULL)
+	{
+		give_up(why ? why : "the children of a cycle's resource outgrew three reads");
+		return false;
+	}
+	/* the names, sorted: each of the edge's nodes is looked up in them */
+	names = palloc(sizeof(char *) * (strlen(text) / 2 + 1));
+	for (p = text; *p; p++)
+	{
+		char	   *nl = strchr(p, '\n');
+
+		names[nnames++] = p;
+		if (nl == NULL)
+			break;
+		*nl = '\0';
+		p = nl;
+	}
+	qsort(names, nnames, sizeof(char *), cmp_name);
+	if (bsearch(&v->node, names, nnames, sizeof(char *), cmp_name) == NULL)
+		return false;
+	for (int i = first_node_of(g, v->resource);
+		 i < g->nn && g->n[i].seq < v->seq &&
+		 strcmp(g->n[i].resource, v->resource) == 0; i++)
+	{
+		DlNode	   *n = &g->n[i];
+
+		if (n->session == next->session && n->pid == next->pid &&
+			zklock_modes_conflict(n->mode, v->mode) &&
+			bsearch(&n->name, names, nnames, sizeof(char *), cmp_name))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The victim's last check before it acts: every zklock edge of the cycle
+ * that rests on another instance's publication (its waiter or its holder
+ * is not of this instance, whose own state is read from shared memory or
+ * its worker's publication rebuilt for this read) still stands in
+ * ZooKeeper.  A publication is as old as its worker's last pass: a
+ * stopped worker's keeps a node deleted since (force release, another
+ * client, or a withdrawal) as an edge until its session ends.  A cycle
+ * with an edge gone is no cycle: no victim (logged), the next search
+ * looks again.  One getChildren per such edge, only here.
+ */
+static bool
+cycle_stands(DlGraph *g, List *cycle)
+{
+	ListCell   *lc;
+
+	foreach(lc, cycle)
+	{
+		int			vi = lfirst_int(lc);
+		int			ni = lnext(cycle, lc) ? lfirst_int(lnext(cycle, lc)) :
+			linitial_int(cycle);
+		bool		unread;
+
+		if (!g->v[vi].waits ||
+			(g->v[vi].session == g->my_session &&
+			 g->v[ni].session == g->my_session))
+			continue;
+		if (!edge_stands(g, vi, ni, &unread))
+		{
+			if (!unread)
+				ereport(LOG,
+						(errmsg("zklock: deadlock found by process %d is none: a node of resource \"%s\" on its cycle is gone",
+								MyProcPid, g->v[vi].resource),
+						 errdetail_log("%s", describe(g, cycle, false))));
+			return false;
+		}
+	}
+	return true;
+}
+
 static DlGraph *
 new_graph(TimestampTz deadline)
 {
@@ -669,6 +792,9 @@ search(int idx, uint32 gen, int timeout_ms, TimestampTz wait_deadline)
 		/* again, from a fresh read: a wait that ended is no edge */
 		g = new_graph(deadline);
 		cycle = find_cycle(g, &published, &victim_me);
+		/* and each edge another instance published still stands */
+		if (cycle != NIL && victim_me && !cycle_stands(g, cycle))
+			cycle = NIL;
 		/* a test may grant us here: the withdrawal must then not happen */
 		if (cycle != NIL && victim_me)
 			(void) ZKLOCK_FAILPOINT("deadlock-before-withdraw");

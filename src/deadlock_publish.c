@@ -35,6 +35,11 @@
  * DSM segment as "@<session hex>\n<data>\n" per instance, as zk_locks'
  * listing does (list_needed when it is too small).
  *
+ * A read that names a resource (the entry's resource, not "") is the
+ * victim's check of a cycle's edge (deadlock.c): one getChildren of that
+ * resource's node, whose child names go to the segment one a line (none
+ * when the node is gone).
+ *
  * All of it runs in the worker's thread; it reads the shared entries under
  * zklock_shared->lock (shared), and long_wait_marks (atomic) without it,
  * and writes none of them.
@@ -49,6 +54,7 @@
 #include "utils/memutils.h"
 
 #include "channel.h"
+#include "failpoint.h"
 #include "recipe.h"
 #include "zklock.h"
 #include "settings.h"
@@ -63,6 +69,7 @@
 #define OP_PUB_DELETE	4		/* delete our node */
 #define OP_READ_LIST	5		/* a read: the children */
 #define OP_READ_DATA	6		/* a read: one instance's node */
+#define OP_CHECK_LIST	7		/* a check: a resource's children */
 
 /* The publication's state (the session's node) */
 static int64 pub_session = 0;	/* the session our node is made for */
@@ -136,7 +143,12 @@ is_long_wait(int i)
 		(w->phase == PH_WATCHING || w->phase == PH_CHECKING);
 }
 
-/* Is entry j a node of ours that its backend owns (held or awaited)? */
+/*
+ * Is entry j a node of ours that its backend owns (held or awaited)?  A
+ * LOST entry's node is gone: its backend holds nothing (deadlock.c's
+ * add_local says the same); a RELEASING one's is being deleted by the
+ * worker, whatever its backend does.
+ */
 static bool
 is_owned_node(int j)
 {
@@ -144,8 +156,7 @@ is_owned_node(int j)
 	WorkEntry  *w = &zklock_work[j];
 
 	return !e->persistent &&
-		(e->state == ZKE_GRANTED || e->state == ZKE_REQUESTED ||
-		 e->state == ZKE_LOST) &&
+		(e->state == ZKE_GRANTED || e->state == ZKE_REQUESTED) &&
 		(e->kind == ZKR_ACQUIRE || e->kind == ZKR_TRY_ACQUIRE) &&
 		w->generation == e->generation && w->node[0] != '\0';
 }
@@ -213,6 +224,8 @@ build_text(void)
 		}
 		if (!is_long_wait(i))
 			continue;
+		/* a test's ERROR (as an out of memory) while the lock is held */
+		(void) ZKLOCK_FAILPOINT("waits-rebuild-locked");
 		appendStringInfo(&s, "w\t%d\t%lld\t%c\t", e->owner_pid,
 						 (long long) zklock_work[i].czxid,
 						 e->mode == ZKLOCK_SHARED ? 'S' : 'E');
@@ -411,7 +424,10 @@ read_finish(int idx, bool ok, int sqlstate, const char *why)
 	w->phase = PH_IDLE;
 }
 
-/* A backend asks for every instance's long waits */
+/*
+ * A backend asks for every instance's long waits, or (a resource named)
+ * for one resource's children
+ */
 static void
 read_start(int idx)
 {
@@ -419,8 +435,13 @@ read_start(int idx)
 	char		path[ZKLOCK_MAX_PATH + 1];
 	WaitsRead  *r;
 	MemoryContext cxt;
+	bool		check;
 
-	publish_now();				/* ours first, on the same session */
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	check = entry(idx)->resource[0] != '\0';
+	LWLockRelease(zklock_shared->lock);
+	if (!check)
+		publish_now();			/* ours first, on the same session */
 	read_drop(idx);
 	cxt = AllocSetContextCreate(TopMemoryContext, "zklock waits read",
 								ALLOCSET_SMALL_SIZES);
@@ -434,8 +455,12 @@ read_start(int idx)
 	}
 	reads[idx] = r;
 	w->phase = PH_LISTING;
-	waits_dir(path, sizeof(path));
-	if (!zkc_get_children(path, TAG(w->generation, OP_READ_LIST, idx)))
+	if (check)
+		strlcpy(path, w->parent, sizeof(path)); /* <root>/<resource> */
+	else
+		waits_dir(path, sizeof(path));
+	if (!zkc_get_children(path, TAG(w->generation,
+									check ? OP_CHECK_LIST : OP_READ_LIST, idx)))
 		read_finish(idx, false, ERRCODE_CONNECTION_FAILURE,
 					"could not send the request to ZooKeeper");
 }
@@ -458,7 +483,15 @@ read_reply(ZkEvent *ev)
 		read_finish(idx, false, ERRCODE_CONNECTION_FAILURE, msg);
 		return;
 	}
-	if (TAG_OP(ev->tag) == OP_READ_LIST)
+	if (TAG_OP(ev->tag) == OP_CHECK_LIST)
+	{
+		MemoryContext old = MemoryContextSwitchTo(r->cxt);
+
+		for (int k = 0; ev->rc == ZKC_OK && k < ev->nchildren; k++)
+			appendStringInfo(&r->out, "%s\n", ev->children[k]);
+		MemoryContextSwitchTo(old);
+	}
+	else if (TAG_OP(ev->tag) == OP_READ_LIST)
 	{
 		char		dir[ZKLOCK_MAX_PATH + 1];
 		char		path[ZKLOCK_MAX_PATH + 2 + 32];

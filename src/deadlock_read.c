@@ -2,12 +2,15 @@
  *
  * deadlock_read.c
  *		A deadlock search's read of every instance's published long waits
- *		(deadlock_publish.c publishes them; deadlock.c searches them).
+ *		(deadlock_publish.c publishes them; deadlock.c searches them), and
+ *		of one resource's children (the victim's check that a cycle's
+ *		edges learned from another instance's publication still stand).
  *
  * The waiting backend submits a ZKR_WAITS request beside its pending lock
  * request, with a DSM segment for the answer ("@<session hex>\n<data>\n"
- * per instance, as zk_locks' listing), waits for it on its latch, and
- * copies the answer out.  It owns the request until read_done: its exit
+ * per instance, as zk_locks' listing; with a resource named, that
+ * resource's child node names, one a line), waits for it on its latch,
+ * and copies the answer out.  It owns the request until read_done: its exit
  * callback (wait.c's zklock_withdraw_pending) withdraws it through
  * zklock_deadlock_withdraw_read, and an error while waiting withdraws it
  * before going on.  Shared state is changed only through channel.c.
@@ -69,20 +72,24 @@ zklock_deadlock_withdraw_read(void)
  * The size of the segment a read starts with: the last answer's that did
  * not fit, so that a publication past 16 kB costs a second read (another
  * getChildren and getData per instance) once per backend, not every search
+ * (a resource's children: their own)
  */
 static Size read_size = 16 * 1024;
+static Size children_size = 4 * 1024;
 
 /*
- * Every instance's long waits, read by the worker, in the current memory
- * context; NULL when they could not be read by the deadline, with *why
- * saying why (left alone when they outgrew three reads' segments: no give-up
- * is logged then, the next search tries again).  Beside the lock's pending
- * request.
+ * A ZKR_WAITS read (resource "": every instance's long waits; else that
+ * resource's children), in the current memory context; NULL when it could
+ * not be read by the deadline, with *why saying why (left alone when the
+ * answer outgrew three reads' segments).  Beside the lock's pending
+ * request.  *read_sizep: the segment's size to start with, grown to what
+ * an answer needed.
  */
-char *
-zklock_deadlock_read_waits(TimestampTz deadline, const char **why)
+static char *
+read_rows(const char *resource, Size *read_sizep, TimestampTz deadline,
+		  const char **why)
 {
-	Size		size = read_size;
+	Size		size = *read_sizep;
 
 	for (int attempt = 0; attempt < 3; attempt++)
 	{
@@ -96,6 +103,7 @@ zklock_deadlock_read_waits(TimestampTz deadline, const char **why)
 
 		memset(&req, 0, sizeof(req));
 		req.kind = ZKR_WAITS;
+		strlcpy(req.resource, resource, sizeof(req.resource));
 		req.list_handle = dsm_segment_handle(seg);
 		req.list_size = size;
 		idx = submit_read(&req, &gen);
@@ -156,7 +164,30 @@ zklock_deadlock_read_waits(TimestampTz deadline, const char **why)
 		result = zklock_channel_take_rows(seg, &size, done.list_needed);
 		if (result)
 			return result;
-		read_size = Max(read_size, size);
+		*read_sizep = Max(*read_sizep, size);
 	}
 	return NULL;
+}
+
+/*
+ * Every instance's long waits, read by the worker; NULL when they could
+ * not be read (*why says why, or is left alone when they outgrew three
+ * reads' segments: no give-up is logged then, the next search tries again)
+ */
+char *
+zklock_deadlock_read_waits(TimestampTz deadline, const char **why)
+{
+	return read_rows("", &read_size, deadline, why);
+}
+
+/*
+ * The names of resource's child nodes, one a line ("" when it has none or
+ * is gone), read by the worker with one getChildren; NULL when they could
+ * not be read, as zklock_deadlock_read_waits
+ */
+char *
+zklock_deadlock_read_children(const char *resource, TimestampTz deadline,
+							  const char **why)
+{
+	return read_rows(resource, &children_size, deadline, why);
 }

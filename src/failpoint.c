@@ -15,11 +15,14 @@
  *	fail		the caller treats the operation as failed (what failing
  *				means is said where the point is)
  *	exit		proc_exit(1), as a crash of the worker would end it
+ *	error		raise an ERROR there, as an out of memory at that point
+ *				would (the worker's ends the worker: worker.c)
  *
  * Every point reached with an action logs "zklock: failpoint "name"
  * reached (action)", which a test waits for.
  *
- * The points (protocol.c, worker.c, root.c and orphan.c), and what "fail" does at
+ * The points (protocol.c, worker.c, root.c, orphan.c, deadlock.c and
+ * deadlock_publish.c), and what "fail" does at
  * each:
  *
  *	after-create-reply	a create's successful reply arrived; fail: drop it
@@ -65,6 +68,10 @@
  *						victim found the cycle again and has not withdrawn
  *						its request yet (sleep: it may be granted
  *						meanwhile, and must then go on; no "fail")
+ *	waits-rebuild-locked	deadlock_publish.c: the worker rebuilds the
+ *						publication of long waits, holding
+ *						zklock_shared->lock (shared), at a long wait
+ *						(error: as an out of memory there; no "fail")
  *
  *-------------------------------------------------------------------------
  */
@@ -136,6 +143,10 @@ zklock_failpoint(const char *name)
 		return true;
 	if (strcmp(action, "exit") == 0)
 		proc_exit(1);
+	if (strcmp(action, "error") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("zklock: failpoint \"%s\" raised an error", name)));
 	if (strncmp(action, "sleep:", 6) == 0)
 		pg_usleep(atol(action + 6) * 1000L);
 	else if (strcmp(action, "pause") == 0)

@@ -782,7 +782,17 @@ handle_session_event(ZkEvent *ev)
 
 /*
  * Leaving: closing the session deletes every node of this instance now.
- * What it held is marked lost first, and the lease withdrawn, so that no
+ * An ERROR in the worker is one way here: PostgreSQL's background worker
+ * code (bgworker.c's sigsetjmp block) reports it and calls proc_exit(1),
+ * which runs this callback.  The ERROR may have been raised while the
+ * worker held an LWLock (zklock_shared->lock, shared in
+ * deadlock_publish.c's rebuild, or the statistics' lock).  The minor
+ * releases we build (15.20, 17, 18) release LWLocks in shmem_exit before
+ * any callback runs; releases without that change release them only in
+ * ProcKill, after this callback, so that the LWLockAcquire below would
+ * wait for the worker itself, for good, while the client library kept the
+ * session alive.  This callback therefore releases them itself first, as
+ * an auxiliary process's error handler does.  What it held is marked lost first, and the lease withdrawn, so that no
  * commit passes the fence from then on, and the commits that passed it
  * before have ended (wait_for_fenced_commits) before the close.  The
  * session file goes only when the session could be closed (it was
@@ -797,6 +807,7 @@ worker_exit(int code, Datum arg)
 	int64		id = (zkc_is_open() && worker_phase == WP_SESSION) ?
 		zkc_session_id() : 0;
 
+	LWLockReleaseAll();
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	zklock_shared->lease_session = 0;
 	zklock_shared->lease_end = 0;
