@@ -636,12 +636,21 @@ edge_stands(DlGraph *g, int vi, int ni, bool *unread)
 	DlVertex   *v = &g->v[vi];
 	DlVertex   *next = &g->v[ni];
 	const char *why = NULL;
-	char	   *text = zklock_deadlock_read_children(v->resource, g->deadline,
-													 &why);
+	char	   *text;
 	char	  **names;
 	int			nnames = 0;
 	char	   *p;
 
+	/*
+	 * A resource no zklock instance can hold (empty: the worker would take
+	 * the request for a read of every publication; or too long for the
+	 * request, which would list a shorter one): a forged line, no edge
+	 */
+	*unread = false;
+	if (v->resource[0] == '\0' ||
+		strlen(v->resource) > ZKLOCK_MAX_RESOURCE_LEN)
+		return false;
+	text = zklock_deadlock_read_children(v->resource, g->deadline, &why);
 	*unread = text == NULL;
 	if (text == NULL)
 	{

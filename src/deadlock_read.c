@@ -153,7 +153,9 @@ read_rows(const char *resource, Size *read_sizep, TimestampTz deadline,
 			else
 			{
 				zklock_channel_withdraw(idx, gen);
-				*why = "the long waits could not be read in time";
+				*why = resource[0] ?
+					"the children of a cycle's resource could not be read in time" :
+					"the long waits could not be read in time";
 			}
 			read_done();
 			dsm_detach(seg);

@@ -415,6 +415,9 @@ sub after_catch
 	$v->query_ok('SAVEPOINT s');
 	$v->query_ok(q{SELECT zk_lock_acquire('spc') IS NOT NULL});
 	zk_ask($o, 'spa');
+	# o's request must be older than v's: its node is made (a backend
+	# waiting on its worker already looks waiting), or v's could be first
+	ok(zk_wait_count(zk_path('spa'), 2, 10), "savepoint: o's node under spa is made");
 	for my $try (1, 2)
 	{
 		my $rv = $v->query(q{SELECT zk_lock_acquire('spb') IS NOT NULL}, 2 * $dl_ms / 1000 + 10);
