@@ -135,6 +135,28 @@ step_request(ZkChannelRequest *req, LockStep *step, bool session)
 }
 
 /*
+ * A grant is reported held only while it stands (zklock_channel_grant_stands):
+ * a backend that looks at its answer only after the worker stopped, or
+ * after the session that holds the node began to end (the worker marked
+ * the entry LOST, or withdrew the lease first), must not return the lock
+ * as held -- that session is closed or being closed, and another holder
+ * may have the lock by now.  The entry goes back to the worker, and the
+ * acquire fails with 55P03.
+ */
+static void
+check_grant_stands(int idx, uint32 gen, const char *what)
+{
+	if (zklock_channel_grant_stands(idx, gen))
+		return;
+	zklock_channel_withdraw(idx, gen);
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("zklock lock on %s was lost as it was granted", what),
+			 errdetail("The ZooKeeper session that held its node ended (the zklock worker stopped, or the session expired or was closed) before this backend took the grant; another holder may have been granted the lock since."),
+			 errhint("Try again: the worker starts a new ZooKeeper session.")));
+}
+
+/*
  * Take one step: stack onto a lock this backend holds, or ask the worker
  * for a node and wait.  Returns the local lock, or NULL when a try-lock
  * was not granted.
@@ -224,6 +246,7 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 	}
 	if (state == ZKE_FAILED)
 		zklock_raise_failure(idx, gen, psprintf("acquire zklock lock on %s", what));
+	check_grant_stands(idx, gen, what);
 
 	lock = zklock_enter_lock(step->resource, step->mode,
 							 !step->implicit && step->parents, idx, gen, asked_at);

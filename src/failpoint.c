@@ -19,8 +19,8 @@
  * Every point reached with an action logs "zklock: failpoint "name"
  * reached (action)", which a test waits for.
  *
- * The points (protocol.c, worker.c, root.c and orphan.c), and what "fail" does at
- * each:
+ * The points (protocol.c, worker.c, root.c and orphan.c; deadlock.c and
+ * wait.c in backends), and what "fail" does at each:
  *
  *	after-create-reply	a create's successful reply arrived; fail: drop it
  *						as a connection loss would, so the node is found
@@ -54,6 +54,10 @@
  *						victim found the cycle again and has not withdrawn
  *						its request yet (sleep: it may be granted
  *						meanwhile, and must then go on; no "fail")
+ *	backend-before-answer	wait.c, in a backend: about to look for the
+ *						worker's answer to its request (pause: the worker
+ *						may answer, stop and close its session meanwhile;
+ *						no "fail")
  *
  *-------------------------------------------------------------------------
  */

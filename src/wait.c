@@ -45,6 +45,7 @@
 #include "resource.h"
 #include "lease.h"
 #include "stats.h"
+#include "failpoint.h"
 
 /* the request this backend is waiting for, for the exit callback */
 static int	pending_idx = -1;
@@ -360,6 +361,7 @@ zklock_wait_for_answer(int idx, uint32 gen, const char *what, int timeout_ms,
 			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
 		for (;;)
 		{
+			(void) ZKLOCK_FAILPOINT("backend-before-answer");
 			state = zklock_channel_state(idx, gen);
 			if (state != ZKE_REQUESTED)
 				break;
