@@ -9,7 +9,10 @@
  * so that two sets never deadlock each other.  A step stacks onto a lock
  * this backend holds (local_locks.c's table; no round trip), or asks the
  * worker for a node and waits (wait.c).  Steps are taken in order, and an
- * error or a try not granted undoes every hold the call took.
+ * error or a try not granted undoes every hold the call took.  A lock is
+ * reported held only while it is: a stacked step proves it
+ * (zklock_prove_held), a new grant must still stand when the backend looks
+ * at it (check_grant_stands).
  *
  * Several nodes not held yet are first asked for at once, as try-locks
  * (take_at_once), so that an uncontended acquisition costs one round trip;
