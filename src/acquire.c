@@ -32,6 +32,8 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "utils/memutils.h"
@@ -48,6 +50,7 @@
 #include "resource.h"
 #include "nodedata.h"
 #include "stats.h"
+#include "wait_events.h"
 
 /*
  * One step of an acquisition: a resource, the mode to take it in, and
@@ -143,20 +146,62 @@ step_request(ZkChannelRequest *req, LockStep *step, bool session)
  * after the session that holds the node began to end (the worker marked
  * the entry LOST, or withdrew the lease first), must not return the lock
  * as held -- that session is closed or being closed, and another holder
- * may have the lock by now.  The entry goes back to the worker, and the
+ * may have the lock by now.  And, as a stacked step (zklock_prove_held),
+ * only while the lease proves its session alive: a worker stopped (SIGSTOP,
+ * starvation) since the grant withdraws nothing, and its session may have
+ * expired meanwhile.  The lease is waited for (a new session's first one
+ * comes about zklock.lease_margin after it connects) within the bound of
+ * the commit fence.  Otherwise the entry goes back to the worker, and the
  * acquire fails with 55P03.
  */
 static void
 check_grant_stands(int idx, uint32 gen, const char *what)
 {
-	if (zklock_channel_grant_stands(idx, gen))
+	TimestampTz start = GetCurrentTimestamp();
+	int			bound_ms = zklock_session_timeout + zklock_connect_timeout;
+	bool		stands = true;
+	bool		proven = false;
+
+	zklock_set_pending(idx, gen);	/* a FATAL meanwhile gives it back */
+	PG_TRY();
+	{
+		for (;;)
+		{
+			stands = zklock_channel_grant_stands(idx, gen, &proven);
+			if (!stands || proven ||
+				TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
+										   bound_ms))
+				break;
+			(void) WaitLatch(MyLatch,
+							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 50, zklock_wait_event(ZKLOCK_WAIT_LEASE));
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_CATCH();
+	{
+		zklock_set_pending(-1, 0);
+		zklock_channel_withdraw(idx, gen);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	zklock_set_pending(-1, 0);
+	if (proven)
 		return;
 	zklock_channel_withdraw(idx, gen);
+	if (!stands)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("zklock lock on %s was lost as it was granted", what),
+				 errdetail("The ZooKeeper session that held its node ended (the zklock worker stopped, or the session expired or was closed) before this backend took the grant; another holder may have been granted the lock since."),
+				 errhint("Try again: the worker starts a new ZooKeeper session.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-			 errmsg("zklock lock on %s was lost as it was granted", what),
-			 errdetail("The ZooKeeper session that held its node ended (the zklock worker stopped, or the session expired or was closed) before this backend took the grant; another holder may have been granted the lock since."),
-			 errhint("Try again: the worker starts a new ZooKeeper session.")));
+			 errmsg("zklock lock on %s is not proven held as it was granted", what),
+			 errdetail("For %d ms, no answer of the ZooKeeper leader has proven that this instance's session is alive for zklock.lease_margin (%d ms) more; another holder may have been granted the lock.",
+					   bound_ms, zklock_lease_margin),
+			 errhint("zk_lock_status shows the worker's session and lease.")));
 }
 
 /*

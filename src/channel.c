@@ -428,22 +428,28 @@ zklock_channel_result(int idx, uint32 generation, ZkChannelResult *result)
 /*
  * Does the worker's grant of the backend's entry still stand: is it
  * GRANTED, and (a lock node that lives with its session) of the session
- * the lease is for, one the worker has not begun to end?  Read in one
- * locked section.  A grant the backend looks at only after the worker
- * stopped, or after its session ended, is not one: the session that held
- * the node is closed or being closed, and another holder may have the
- * lock (acquire.c reports it held only if this says so).
+ * the lease is for, one the worker has not begun to end?  *proven: and the
+ * lease covers that session now (lease.c) -- a worker that stopped (a
+ * SIGSTOP, starvation) withdraws nothing, so only the lease's deadline
+ * tells that its session may have expired meanwhile.  Read in one locked
+ * section.  A grant the backend looks at only after the worker stopped,
+ * or after its session ended, is not one: the session that held the node
+ * is closed or being closed, and another holder may have the lock
+ * (acquire.c reports it held only if this says so, and proven).
  */
 bool
-zklock_channel_grant_stands(int idx, uint32 generation)
+zklock_channel_grant_stands(int idx, uint32 generation, bool *proven)
 {
 	ZkLockEntry *e;
 	bool		stands;
+	int64		left;
 
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	e = channel_entry(idx);
 	stands = channel_is(idx, generation, ZKE_GRANTED) &&
 		(e->persistent || zklock_lease_session_live_locked(e->session_id));
+	*proven = stands &&
+		(e->persistent || zklock_lease_covers_locked(e->session_id, &left));
 	LWLockRelease(zklock_shared->lock);
 	return stands;
 }

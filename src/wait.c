@@ -120,6 +120,19 @@ zklock_submit(const ZkChannelRequest *req, uint32 *gen)
 }
 
 /*
+ * Make an answered request the pending one again (idx -1: none), while its
+ * caller may still be interrupted before it keeps or gives back the entry
+ * (acquire.c's wait for the lease of a new grant): a FATAL then withdraws
+ * it in the exit callback.
+ */
+void
+zklock_set_pending(int idx, uint32 gen)
+{
+	pending_idx = idx;
+	pending_gen = gen;
+}
+
+/*
  * Submit one request of a batch (acquire.c): the worker is not woken (the
  * caller wakes it once, when all are in), and the request is not the
  * pending one but one of the batch, which the exit callback withdraws
