@@ -9,7 +9,10 @@
  * so that two sets never deadlock each other.  A step stacks onto a lock
  * this backend holds (local_locks.c's table; no round trip), or asks the
  * worker for a node and waits (wait.c).  Steps are taken in order, and an
- * error or a try not granted undoes every hold the call took.
+ * error or a try not granted undoes every hold the call took.  A lock is
+ * reported held only while it is: a stacked step proves it
+ * (zklock_prove_held), a new grant must still stand when the backend looks
+ * at it (check_grant_stands).
  *
  * Several nodes not held yet are first asked for at once, as try-locks
  * (take_at_once), so that an uncontended acquisition costs one round trip;
@@ -29,6 +32,8 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "utils/memutils.h"
@@ -45,6 +50,7 @@
 #include "resource.h"
 #include "nodedata.h"
 #include "stats.h"
+#include "wait_events.h"
 
 /*
  * One step of an acquisition: a resource, the mode to take it in, and
@@ -133,6 +139,70 @@ step_request(ZkChannelRequest *req, LockStep *step, bool session)
 	req->mode = step->mode;
 	req->max_holders = step->max_holders;
 	strlcpy(req->resource, step->resource, sizeof(req->resource));
+}
+
+/*
+ * A grant is reported held only while it stands (zklock_channel_grant_stands):
+ * a backend that looks at its answer only after the worker stopped, or
+ * after the session that holds the node began to end (the worker marked
+ * the entry LOST, or withdrew the lease first), must not return the lock
+ * as held -- that session is closed or being closed, and another holder
+ * may have the lock by now.  And, as a stacked step (zklock_prove_held),
+ * only while the lease proves its session alive: a worker stopped (SIGSTOP,
+ * starvation) since the grant withdraws nothing, and its session may have
+ * expired meanwhile.  The lease is waited for (a new session's first one
+ * comes about zklock.lease_margin after it connects) within the bound of
+ * the commit fence.  Otherwise the entry goes back to the worker, and the
+ * acquire fails with 55P03.
+ */
+static void
+check_grant_stands(int idx, uint32 gen, const char *what)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	int			bound_ms = zklock_session_timeout + zklock_connect_timeout;
+	bool		stands = true;
+	bool		proven = false;
+
+	zklock_set_pending(idx, gen);	/* a FATAL meanwhile gives it back */
+	PG_TRY();
+	{
+		for (;;)
+		{
+			stands = zklock_channel_grant_stands(idx, gen, &proven);
+			if (!stands || proven ||
+				TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
+										   bound_ms))
+				break;
+			(void) WaitLatch(MyLatch,
+							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 50, zklock_wait_event(ZKLOCK_WAIT_LEASE));
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_CATCH();
+	{
+		zklock_set_pending(-1, 0);
+		zklock_channel_withdraw(idx, gen);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	zklock_set_pending(-1, 0);
+	if (proven)
+		return;
+	zklock_channel_withdraw(idx, gen);
+	if (!stands)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("zklock lock on %s was lost as it was granted", what),
+				 errdetail("The ZooKeeper session that held its node ended (the zklock worker stopped, or the session expired or was closed) before this backend took the grant; another holder may have been granted the lock since."),
+				 errhint("Try again: the worker starts a new ZooKeeper session.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("zklock lock on %s is not proven held as it was granted", what),
+			 errdetail("For %d ms, no answer of the ZooKeeper leader has proven that this instance's session is alive for zklock.lease_margin (%d ms) more; another holder may have been granted the lock.",
+					   bound_ms, zklock_lease_margin),
+			 errhint("zk_lock_status shows the worker's session and lease.")));
 }
 
 /*
@@ -225,6 +295,7 @@ take_step(LockStep *step, bool session, bool wait, TimestampTz deadline,
 	}
 	if (state == ZKE_FAILED)
 		zklock_raise_failure(idx, gen, psprintf("acquire zklock lock on %s", what));
+	check_grant_stands(idx, gen, what);
 
 	lock = zklock_enter_lock(step->resource, step->mode,
 							 !step->implicit && step->parents, idx, gen, asked_at);

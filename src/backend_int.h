@@ -105,6 +105,7 @@ extern ZkEntryState zklock_wait_counted(int idx, uint32 gen, const char *what,
 										TimestampTz asked_at);
 extern void zklock_raise_failure(int idx, uint32 gen, const char *what);
 extern void zklock_withdraw_pending(void);
+extern void zklock_set_pending(int idx, uint32 gen);
 
 /* deadlock.c: the search for a deadlock through a long wait */
 extern void zklock_deadlock_check(int idx, uint32 gen, TimestampTz since,

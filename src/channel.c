@@ -49,7 +49,10 @@
  *   frees NOT_GRANTED, FAILED and DONE entries (zklock_channel_collect,
  *   zklock_channel_withdraw).  A GRANTED entry stays its own until it
  *   withdraws it; the worker may meanwhile only mark it LOST (its node or
- *   session is gone), which the backend reads at its commit fence.  An
+ *   session is gone), which the backend reads at its commit fence -- or,
+ *   when the mark came before the backend looked at its verdict, at once:
+ *   a grant is reported held only while it stands
+ *   (zklock_channel_grant_stands), else it is given back.  An
  *   explicit lock's GRANTED entry is freed by the backend at once
  *   (zklock_channel_collect): its persistent node lives on without it.
  * - The worker owns a RELEASING entry: it deletes the node, then frees the
@@ -128,6 +131,7 @@
 
 #include "channel.h"
 #include "compat.h"
+#include "lease.h"
 #include "settings.h"
 #include "shmem.h"
 #include "stats.h"
@@ -419,6 +423,35 @@ zklock_channel_result(int idx, uint32 generation, ZkChannelResult *result)
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	channel_copy_result(idx, generation, result);
 	LWLockRelease(zklock_shared->lock);
+}
+
+/*
+ * Does the worker's grant of the backend's entry still stand: is it
+ * GRANTED, and (a lock node that lives with its session) of the session
+ * the lease is for, one the worker has not begun to end?  *proven: and the
+ * lease covers that session now (lease.c) -- a worker that stopped (a
+ * SIGSTOP, starvation) withdraws nothing, so only the lease's deadline
+ * tells that its session may have expired meanwhile.  Read in one locked
+ * section.  A grant the backend looks at only after the worker stopped,
+ * or after its session ended, is not one: the session that held the node
+ * is closed or being closed, and another holder may have the lock
+ * (acquire.c reports it held only if this says so, and proven).
+ */
+bool
+zklock_channel_grant_stands(int idx, uint32 generation, bool *proven)
+{
+	ZkLockEntry *e;
+	bool		stands;
+	int64		left;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	e = channel_entry(idx);
+	stands = channel_is(idx, generation, ZKE_GRANTED) &&
+		(e->persistent || zklock_lease_session_live_locked(e->session_id));
+	*proven = stands &&
+		(e->persistent || zklock_lease_covers_locked(e->session_id, &left));
+	LWLockRelease(zklock_shared->lock);
+	return stands;
 }
 
 /*

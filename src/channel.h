@@ -61,6 +61,8 @@ extern void zklock_channel_wake_worker(void);
 extern ZkEntryState zklock_channel_state(int idx, uint32 generation);
 extern bool zklock_channel_queued(int idx);
 extern bool zklock_channel_connected(void);
+extern bool zklock_channel_grant_stands(int idx, uint32 generation,
+										bool *proven);
 extern void zklock_channel_result(int idx, uint32 generation,
 								  ZkChannelResult *result);
 extern void zklock_channel_collect(int idx, uint32 generation,

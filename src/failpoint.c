@@ -21,9 +21,9 @@
  * Every point reached with an action logs "zklock: failpoint "name"
  * reached (action)", which a test waits for.
  *
- * The points (protocol.c, worker.c, root.c, orphan.c, deadlock.c and
- * deadlock_publish.c), and what "fail" does at
- * each:
+ * The points (protocol.c, worker.c, root.c, orphan.c and
+ * deadlock_publish.c; deadlock.c and wait.c in backends), and what "fail"
+ * does at each:
  *
  *	after-create-reply	a create's successful reply arrived; fail: drop it
  *						as a connection loss would, so the node is found
@@ -72,6 +72,10 @@
  *						publication of long waits, holding
  *						zklock_shared->lock (shared), at a long wait
  *						(error: as an out of memory there; no "fail")
+ *	backend-before-answer	wait.c, in a backend: about to look for the
+ *						worker's answer to its request (pause: the worker
+ *						may answer, stop and close its session meanwhile;
+ *						no "fail")
  *
  *-------------------------------------------------------------------------
  */

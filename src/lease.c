@@ -316,6 +316,18 @@ zklock_lease_covers(int64 session_id, int64 *remaining_ms)
 }
 
 /*
+ * Backend side: is session_id the session the lease is for, i.e. one the
+ * worker has not begun to end (it withdraws the lease first, before it
+ * marks the locks lost and closes the session), whether the lease covers
+ * it now or not?  The caller holds zklock_shared->lock (either mode).
+ */
+bool
+zklock_lease_session_live_locked(int64 session_id)
+{
+	return session_id != 0 && zklock_shared->lease_session == session_id;
+}
+
+/*
  * Backend side, at the end of a commit fence that passed: mark this
  * backend's commit window with session_id, if the lease still covers it,
  * in one locked section with that look at the lease.  False: it does not

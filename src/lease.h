@@ -46,6 +46,7 @@ extern void zklock_lease_wait_for_commits(int64 session_id,
 /* backend side */
 extern bool zklock_lease_covers(int64 session_id, int64 *remaining_ms);
 extern bool zklock_lease_covers_locked(int64 session_id, int64 *remaining_ms);
+extern bool zklock_lease_session_live_locked(int64 session_id);
 extern bool zklock_lease_enter_commit(int64 session_id);
 extern void zklock_lease_leave_commit(void);
 extern void zklock_lease_mark_commit_locked(int64 session_id, uint32 groups);

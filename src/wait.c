@@ -45,6 +45,7 @@
 #include "resource.h"
 #include "lease.h"
 #include "stats.h"
+#include "failpoint.h"
 
 /* the request this backend is waiting for, for the exit callback */
 static int	pending_idx = -1;
@@ -116,6 +117,19 @@ zklock_submit(const ZkChannelRequest *req, uint32 *gen)
 	pending_idx = idx;
 	pending_gen = *gen;
 	return idx;
+}
+
+/*
+ * Make an answered request the pending one again (idx -1: none), while its
+ * caller may still be interrupted before it keeps or gives back the entry
+ * (acquire.c's wait for the lease of a new grant): a FATAL then withdraws
+ * it in the exit callback.
+ */
+void
+zklock_set_pending(int idx, uint32 gen)
+{
+	pending_idx = idx;
+	pending_gen = gen;
 }
 
 /*
@@ -360,6 +374,7 @@ zklock_wait_for_answer(int idx, uint32 gen, const char *what, int timeout_ms,
 			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
 		for (;;)
 		{
+			(void) ZKLOCK_FAILPOINT("backend-before-answer");
 			state = zklock_channel_state(idx, gen);
 			if (state != ZKE_REQUESTED)
 				break;
