@@ -52,6 +52,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "common/hashfn.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -63,6 +64,8 @@
 
 #define BATCH_MAX_OPS		32	/* writes in one multi */
 #define BATCH_MAX_QUEUED	256 /* writes or calls queued: then flush */
+#define BATCH_MAX_FLIGHTS	256 /* creates in multis in flight, tracked */
+#define BATCH_HOLD_MAX_MS	5000	/* a mark's answer lost: hold no longer */
 
 typedef struct BatchWrite
 {
@@ -74,13 +77,23 @@ typedef struct BatchWrite
 	char	   *data;
 	int			datalen;
 	int			parent_len;		/* a create's: its path up to the last '/' */
+	bool		again;			/* a create rolled back with a failed multi */
 } BatchWrite;
 
 typedef struct BatchThen
 {
 	ZkBatchThen fn;
 	uint64		tag;
+	int			after;			/* the writes queued before it */
 } BatchThen;
+
+/* A create sent in a multi whose answer is not taken yet */
+typedef struct BatchFlight
+{
+	uint64		mark;			/* the mark sent behind it */
+	uint32		parent;			/* hash of its parent's path */
+	TimestampTz sent;
+} BatchFlight;
 
 static MemoryContext batch_context = NULL;
 static BatchWrite writes[BATCH_MAX_QUEUED];
@@ -89,9 +102,26 @@ static BatchThen thens[BATCH_MAX_QUEUED];
 static int	nthens = 0;
 static int64 batch_session = 0; /* the session they were queued under */
 
+/* Creates in multis not answered yet (a ring), and the marks behind them */
+static BatchFlight flights[BATCH_MAX_FLIGHTS];
+static int	nflights = 0;
+static int	flight_next = 0;
+static uint64 mark_serial = 0;
+static bool flush_mark = false; /* this flush sent a create in a multi */
+
 /* The anchor node of the multis, and the session that made it */
 static char anchor_path[ZKLOCK_MAX_PATH + 1];
 static int64 anchor_session = 0;
+
+static void batch_flush(bool hold);
+
+/* Forget the creates in flight: none will hold another */
+static void
+flights_clear(void)
+{
+	nflights = 0;
+	flight_next = 0;
+}
 
 /* Queue under the current session: flush first what another queued */
 static void
@@ -101,8 +131,11 @@ batch_prepare(void)
 
 	if ((nwrites > 0 || nthens > 0) && batch_session != sid)
 		zklock_batch_flush();
+	if (batch_session != sid)
+		flights_clear();		/* a multi of another session says nothing */
+	/* full: send everything, held or not */
 	if (nwrites >= BATCH_MAX_QUEUED || nthens >= BATCH_MAX_QUEUED)
-		zklock_batch_flush();
+		batch_flush(false);
 	if (batch_context == NULL)
 		batch_context = AllocSetContextCreate(TopMemoryContext,
 											  "zklock batch",
@@ -125,8 +158,13 @@ zklock_batch_create(const char *path, const char *data, int datalen,
 	batch_prepare();
 	bw = &writes[nwrites++];
 	bw->create = true;
-	/* rolled back with a failed multi: this time alone (zk_client.c) */
-	bw->alone = zkc_multi_rolled_back(tag);
+	/*
+	 * Rolled back with a failed multi (zk_client.c): this time alone, and
+	 * ahead of the creates under its parent held behind that multi, asked
+	 * for after it (batch_held)
+	 */
+	bw->again = zkc_multi_rolled_back(tag);
+	bw->alone = bw->again;
 	/* a container (a missing parent) is made alone: a multi knows none */
 	if (!(flags & (ZKC_EPHEMERAL_SEQUENTIAL | ZKC_PERSISTENT_SEQUENTIAL)))
 		bw->alone = true;
@@ -170,6 +208,7 @@ zklock_batch_then(ZkBatchThen fn, uint64 tag)
 	batch_prepare();
 	thens[nthens].fn = fn;
 	thens[nthens].tag = tag;
+	thens[nthens].after = nwrites;
 	nthens++;
 }
 
@@ -183,17 +222,18 @@ same_parent(int i, int j)
 }
 
 /*
- * The end of the multi that begins at writes[first]: at most BATCH_MAX_OPS,
- * and it stops before a second create under one parent.
+ * The end of the multi that begins at writes[first] (of the nsend to send):
+ * at most BATCH_MAX_OPS, and it stops before a second create under one
+ * parent.
  */
 static int
-group_end(int first)
+group_end(int first, int nsend)
 {
 	int			end = first + 1;
 
 	if (writes[first].alone)
 		return end;
-	for (; end < nwrites && end - first < BATCH_MAX_OPS; end++)
+	for (; end < nsend && end - first < BATCH_MAX_OPS; end++)
 	{
 		if (writes[end].alone)
 			return end;
@@ -239,6 +279,54 @@ send_alone(BatchWrite *bw)
 						 bw->path);
 }
 
+/* A create's parent path, hashed */
+static uint32
+parent_hash(const BatchWrite *bw)
+{
+	return hash_bytes((const unsigned char *) bw->path, bw->parent_len);
+}
+
+/* A create went out in a multi: answered once the next mark is taken */
+static void
+flight_add(const BatchWrite *bw)
+{
+	BatchFlight *f = &flights[flight_next];
+
+	f->mark = mark_serial + 1;
+	f->parent = parent_hash(bw);
+	f->sent = GetCurrentTimestamp();
+	flight_next = (flight_next + 1) % BATCH_MAX_FLIGHTS;
+	nflights = Min(nflights + 1, BATCH_MAX_FLIGHTS);
+	flush_mark = true;
+}
+
+/*
+ * Is a create under this parent in a multi whose answer is not taken yet?
+ * (A mark that never comes holds for BATCH_HOLD_MAX_MS at most.)
+ */
+static bool
+flight_under(uint32 parent, uint64 seen, TimestampTz now)
+{
+	for (int i = 0; i < nflights; i++)
+		if (flights[i].mark > seen && flights[i].parent == parent &&
+			!TimestampDifferenceExceeds(flights[i].sent, now,
+										BATCH_HOLD_MAX_MS))
+			return true;
+	return false;
+}
+
+/* The mark behind this flush's multis and the listings behind them */
+static void
+flight_mark(void)
+{
+	if (!flush_mark)
+		return;
+	flush_mark = false;
+	mark_serial++;
+	if (!zkc_send_mark(mark_serial))
+		flights_clear();		/* nothing to wait for: hold nothing */
+}
+
 /* writes[first..end-1]: one alone, more as one multi */
 static void
 send_group(int first, int end)
@@ -260,46 +348,139 @@ send_group(int first, int end)
 			ops[i].tag = bw->tag;
 		}
 		if (zkc_multi(ops, n, anchor_path))
+		{
+			for (int i = first; i < end; i++)
+				if (writes[i].create)
+					flight_add(&writes[i]);
 			return;
+		}
 	}
 	/* alone, or the multi could not be sent: each on its own */
 	for (int i = first; i < end; i++)
 		send_alone(&writes[i]);
 }
 
+/* Is a create rolled back under writes[i]'s parent queued after it? */
+static bool
+again_after(int i)
+{
+	for (int j = i + 1; j < nwrites; j++)
+		if (writes[j].again && same_parent(i, j))
+			return true;
+	return false;
+}
+
+/*
+ * Which queued writes wait (held[i]): a create under a parent with a create
+ * in a multi not answered yet, or with a create rolled back with a failed
+ * multi queued after it (that one goes first; this one in a later flush),
+ * unless it is itself one rolled back.  Returns how many.
+ */
+static int
+batch_held(bool hold, bool *held)
+{
+	uint64		seen = zkc_mark_seen();
+	TimestampTz now = GetCurrentTimestamp();
+	int			n = 0;
+
+	for (int i = 0; i < nwrites; i++)
+	{
+		held[i] = hold && writes[i].create && !writes[i].again &&
+			(flight_under(parent_hash(&writes[i]), seen, now) ||
+			 again_after(i));
+		n += held[i];
+	}
+	return n;
+}
+
+/*
+ * Send the writes not held (in their order, grouped), keep the held ones
+ * and the calls behind them queued, and return the other calls in calls[].
+ */
+static int
+batch_send(bool hold, BatchThen *calls)
+{
+	bool		held[BATCH_MAX_QUEUED];
+	BatchWrite	kept[BATCH_MAX_QUEUED];
+	int			before[BATCH_MAX_QUEUED + 1];	/* held among writes[0..i-1] */
+	int			nheld = batch_held(hold, held);
+	int			nsend = 0,
+				nkept = 0,
+				ncalls = 0,
+				nthens_kept = 0;
+
+	before[0] = 0;
+	for (int i = 0; i < nwrites; i++)
+	{
+		before[i + 1] = before[i] + held[i];
+		if (held[i])
+			kept[nkept++] = writes[i];
+		else
+			writes[nsend++] = writes[i];
+	}
+	for (int first = 0, end; first < nsend; first = end)
+	{
+		end = group_end(first, nsend);
+		send_group(first, end);
+	}
+	/* a call waits while a write queued before it waits */
+	for (int i = 0; i < nthens; i++)
+	{
+		if (before[thens[i].after] > 0)
+		{
+			thens[nthens_kept] = thens[i];
+			thens[nthens_kept++].after = before[thens[i].after];
+		}
+		else
+			calls[ncalls++] = thens[i];
+	}
+	memcpy(writes, kept, sizeof(BatchWrite) * nheld);
+	nwrites = nheld;
+	nthens = nthens_kept;
+	return ncalls;
+}
+
 /*
  * The end of the worker's pass: send what was queued, writes first (in
  * their order, grouped), then the calls queued behind them.  A call may
- * queue more; that is sent too before this returns.
+ * queue more; that is sent too before this returns.  What is held (a
+ * create behind a multi in flight, see batch_held) stays queued for a
+ * later pass; so do the calls behind it.  hold false: nothing is held.
  */
-void
-zklock_batch_flush(void)
+static void
+batch_flush(bool hold)
 {
-	while (nwrites > 0 || nthens > 0)
+	int			ncalls;
+
+	do
 	{
 		BatchThen	calls[BATCH_MAX_QUEUED];
-		int			ncalls = nthens;
 
+		ncalls = 0;
 		if (batch_session != zkc_session_id())
 		{
 			/* queued under a session that is gone: never on another */
 			for (int i = 0; i < nwrites; i++)
 				zkc_fail_locally(writes[i].create ? ZKEV_CREATED : ZKEV_DELETED,
 								 writes[i].tag, writes[i].path);
+			memcpy(calls, thens, sizeof(BatchThen) * nthens);
+			ncalls = nthens;
+			nwrites = 0;
+			nthens = 0;
+			flights_clear();
 		}
 		else
-		{
-			for (int first = 0, end; first < nwrites; first = end)
-			{
-				end = group_end(first);
-				send_group(first, end);
-			}
-		}
-		memcpy(calls, thens, sizeof(BatchThen) * ncalls);
-		nwrites = 0;
-		nthens = 0;
-		MemoryContextReset(batch_context);
+			ncalls = batch_send(hold, calls);
+		if (nwrites == 0 && batch_context != NULL)
+			MemoryContextReset(batch_context);
 		for (int i = 0; i < ncalls; i++)
 			calls[i].fn(calls[i].tag);
-	}
+	} while (ncalls > 0);
+	flight_mark();
+}
+
+void
+zklock_batch_flush(void)
+{
+	batch_flush(true);
 }
