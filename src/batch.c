@@ -27,6 +27,15 @@
  *	  tag (zk_client.c says how a failed multi is answered: no member
  *	  fails for another's fault; a create rolled back with a failed multi
  *	  is sent alone the next time);
+ *	- a create rolled back with a failed multi keeps its place among this
+ *	  instance's requests (issue 28): a create under a parent with a create
+ *	  in a multi not answered yet is held in the queue (with the calls
+ *	  queued behind it) until that multi's answer and the listings behind
+ *	  it are taken, which a mark sent behind them says (zkc_send_mark; a
+ *	  mark not answered within BATCH_HOLD_MAX_MS holds no longer), and
+ *	  until the rolled-back create, queued again, was sent; so a request
+ *	  made here while the multi was in flight lands behind it (across
+ *	  instances no place can be kept: doc/design.md, "Group commit");
  *	- never two creates under one parent (one resource) in one multi: the
  *	  czxid of a create in a multi is the transaction's zxid, so two such
  *	  creates would share a fencing token.  Each goes to the next multi,
@@ -41,7 +50,10 @@
  * part cannot be guessed, so nobody makes it before us.
  *
  * Only the worker's thread runs this.  The queue lives in batch_context,
- * reset at each flush; the queue is flushed early when it is full.  Writes
+ * reset at each flush that leaves nothing held; the queue is flushed early,
+ * holding nothing, when it is full.  flights[] (the creates sent in multis,
+ * a ring: past BATCH_MAX_FLIGHTS in flight the oldest hold no longer) is
+ * forgotten when the session changes.  Writes
  * queued under one session are never sent on another: if the session
  * changed before the flush, each is answered as lost (the session's loss
  * has already ended their requests); the calls queued behind them still

@@ -42,7 +42,7 @@ my $c = zk_session($node1, 'c');
 is($h->query(q{SELECT zk_lock_acquire_session('mmf/r') > 0})->{out}, 't',
 	'H holds mmf/r');
 
-for my $round (1 .. 3)
+for my $round (1 .. 5)
 {
 	my $w = ZkChaos::worker_pid($node1);
 	ok($w, "round $round: the worker's pid ($w)");
