@@ -69,6 +69,7 @@
 #include "utils/timestamp.h"
 
 #include "batch.h"
+#include "lease.h"
 #include "recipe.h"
 #include "resource.h"
 #include "settings.h"
@@ -104,7 +105,7 @@ typedef struct BatchFlight
 {
 	uint64		mark;			/* the mark sent behind it */
 	uint32		parent;			/* hash of its parent's path */
-	TimestampTz sent;
+	int64		sent_us;		/* when (zklock_boottime_us: monotonic) */
 } BatchFlight;
 
 static MemoryContext batch_context = NULL;
@@ -120,6 +121,7 @@ static int	nflights = 0;
 static int	flight_next = 0;
 static uint64 mark_serial = 0;
 static bool flush_mark = false; /* this flush sent a create in a multi */
+static uint64 cap_logged = 0;	/* the last mark whose cap was logged */
 
 /* The anchor node of the multis, and the session that made it */
 static char anchor_path[ZKLOCK_MAX_PATH + 1];
@@ -306,7 +308,7 @@ flight_add(const BatchWrite *bw)
 
 	f->mark = mark_serial + 1;
 	f->parent = parent_hash(bw);
-	f->sent = GetCurrentTimestamp();
+	f->sent_us = zklock_boottime_us();
 	flight_next = (flight_next + 1) % BATCH_MAX_FLIGHTS;
 	nflights = Min(nflights + 1, BATCH_MAX_FLIGHTS);
 	flush_mark = true;
@@ -314,15 +316,39 @@ flight_add(const BatchWrite *bw)
 
 /*
  * Is a create under this parent in a multi whose answer is not taken yet?
- * (A mark that never comes holds for BATCH_HOLD_MAX_MS at most.)
+ * (A mark that never comes holds for BATCH_HOLD_MAX_MS at most, on the
+ * monotonic clock; its end is logged, once.)
  */
 static bool
-flight_under(uint32 parent, uint64 seen, TimestampTz now)
+flight_under(uint32 parent, uint64 seen, int64 now_us)
+{
+	bool		under = false;
+
+	for (int i = 0; i < nflights; i++)
+	{
+		BatchFlight *f = &flights[i];
+
+		if (f->mark <= seen || f->parent != parent)
+			continue;
+		if (now_us - f->sent_us < BATCH_HOLD_MAX_MS * INT64CONST(1000))
+			under = true;
+		else if (f->mark > cap_logged)
+		{
+			cap_logged = f->mark;	/* once for a mark (a flush's multis) */
+			ereport(LOG,
+					(errmsg("zklock: a multi sent %d ms ago is not answered yet; creates under its resource are sent without waiting for it",
+							BATCH_HOLD_MAX_MS)));
+		}
+	}
+	return under;
+}
+
+/* Is any create in a multi whose answer is not taken yet? */
+static bool
+flights_unseen(uint64 seen)
 {
 	for (int i = 0; i < nflights; i++)
-		if (flights[i].mark > seen && flights[i].parent == parent &&
-			!TimestampDifferenceExceeds(flights[i].sent, now,
-										BATCH_HOLD_MAX_MS))
+		if (flights[i].mark > seen)
 			return true;
 	return false;
 }
@@ -392,17 +418,58 @@ static int
 batch_held(bool hold, bool *held)
 {
 	uint64		seen = zkc_mark_seen();
-	TimestampTz now = GetCurrentTimestamp();
+	int64		now_us = zklock_boottime_us();
+	bool		any_again = false;
+	bool		any_flight;
 	int			n = 0;
 
+	memset(held, 0, sizeof(bool) * nwrites);
+	if (!hold)
+		return 0;
+	/* the common case, no multi unanswered and none rolled back: at once */
+	for (int i = 0; i < nwrites && !any_again; i++)
+		any_again = writes[i].again;
+	any_flight = flights_unseen(seen);
+	if (!any_again && !any_flight)
+		return 0;
 	for (int i = 0; i < nwrites; i++)
 	{
-		held[i] = hold && writes[i].create && !writes[i].again &&
-			(flight_under(parent_hash(&writes[i]), seen, now) ||
-			 again_after(i));
+		held[i] = writes[i].create && !writes[i].again &&
+			((any_flight &&
+			  flight_under(parent_hash(&writes[i]), seen, now_us)) ||
+			 (any_again && again_after(i)));
 		n += held[i];
 	}
 	return n;
+}
+
+/*
+ * The writes still queued (the held ones) move to a fresh batch_context and
+ * the old one, with what was sent, is freed: else, with something held at
+ * the end of every pass (steady contention), it would never be reset.
+ */
+static void
+keep_held_only(void)
+{
+	MemoryContext fresh = AllocSetContextCreate(TopMemoryContext,
+												"zklock batch",
+												ALLOCSET_SMALL_SIZES);
+
+	for (int i = 0; i < nwrites; i++)
+	{
+		BatchWrite *bw = &writes[i];
+
+		bw->path = MemoryContextStrdup(fresh, bw->path);
+		if (bw->data != NULL)
+		{
+			char	   *data = MemoryContextAlloc(fresh, Max(bw->datalen, 0) + 1);
+
+			memcpy(data, bw->data, Max(bw->datalen, 0) + 1);
+			bw->data = data;
+		}
+	}
+	MemoryContextDelete(batch_context);
+	batch_context = fresh;
 }
 
 /*
@@ -449,6 +516,8 @@ batch_send(bool hold, BatchThen *calls)
 	memcpy(writes, kept, sizeof(BatchWrite) * nheld);
 	nwrites = nheld;
 	nthens = nthens_kept;
+	if (nheld > 0 && nsend > 0)
+		keep_held_only();
 	return ncalls;
 }
 
