@@ -31,8 +31,10 @@
  *	  instance's requests (issue 28): a create under a parent with a create
  *	  in a multi not answered yet is held in the queue (with the calls
  *	  queued behind it) until that multi's answer and the listings behind
- *	  it are taken, which a mark sent behind them says (zkc_send_mark; a
- *	  mark not answered within BATCH_HOLD_MAX_MS holds no longer), and
+ *	  it are taken, which a mark sent behind them says (zkc_send_mark; the
+ *	  client library answers a mark, with a connection loss if need be,
+ *	  within 2/3 of the session timeout: hold_max_us() is only a safety
+ *	  net), and
  *	  until the rolled-back create, queued again, was sent; so a request
  *	  made here while the multi was in flight lands behind it (across
  *	  instances no place can be kept: doc/design.md, "Group commit");
@@ -78,7 +80,6 @@
 #define BATCH_MAX_OPS		32	/* writes in one multi */
 #define BATCH_MAX_QUEUED	256 /* writes or calls queued: then flush */
 #define BATCH_MAX_FLIGHTS	256 /* creates in multis in flight, tracked */
-#define BATCH_HOLD_MAX_MS	5000	/* a mark's answer lost: hold no longer */
 
 typedef struct BatchWrite
 {
@@ -315,8 +316,24 @@ flight_add(const BatchWrite *bw)
 }
 
 /*
+ * How long a mark may be waited for.  A stalled server answers nothing
+ * sent after the multi either (one session's requests are answered in
+ * order), so sending a held create earlier gains nothing and loses the
+ * rolled-back create's place; the client library answers every request
+ * in flight with a connection loss after 2/3 of the negotiated timeout
+ * without data.  So the session timeout is never reached while the library
+ * works: a safety net, not a schedule.
+ */
+static int64
+hold_max_us(void)
+{
+	return (int64) Max(zkc_negotiated_timeout(), zklock_session_timeout) *
+		INT64CONST(1000);
+}
+
+/*
  * Is a create under this parent in a multi whose answer is not taken yet?
- * (A mark that never comes holds for BATCH_HOLD_MAX_MS at most, on the
+ * (A mark that never comes holds for hold_max_us() at most, on the
  * monotonic clock; its end is logged, once.)
  */
 static bool
@@ -330,14 +347,14 @@ flight_under(uint32 parent, uint64 seen, int64 now_us)
 
 		if (f->mark <= seen || f->parent != parent)
 			continue;
-		if (now_us - f->sent_us < BATCH_HOLD_MAX_MS * INT64CONST(1000))
+		if (now_us - f->sent_us < hold_max_us())
 			under = true;
 		else if (f->mark > cap_logged)
 		{
 			cap_logged = f->mark;	/* once for a mark (a flush's multis) */
 			ereport(LOG,
 					(errmsg("zklock: a multi sent %d ms ago is not answered yet; creates under its resource are sent without waiting for it",
-							BATCH_HOLD_MAX_MS)));
+							(int) (hold_max_us() / 1000))));
 		}
 	}
 	return under;
