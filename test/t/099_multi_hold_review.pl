@@ -75,5 +75,60 @@ $c->query_ok(q{SELECT zk_lock_release('mmh/cap')});
 $_->quit for ($h, $a, $b, $c);
 ok(zk_wait_no_locks(zk_path('mmh'), 15), 'no lock node left');
 
+# (b) the same, the server stopped past the connection's timeout (2/3 of a
+# 9 s session): the multi, the mark behind it and the listings are answered
+# with a connection loss; the held create is then sent (or failed with the
+# session), never stranded: every request ends, nothing is left behind
+{
+	my $node2 = zk_node('node2', session_timeout => '9s',
+		extra_conf => "zklock.sweep_interval = '1h'\n");
+	my $from2 = -s $node2->logfile;
+	my %ss = map {; $_ => zk_session($node2, "${_}2") } qw(h a b c);
+	is($ss{h}->query(q{SELECT zk_lock_acquire_session('mmh2/cap', parents => false) > 0})->{out},
+		't', '(b) H holds mmh2/cap');
+	my $w2 = ZkChaos::worker_pid($node2);
+	kill('STOP', $w2);
+	$ss{a}->send(q{SELECT zk_lock_acquire_session('mmh2/other', timeout => '90 s', parents => false) > 0});
+	$ss{b}->send(q{SELECT zk_lock_acquire_session('mmh2/cap', timeout => '90 s', parents => false) > 0});
+	ok(wait_for_waiting($node2, $ss{a}->pid, 20)
+		  && wait_for_waiting($node2, $ss{b}->pid, 20),
+		'(b) A and B wait for the stopped worker');
+	ZkChaos::zk_ctl('stopsig', 1, 'STOP');
+	kill('CONT', $w2);
+	sleep(0.5);
+	$ss{c}->send(q{SELECT zk_lock_acquire_session('mmh2/cap', timeout => '90 s', parents => false) > 0});
+	ok(wait_for_waiting($node2, $ss{c}->pid, 20), '(b) C waits');
+	sleep(8);
+	ZkChaos::zk_ctl('stopsig', 1, 'CONT');
+	# granted ones release at once, so that the others can go on
+	my %end;
+	for my $round (1 .. 2)
+	{
+		for my $n (qw(a h b c))
+		{
+			next if $end{$n};
+			if ($n eq 'h')
+			{
+				$end{h} = 1;
+				$ss{h}->query(q{SELECT zk_lock_release('mmh2/cap')});
+				next;
+			}
+			my $r = $ss{$n}->wait($round == 1 ? 20 : 60);
+			next unless $r;
+			$end{$n} = 1;
+			diag("(b) $n: " . ($r->{out} eq 't' ? 'granted' : "ended: $r->{err}"));
+			my $res = $n eq 'a' ? 'mmh2/other' : 'mmh2/cap';
+			$ss{$n}->query(qq{SELECT zk_lock_release('$res')}) if $r->{out} eq 't';
+		}
+	}
+	ok($end{$_}, "(b) ${_}'s request ended") for qw(a b c);
+	ok(zk_log_count($node2, qr/lost the connection to ZooKeeper/, $from2) >= 1,
+		'(b) the connection was lost while the create was held');
+	is(zk_log_count($node2, qr/is not answered yet/, $from2), 0,
+		'(b) the hold ended with the answers, not at the safety net');
+	$ss{$_}->quit for keys %ss;
+	ok(zk_wait_no_locks(zk_path('mmh2'), 30), '(b) no lock node left');
+}
+
 zk_done_check();
 done_testing();
