@@ -27,6 +27,17 @@
  *	  tag (zk_client.c says how a failed multi is answered: no member
  *	  fails for another's fault; a create rolled back with a failed multi
  *	  is sent alone the next time);
+ *	- a create rolled back with a failed multi keeps its place among this
+ *	  instance's requests (issue 28): a create under a parent with a create
+ *	  in a multi not answered yet is held in the queue (with the calls
+ *	  queued behind it) until that multi's answer and the listings behind
+ *	  it are taken, which a mark sent behind them says (zkc_send_mark; the
+ *	  client library answers a mark, with a connection loss if need be,
+ *	  within 2/3 of the session timeout: hold_max_us() is only a safety
+ *	  net), and
+ *	  until the rolled-back create, queued again, was sent; so a request
+ *	  made here while the multi was in flight lands behind it (across
+ *	  instances no place can be kept: doc/design.md, "Group commit");
  *	- never two creates under one parent (one resource) in one multi: the
  *	  czxid of a create in a multi is the transaction's zxid, so two such
  *	  creates would share a fencing token.  Each goes to the next multi,
@@ -41,7 +52,10 @@
  * part cannot be guessed, so nobody makes it before us.
  *
  * Only the worker's thread runs this.  The queue lives in batch_context,
- * reset at each flush; the queue is flushed early when it is full.  Writes
+ * reset at each flush that leaves nothing held; the queue is flushed early,
+ * holding nothing, when it is full.  flights[] (the creates sent in multis,
+ * a ring: past BATCH_MAX_FLIGHTS in flight the oldest hold no longer) is
+ * forgotten when the session changes.  Writes
  * queued under one session are never sent on another: if the session
  * changed before the flush, each is answered as lost (the session's loss
  * has already ended their requests); the calls queued behind them still
@@ -52,10 +66,12 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "common/hashfn.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "batch.h"
+#include "lease.h"
 #include "recipe.h"
 #include "resource.h"
 #include "settings.h"
@@ -63,6 +79,7 @@
 
 #define BATCH_MAX_OPS		32	/* writes in one multi */
 #define BATCH_MAX_QUEUED	256 /* writes or calls queued: then flush */
+#define BATCH_MAX_FLIGHTS	256 /* creates in multis in flight, tracked */
 
 typedef struct BatchWrite
 {
@@ -74,13 +91,23 @@ typedef struct BatchWrite
 	char	   *data;
 	int			datalen;
 	int			parent_len;		/* a create's: its path up to the last '/' */
+	bool		again;			/* a create rolled back with a failed multi */
 } BatchWrite;
 
 typedef struct BatchThen
 {
 	ZkBatchThen fn;
 	uint64		tag;
+	int			after;			/* the writes queued before it */
 } BatchThen;
+
+/* A create sent in a multi whose answer is not taken yet */
+typedef struct BatchFlight
+{
+	uint64		mark;			/* the mark sent behind it */
+	uint32		parent;			/* hash of its parent's path */
+	int64		sent_us;		/* when (zklock_boottime_us: monotonic) */
+} BatchFlight;
 
 static MemoryContext batch_context = NULL;
 static BatchWrite writes[BATCH_MAX_QUEUED];
@@ -89,9 +116,27 @@ static BatchThen thens[BATCH_MAX_QUEUED];
 static int	nthens = 0;
 static int64 batch_session = 0; /* the session they were queued under */
 
+/* Creates in multis not answered yet (a ring), and the marks behind them */
+static BatchFlight flights[BATCH_MAX_FLIGHTS];
+static int	nflights = 0;
+static int	flight_next = 0;
+static uint64 mark_serial = 0;
+static bool flush_mark = false; /* this flush sent a create in a multi */
+static uint64 cap_logged = 0;	/* the last mark whose cap was logged */
+
 /* The anchor node of the multis, and the session that made it */
 static char anchor_path[ZKLOCK_MAX_PATH + 1];
 static int64 anchor_session = 0;
+
+static void batch_flush(bool hold);
+
+/* Forget the creates in flight: none will hold another */
+static void
+flights_clear(void)
+{
+	nflights = 0;
+	flight_next = 0;
+}
 
 /* Queue under the current session: flush first what another queued */
 static void
@@ -101,8 +146,11 @@ batch_prepare(void)
 
 	if ((nwrites > 0 || nthens > 0) && batch_session != sid)
 		zklock_batch_flush();
+	if (batch_session != sid)
+		flights_clear();		/* a multi of another session says nothing */
+	/* full: send everything, held or not */
 	if (nwrites >= BATCH_MAX_QUEUED || nthens >= BATCH_MAX_QUEUED)
-		zklock_batch_flush();
+		batch_flush(false);
 	if (batch_context == NULL)
 		batch_context = AllocSetContextCreate(TopMemoryContext,
 											  "zklock batch",
@@ -125,8 +173,13 @@ zklock_batch_create(const char *path, const char *data, int datalen,
 	batch_prepare();
 	bw = &writes[nwrites++];
 	bw->create = true;
-	/* rolled back with a failed multi: this time alone (zk_client.c) */
-	bw->alone = zkc_multi_rolled_back(tag);
+	/*
+	 * Rolled back with a failed multi (zk_client.c): this time alone, and
+	 * ahead of the creates under its parent held behind that multi, asked
+	 * for after it (batch_held)
+	 */
+	bw->again = zkc_multi_rolled_back(tag);
+	bw->alone = bw->again;
 	/* a container (a missing parent) is made alone: a multi knows none */
 	if (!(flags & (ZKC_EPHEMERAL_SEQUENTIAL | ZKC_PERSISTENT_SEQUENTIAL)))
 		bw->alone = true;
@@ -170,6 +223,7 @@ zklock_batch_then(ZkBatchThen fn, uint64 tag)
 	batch_prepare();
 	thens[nthens].fn = fn;
 	thens[nthens].tag = tag;
+	thens[nthens].after = nwrites;
 	nthens++;
 }
 
@@ -183,17 +237,18 @@ same_parent(int i, int j)
 }
 
 /*
- * The end of the multi that begins at writes[first]: at most BATCH_MAX_OPS,
- * and it stops before a second create under one parent.
+ * The end of the multi that begins at writes[first] (of the nsend to send):
+ * at most BATCH_MAX_OPS, and it stops before a second create under one
+ * parent.
  */
 static int
-group_end(int first)
+group_end(int first, int nsend)
 {
 	int			end = first + 1;
 
 	if (writes[first].alone)
 		return end;
-	for (; end < nwrites && end - first < BATCH_MAX_OPS; end++)
+	for (; end < nsend && end - first < BATCH_MAX_OPS; end++)
 	{
 		if (writes[end].alone)
 			return end;
@@ -239,6 +294,94 @@ send_alone(BatchWrite *bw)
 						 bw->path);
 }
 
+/* A create's parent path, hashed */
+static uint32
+parent_hash(const BatchWrite *bw)
+{
+	return hash_bytes((const unsigned char *) bw->path, bw->parent_len);
+}
+
+/* A create went out in a multi: answered once the next mark is taken */
+static void
+flight_add(const BatchWrite *bw)
+{
+	BatchFlight *f = &flights[flight_next];
+
+	f->mark = mark_serial + 1;
+	f->parent = parent_hash(bw);
+	f->sent_us = zklock_boottime_us();
+	flight_next = (flight_next + 1) % BATCH_MAX_FLIGHTS;
+	nflights = Min(nflights + 1, BATCH_MAX_FLIGHTS);
+	flush_mark = true;
+}
+
+/*
+ * How long a mark may be waited for.  A stalled server answers nothing
+ * sent after the multi either (one session's requests are answered in
+ * order), so sending a held create earlier gains nothing and loses the
+ * rolled-back create's place; the client library answers every request
+ * in flight with a connection loss after 2/3 of the negotiated timeout
+ * without data.  So the session timeout is never reached while the library
+ * works: a safety net, not a schedule.
+ */
+static int64
+hold_max_us(void)
+{
+	return (int64) Max(zkc_negotiated_timeout(), zklock_session_timeout) *
+		INT64CONST(1000);
+}
+
+/*
+ * Is a create under this parent in a multi whose answer is not taken yet?
+ * (A mark that never comes holds for hold_max_us() at most, on the
+ * monotonic clock; its end is logged, once.)
+ */
+static bool
+flight_under(uint32 parent, uint64 seen, int64 now_us)
+{
+	bool		under = false;
+
+	for (int i = 0; i < nflights; i++)
+	{
+		BatchFlight *f = &flights[i];
+
+		if (f->mark <= seen || f->parent != parent)
+			continue;
+		if (now_us - f->sent_us < hold_max_us())
+			under = true;
+		else if (f->mark > cap_logged)
+		{
+			cap_logged = f->mark;	/* once for a mark (a flush's multis) */
+			ereport(LOG,
+					(errmsg("zklock: a multi sent %d ms ago is not answered yet; creates under its resource are sent without waiting for it",
+							(int) (hold_max_us() / 1000))));
+		}
+	}
+	return under;
+}
+
+/* Is any create in a multi whose answer is not taken yet? */
+static bool
+flights_unseen(uint64 seen)
+{
+	for (int i = 0; i < nflights; i++)
+		if (flights[i].mark > seen)
+			return true;
+	return false;
+}
+
+/* The mark behind this flush's multis and the listings behind them */
+static void
+flight_mark(void)
+{
+	if (!flush_mark)
+		return;
+	flush_mark = false;
+	mark_serial++;
+	if (!zkc_send_mark(mark_serial))
+		flights_clear();		/* nothing to wait for: hold nothing */
+}
+
 /* writes[first..end-1]: one alone, more as one multi */
 static void
 send_group(int first, int end)
@@ -260,46 +403,182 @@ send_group(int first, int end)
 			ops[i].tag = bw->tag;
 		}
 		if (zkc_multi(ops, n, anchor_path))
+		{
+			for (int i = first; i < end; i++)
+				if (writes[i].create)
+					flight_add(&writes[i]);
 			return;
+		}
 	}
 	/* alone, or the multi could not be sent: each on its own */
 	for (int i = first; i < end; i++)
 		send_alone(&writes[i]);
 }
 
+/* Is a create rolled back under writes[i]'s parent queued after it? */
+static bool
+again_after(int i)
+{
+	for (int j = i + 1; j < nwrites; j++)
+		if (writes[j].again && same_parent(i, j))
+			return true;
+	return false;
+}
+
+/*
+ * Which queued writes wait (held[i]): a create under a parent with a create
+ * in a multi not answered yet, or with a create rolled back with a failed
+ * multi queued after it (that one goes first; this one in a later flush),
+ * unless it is itself one rolled back.  Returns how many.
+ */
+static int
+batch_held(bool hold, bool *held)
+{
+	uint64		seen = zkc_mark_seen();
+	int64		now_us = zklock_boottime_us();
+	bool		any_again = false;
+	bool		any_flight;
+	int			n = 0;
+
+	memset(held, 0, sizeof(bool) * nwrites);
+	if (!hold)
+		return 0;
+	/* the common case, no multi unanswered and none rolled back: at once */
+	for (int i = 0; i < nwrites && !any_again; i++)
+		any_again = writes[i].again;
+	any_flight = flights_unseen(seen);
+	if (!any_again && !any_flight)
+		return 0;
+	for (int i = 0; i < nwrites; i++)
+	{
+		held[i] = writes[i].create && !writes[i].again &&
+			((any_flight &&
+			  flight_under(parent_hash(&writes[i]), seen, now_us)) ||
+			 (any_again && again_after(i)));
+		n += held[i];
+	}
+	return n;
+}
+
+/*
+ * The writes still queued (the held ones) move to a fresh batch_context and
+ * the old one, with what was sent, is freed: else, with something held at
+ * the end of every pass (steady contention), it would never be reset.
+ */
+static void
+keep_held_only(void)
+{
+	MemoryContext fresh = AllocSetContextCreate(TopMemoryContext,
+												"zklock batch",
+												ALLOCSET_SMALL_SIZES);
+
+	for (int i = 0; i < nwrites; i++)
+	{
+		BatchWrite *bw = &writes[i];
+
+		bw->path = MemoryContextStrdup(fresh, bw->path);
+		if (bw->data != NULL)
+		{
+			char	   *data = MemoryContextAlloc(fresh, Max(bw->datalen, 0) + 1);
+
+			memcpy(data, bw->data, Max(bw->datalen, 0) + 1);
+			bw->data = data;
+		}
+	}
+	MemoryContextDelete(batch_context);
+	batch_context = fresh;
+}
+
+/*
+ * Send the writes not held (in their order, grouped), keep the held ones
+ * and the calls behind them queued, and return the other calls in calls[].
+ */
+static int
+batch_send(bool hold, BatchThen *calls)
+{
+	bool		held[BATCH_MAX_QUEUED];
+	BatchWrite	kept[BATCH_MAX_QUEUED];
+	int			before[BATCH_MAX_QUEUED + 1];	/* held among writes[0..i-1] */
+	int			nheld = batch_held(hold, held);
+	int			nsend = 0,
+				nkept = 0,
+				ncalls = 0,
+				nthens_kept = 0;
+
+	before[0] = 0;
+	for (int i = 0; i < nwrites; i++)
+	{
+		before[i + 1] = before[i] + held[i];
+		if (held[i])
+			kept[nkept++] = writes[i];
+		else
+			writes[nsend++] = writes[i];
+	}
+	for (int first = 0, end; first < nsend; first = end)
+	{
+		end = group_end(first, nsend);
+		send_group(first, end);
+	}
+	/* a call waits while a write queued before it waits */
+	for (int i = 0; i < nthens; i++)
+	{
+		if (before[thens[i].after] > 0)
+		{
+			thens[nthens_kept] = thens[i];
+			thens[nthens_kept++].after = before[thens[i].after];
+		}
+		else
+			calls[ncalls++] = thens[i];
+	}
+	memcpy(writes, kept, sizeof(BatchWrite) * nheld);
+	nwrites = nheld;
+	nthens = nthens_kept;
+	if (nheld > 0 && nsend > 0)
+		keep_held_only();
+	return ncalls;
+}
+
 /*
  * The end of the worker's pass: send what was queued, writes first (in
  * their order, grouped), then the calls queued behind them.  A call may
- * queue more; that is sent too before this returns.
+ * queue more; that is sent too before this returns.  What is held (a
+ * create behind a multi in flight, see batch_held) stays queued for a
+ * later pass; so do the calls behind it.  hold false: nothing is held.
  */
-void
-zklock_batch_flush(void)
+static void
+batch_flush(bool hold)
 {
-	while (nwrites > 0 || nthens > 0)
+	int			ncalls;
+
+	do
 	{
 		BatchThen	calls[BATCH_MAX_QUEUED];
-		int			ncalls = nthens;
 
+		ncalls = 0;
 		if (batch_session != zkc_session_id())
 		{
 			/* queued under a session that is gone: never on another */
 			for (int i = 0; i < nwrites; i++)
 				zkc_fail_locally(writes[i].create ? ZKEV_CREATED : ZKEV_DELETED,
 								 writes[i].tag, writes[i].path);
+			memcpy(calls, thens, sizeof(BatchThen) * nthens);
+			ncalls = nthens;
+			nwrites = 0;
+			nthens = 0;
+			flights_clear();
 		}
 		else
-		{
-			for (int first = 0, end; first < nwrites; first = end)
-			{
-				end = group_end(first);
-				send_group(first, end);
-			}
-		}
-		memcpy(calls, thens, sizeof(BatchThen) * ncalls);
-		nwrites = 0;
-		nthens = 0;
-		MemoryContextReset(batch_context);
+			ncalls = batch_send(hold, calls);
+		if (nwrites == 0 && batch_context != NULL)
+			MemoryContextReset(batch_context);
 		for (int i = 0; i < ncalls; i++)
 			calls[i].fn(calls[i].tag);
-	}
+	} while (ncalls > 0);
+	flight_mark();
+}
+
+void
+zklock_batch_flush(void)
+{
+	batch_flush(true);
 }

@@ -1257,3 +1257,27 @@ zkc_fail_locally(ZkEventKind kind, uint64 tag, const char *path)
 	zkc_deliver(zkc_event_new(kind, tag, ZKC_CONNLOSS, ZCONNECTIONLOSS, path,
 							  NULL, 0, NULL, NULL, 0));
 }
+
+/*
+ * A mark (batch.c): a read sent on the session behind what was sent before
+ * it, whose answer comes after theirs.  Its event is not handed out:
+ * zkc_next_event notes its serial (zkc_mark_seen) when it takes it, so
+ * once the serial is seen, every reply sent before it was taken (and
+ * handled) by the main thread.  Every answer counts, a lost connection's
+ * too.  false when it could not be sent.
+ */
+static void
+mark_completion(int rc, const struct Stat *stat, const void *data)
+{
+	zkc_deliver(zkc_event_new(ZKEV_MARK, (uint64) (uintptr_t) data, ZKC_OK,
+							  rc, NULL, NULL, 0, NULL, NULL, 0));
+}
+
+bool
+zkc_send_mark(uint64 serial)
+{
+	if (zh == NULL)
+		return false;
+	return zoo_aexists(zh, "/", 0, mark_completion,
+					   (const void *) (uintptr_t) serial) == ZOK;
+}

@@ -42,7 +42,8 @@ typedef enum ZkEventKind
 	ZKEV_SYNCED,				/* sync finished: the leader answered */
 	ZKEV_ACL,					/* getACL finished: entries in children[] */
 	ZKEV_ACL_SET,				/* setACL finished */
-	ZKEV_WATCH					/* a watched node changed or vanished */
+	ZKEV_WATCH,					/* a watched node changed or vanished */
+	ZKEV_MARK					/* zkc_send_mark's: never handed out */
 } ZkEventKind;
 
 typedef enum ZkClientState
@@ -157,5 +158,7 @@ extern bool zkc_create_anchor(const char *path);
 extern bool zkc_multi_anchor_lost(void);
 extern bool zkc_multi_rolled_back(uint64 tag);
 extern void zkc_fail_locally(ZkEventKind kind, uint64 tag, const char *path);
+extern bool zkc_send_mark(uint64 serial);
+extern uint64 zkc_mark_seen(void);
 
 #endif							/* ZKLOCK_ZK_CLIENT_H */

@@ -39,6 +39,9 @@ static ZkEvent *event_tail = NULL;
  */
 static bool wake_pending = false;
 
+/* The highest mark taken off the queue; the main thread's alone */
+static uint64 mark_seen = 0;
+
 /* The client library's last error message; guarded by queue_mutex */
 static char last_log[256];
 
@@ -179,18 +182,33 @@ zkc_next_event(void)
 {
 	ZkEvent    *ev;
 
-	pthread_mutex_lock(&queue_mutex);
-	ev = event_head;
-	if (ev)
+	for (;;)
 	{
-		event_head = ev->next;
-		if (event_head == NULL)
-			event_tail = NULL;
+		pthread_mutex_lock(&queue_mutex);
+		ev = event_head;
+		if (ev)
+		{
+			event_head = ev->next;
+			if (event_head == NULL)
+				event_tail = NULL;
+		}
+		else
+			wake_pending = false;	/* seen empty: the next must wake us */
+		pthread_mutex_unlock(&queue_mutex);
+		if (ev == NULL || ev->kind != ZKEV_MARK)
+			return ev;
+		/* a mark (zk_client.c): noted, never handed out */
+		if (ev->tag > mark_seen)
+			mark_seen = ev->tag;
+		zkc_free_event(ev);
 	}
-	else
-		wake_pending = false;	/* seen empty: the next event must wake us */
-	pthread_mutex_unlock(&queue_mutex);
-	return ev;
+}
+
+/* Main thread: the highest serial of a mark taken (zkc_send_mark) */
+uint64
+zkc_mark_seen(void)
+{
+	return mark_seen;
 }
 
 void
