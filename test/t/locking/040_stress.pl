@@ -33,7 +33,7 @@ use strict;
 use warnings;
 
 use FindBin;
-use lib "$FindBin::RealBin/..";
+use lib "$FindBin::RealBin/../..";
 use ZkLockTest;
 
 use IPC::Run;
@@ -471,7 +471,8 @@ if ($VALGRIND)
 	my ($total, $ours) = (0, 0);
 	# every source file of zklock, as an alternation: protocol|channel|...
 	my $srcfiles = join('|',
-		map { m{([^/]+)\.c$} } glob("$FindBin::RealBin/../../src/*.c"));
+		map { m{([^/]+)\.c$} }
+		  map { glob("$FindBin::RealBin/../../../src/$_") } qw(*.c */*.c */*/*.c));
 	foreach my $f (glob("$vgdir/vg.*.log"))
 	{
 		my $text = slurp_file($f);

@@ -18,7 +18,7 @@ use File::Basename qw(dirname);
 use File::Spec;
 use Test::More;
 
-my $root = abs_path(dirname(__FILE__) . '/../..');
+my $root = abs_path(dirname(__FILE__) . '/../../..');
 
 sub slurp
 {

@@ -16,14 +16,14 @@ use strict;
 use warnings;
 
 use FindBin;
-use lib "$FindBin::RealBin/..";
+use lib "$FindBin::RealBin/../..";
 use ZkLockTest;
 
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-my $example = "$FindBin::RealBin/../../scripts/zookeeper/zoo.cfg";
+my $example = "$FindBin::RealBin/../../../scripts/zookeeper/zoo.cfg";
 ok(-r $example, 'the operators\' example zoo.cfg is shipped');
 my $hosts = zk_start(servers => 3, args => [ '--config', $example ]);
 my $cfg = slurp_file(zk_dir() . '/server1.cfg');

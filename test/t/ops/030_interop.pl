@@ -29,7 +29,7 @@ use strict;
 use warnings;
 
 use FindBin;
-use lib "$FindBin::RealBin/..";
+use lib "$FindBin::RealBin/../..";
 use ZkLockTest;
 
 use IPC::Run;
@@ -37,7 +37,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $INTEROP = "$FindBin::RealBin/../interop";
+my $INTEROP = "$FindBin::RealBin/../../interop";
 my $PYTHON  = $ENV{ZKLOCK_TEST_PYTHON} || '/usr/bin/python3';
 my $JAVA_DIR = '/usr/share/java';
 # Curator's runtime: Debian's guava.jar carries failureaccess's class, and

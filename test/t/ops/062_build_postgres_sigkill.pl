@@ -16,7 +16,7 @@ use File::Temp;
 use IPC::Run qw(run);
 use Test::More;
 
-my $root = abs_path(dirname(__FILE__) . '/../..');
+my $root = abs_path(dirname(__FILE__) . '/../../..');
 my $script = "$root/scripts/build-postgres.sh";
 # (absolute: the script builds $work/root$dest, which needs an absolute
 # cache path; PostgreSQL's TAP tempdir may be relative)

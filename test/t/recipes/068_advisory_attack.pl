@@ -25,7 +25,7 @@ use strict;
 use warnings;
 
 use FindBin;
-use lib "$FindBin::RealBin/..";
+use lib "$FindBin::RealBin/../..";
 use ZkLockTest;
 
 use PostgreSQL::Test::Utils;
@@ -143,7 +143,7 @@ is($a->query_ok(
 		'SELECT count(zk_advisory_xact_lock(g)) FROM generate_series(1, 32) g'),
 	'32', '32 keys fit');
 $a->query_ok('COMMIT');
-my ($doc) = slurp_file("$FindBin::RealBin/../../doc/sql.md") =~
+my ($doc) = slurp_file("$FindBin::RealBin/../../../doc/sql.md") =~
   /^## Advisory locks\n(.*)\z/ms;
 like($doc, qr/max_locks_per_backend/,
 	'doc/sql.md lists the limit among the differences from PostgreSQL');
@@ -204,7 +204,7 @@ is( $node->safe_psql(
 );
 like($doc, qr/CREATEDB/,
 	'doc/sql.md says so: a namespace is shared with any database of that name');
-unlike(slurp_file("$FindBin::RealBin/../../doc/settings.md"),
+unlike(slurp_file("$FindBin::RealBin/../../../doc/settings.md"),
 	qr/a role cannot reach another database's keys/,
 	'doc/settings.md does not promise that only a superuser can reach another database\'s keys');
 $one->query_ok('SELECT zk_advisory_unlock(5)');
