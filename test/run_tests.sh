@@ -135,7 +135,7 @@ prepare_leg() {
 	local name=$1 pgc=$2 tree
 	if [ "$name" = system ]; then
 		make -C "$src" -s clean
-		# the test build: with failpoints (src/failpoint.c), warnings are errors
+		# the test build: with failpoints (src/common/failpoint.c), warnings are errors
 		make -C "$src" -s FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" >&2
 		make -C "$src" -s install FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" >&2
 		cp -a "$src/." "$work/src-$name"
@@ -323,7 +323,7 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 					"${ZKLOCK_OLD_REV:-2e55121b7913c2873fb71a21802178ec3a7aaa04}" "$work/old") || old_install=
 			fi
 		fi
-		# and test/t/067 the previous release's (ZKLOCK_PREV_REV: 1.3) beside
+		# and test/t/upgrade/067 the previous release's (ZKLOCK_PREV_REV: 1.3) beside
 		# this one's recipes
 		prev_install=
 		if [ -n "${pgc_of[system]:-}" ] && { [ -z "${PROVE_TESTS:-}" ] || [[ "${PROVE_TESTS}" == *067_rolling_recipes* ]]; }; then
@@ -332,7 +332,7 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 					"${ZKLOCK_PREV_REV:-78d507c08aa0511f530a6ee2d595d57e50fa6ae8}" "$work/prev") || prev_install=
 			fi
 		fi
-		# and test/t/079 the last release's (ZKLOCK_LAST_REV: 1.4.0) beside
+		# and test/t/upgrade/079 the last release's (ZKLOCK_LAST_REV: 1.4.0) beside
 		# this one's protocol
 		last_install=
 		if [ -n "${pgc_of[system]:-}" ] && { [ -z "${PROVE_TESTS:-}" ] || [[ "${PROVE_TESTS}" == *079_rolling_1_5* ]]; }; then
@@ -484,8 +484,8 @@ tap_passed=0
 tap_failed=0
 
 # --- unit tests (test/unit/, no servers) --------------------------------
-# The grant rule and lock node names (src/grant_rule.c), and the node data
-# codec (src/nodedata.c), table-driven; TAP, one plan per program.
+# The grant rule and lock node names (src/common/grant_rule.c), and the node data
+# codec (src/common/nodedata.c), table-driven; TAP, one plan per program.
 set +e
 make -s zklock-unit PG_CONFIG="$pgbin/pg_config" PG_CFLAGS=-Werror 2>&1 | tee unit.out.log
 unit_rc=${PIPESTATUS[0]}

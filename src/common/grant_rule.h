@@ -3,7 +3,7 @@
  * grant_rule.h
  *		Lock node names and Hive's grant rule, as pure functions.
  *
- * Nothing here allocates, raises or touches shared state: src/grant_rule.c
+ * Nothing here allocates, raises or touches shared state: src/common/grant_rule.c
  * links into the standalone unit test (test/unit/test_grant_rule.c) as it
  * is into the extension.
  *

@@ -4,7 +4,7 @@
  *		The one codec of lock node data ("key=value" lines) and of the
  *		escaping of listing rows.  The format is documented in nodedata.c.
  *
- * Nothing here allocates, raises or touches shared state: src/nodedata.c
+ * Nothing here allocates, raises or touches shared state: src/common/nodedata.c
  * links into the standalone unit test (test/unit/test_nodedata.c) as it is
  * into the extension.
  *

@@ -1,6 +1,6 @@
 
 # A reviewer's attacks on the deadlock search's read (ZKR_WAITS, owned by
-# src/deadlock_read.c since 1.6.1: submitted beside the lock's pending request,
+# src/backend/deadlock_read.c since 1.6.1: submitted beside the lock's pending request,
 # withdrawn by the backend's exit callback) and on the one "is the session
 # connected" (channel.c) that the search and acquire.c's batch ask, along
 # shared/REVIEW.md:

@@ -1,5 +1,5 @@
 
-# Group commit (src/batch.c): the creates and deletes that reach the worker
+# Group commit (src/worker/batch.c): the creates and deletes that reach the worker
 # in one pass of its loop go to ZooKeeper as one multi (one write
 # transaction), a lock and its implicit SHARED parents included.
 #

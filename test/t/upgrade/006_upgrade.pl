@@ -22,7 +22,7 @@
 #    counts the locks taken while the database was still at 1.4 (the
 #    counts are the instance's, in shared memory), zk_lock_waits is there
 #    and zk_lock_stats_reset is not granted to PUBLIC.
-#  (test/t/044 does every path again with default privileges in place and
+#  (test/t/ops/044 does every path again with default privileges in place and
 #  a schema named We%ird s.)
 use strict;
 use warnings;
