@@ -20,7 +20,13 @@
 #define ZKLOCK_ELECTION_H
 
 #include "zklock.h"
-#include "zk_client.h"
+
+/*
+ * The worker's side below takes ZooKeeper's answers (client/zk_client.h's
+ * ZkEvent); named here as an incomplete type, so that the backends that
+ * read the groups' state include nothing of the client.
+ */
+struct ZkEvent;
 
 #define ZKLOCK_MAX_ELECTIONS		16	/* groups in zklock.elections */
 #define ZKLOCK_MAX_GROUP_LEN		63	/* bytes of a group's name */
@@ -97,7 +103,7 @@ extern void zklock_leader_fence(const ZkLeadership *relied_on, int n);
 
 /* worker side: the recipe's entry points */
 extern void zklock_election_init(void);
-extern void zklock_election_event(ZkEvent *ev);
+extern void zklock_election_event(struct ZkEvent *ev);
 extern void zklock_election_connected(int64 session_id);
 extern void zklock_election_disconnected(void);
 extern void zklock_election_session_lost(void);

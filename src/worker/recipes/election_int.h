@@ -5,6 +5,10 @@
  *		the operations of their tags, candidate node names, and the entry
  *		points of the backends' queries (election_query.c).
  *
+ * common/election_common.c includes it too, and defines the candidate
+ * names declared here beside the instance's name that both sides use: the
+ * one edge from common/ up into worker/recipes/ (names, no calls back).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef ZKLOCK_ELECTION_INT_H
