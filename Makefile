@@ -16,7 +16,8 @@ OBJS_COMMON = \
 	src/common/election_common.o
 OBJS_CLIENT = \
 	src/client/zk_client.o \
-	src/client/zk_events.o
+	src/client/zk_events.o \
+	src/client/zk_multi.o
 OBJS_WORKER = \
 	src/worker/worker.o \
 	src/worker/worker_signals.o \

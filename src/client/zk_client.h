@@ -4,9 +4,10 @@
  *		The worker's asynchronous ZooKeeper client, without ZooKeeper's
  *		headers.
  *
- * zk_client.c is the only file that includes zookeeper.h.  It issues
- * asynchronous operations on the worker's one session; their completions
- * and watch notifications arrive on libzookeeper_mt's own threads, which
+ * zk_client.c and zk_multi.c are the only files that include zookeeper.h.
+ * They issue asynchronous operations on the worker's one session; their
+ * completions and watch notifications arrive on libzookeeper_mt's own
+ * threads, which
  * copy them into malloc'd ZkEvents on a mutex-protected queue and write a
  * byte to a pipe (zk_events.c holds both).  The worker waits for that pipe
  * in its WaitEventSet and takes the events with zkc_next_event() on its

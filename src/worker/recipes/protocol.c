@@ -75,33 +75,6 @@
  * expires every node of this instance is gone: held locks become LOST,
  * waiting requests fail, and nothing is carried into the next session.
  *
- * Every operation is tagged with (generation, operation, entry); a reply
- * whose generation no longer matches the entry is from an earlier request
- * and is ignored (recipe.c drops it).
- *
- * Watches.  Each watch has an owner that drops it when it is no longer
- * wanted, so that a session holds at most one per waiting request (its
- * OP_WAIT, and an explicit request's OP_SELF), per held lock (OP_GUARD),
- * per step 1 listing (OP_LISTED: our node's deletion fires it, a request
- * ending without a node drops it), and the mailbox's: a watch set by
- * exists on a node already gone is removed at once (zkc_watch_node); a
- * request that stops waiting otherwise (withdrawn, failed, granted, or
- * waiting behind another node) drops its OP_WAIT and OP_SELF watches
- * (drop_watches); a guard fires when its node is deleted.
- * zklock_shared->n_watches shows how many are set.
- *
- * The lock is one recipe of the worker (recipe.h): this file, and three of
- * its own below it, which it calls and which never call it:
- * lock_semaphore.c holds a semaphore's steps 2 and 3 as verdicts (granted
- * or failed there; otherwise which nodes to watch, or whether to list
- * again, which this file does).
- * lock_explicit.c holds what an explicit request's persistent node needs
- * beyond an ephemeral one (its waiter child and watch in step 3, its
- * grant by a rewrite in step 4); lock_held.c the grant (step 4), the
- * guard, revocation and the holder's description of a lock we hold, the
- * delete (step 5) and failing a request.  The steps call those by their
- * short names (grant, send_delete, fail, grant_persistent, ...: lock_int.h).
- *
  * The file follows the steps: each step's requests, then the handlers of
  * their replies (on_create, on_children, ...); lock_event() hands each
  * reply to its operation's handler (protocol_handlers[]); then the faults:

@@ -1,5 +1,5 @@
 
-# Attacks on group commit (src/worker/batch.c, src/zk_multi.c) by a reviewer who
+# Attacks on group commit (src/worker/batch.c, src/client/zk_multi.c) by a reviewer who
 # did not write it.
 #
 #  (a) fencing tokens grow strictly with every grant of a resource, many
