@@ -7,11 +7,11 @@
  * zk_client.c and zk_multi.c are the only files that include zookeeper.h.
  * They issue asynchronous operations on the worker's one session; their
  * completions and watch notifications arrive on libzookeeper_mt's own
- * threads, which
- * copy them into malloc'd ZkEvents on a mutex-protected queue and write a
- * byte to a pipe (zk_events.c holds both).  The worker waits for that pipe
- * in its WaitEventSet and takes the events with zkc_next_event() on its
- * main thread, so ZooKeeper's threads never call into PostgreSQL.
+ * threads, which copy them into malloc'd ZkEvents on a mutex-protected
+ * queue and write a byte to a pipe (zk_events.c holds both).  The worker
+ * waits for that pipe in its WaitEventSet and takes the events with
+ * zkc_next_event() on its main thread, so ZooKeeper's threads never call
+ * into PostgreSQL.
  *
  *-------------------------------------------------------------------------
  */
