@@ -1,53 +1,62 @@
 # zklock: ZooKeeper locks for PostgreSQL (PGXS)
 
 MODULE_big = zklock
-OBJS = \
-	src/zklock.o \
-	src/deadlock.o \
-	src/deadlock_publish.o \
-	src/deadlock_read.o \
-	src/shmem.o \
-	src/resource.o \
-	src/grant_rule.o \
-	src/nodedata.o \
-	src/zk_client.o \
-	src/zk_events.o \
-	src/batch.o \
-	src/recipe.o \
-	src/protocol.o \
-	src/lock_explicit.o \
-	src/lock_held.o \
-	src/lock_semaphore.o \
-	src/listing.o \
-	src/admin.o \
-	src/sweep.o \
-	src/explicit_index.o \
-	src/orphan.o \
-	src/channel.o \
-	src/worker.o \
-	src/worker_status.o \
-	src/worker_signals.o \
-	src/session_file.o \
-	src/backend.o \
-	src/local_locks.o \
-	src/wait.o \
-	src/wait_events.o \
-	src/acquire.o \
-	src/guard.o \
-	src/fence.o \
-	src/request.o \
-	src/functions.o \
-	src/status.o \
-	src/advisory.o \
-	src/lease.o \
-	src/root.o \
-	src/failpoint.o \
-	src/semaphore.o \
-	src/election.o \
-	src/election_common.o \
-	src/election_query.o \
-	src/leader.o \
-	src/stats.o
+# the objects by folder, from the bottom up (doc/design.md: the map; each
+# folder's README: what lives there and what it may call)
+OBJS_COMMON = \
+	src/common/channel.o \
+	src/common/shmem.o \
+	src/common/lease.o \
+	src/common/grant_rule.o \
+	src/common/resource.o \
+	src/common/nodedata.o \
+	src/common/stats.o \
+	src/common/wait_events.o \
+	src/common/failpoint.o \
+	src/common/election_common.o
+OBJS_CLIENT = \
+	src/client/zk_client.o \
+	src/client/zk_events.o \
+	src/client/zk_multi.o
+OBJS_WORKER = \
+	src/worker/worker.o \
+	src/worker/worker_signals.o \
+	src/worker/worker_status.o \
+	src/worker/session_file.o \
+	src/worker/recipe.o \
+	src/worker/batch.o
+OBJS_RECIPES = \
+	src/worker/recipes/protocol.o \
+	src/worker/recipes/lock_held.o \
+	src/worker/recipes/lock_explicit.o \
+	src/worker/recipes/lock_semaphore.o \
+	src/worker/recipes/explicit_index.o \
+	src/worker/recipes/listing.o \
+	src/worker/recipes/admin.o \
+	src/worker/recipes/sweep.o \
+	src/worker/recipes/orphan.o \
+	src/worker/recipes/root.o \
+	src/worker/recipes/deadlock_publish.o \
+	src/worker/recipes/election.o \
+	src/worker/recipes/election_query.o
+OBJS_BACKEND = \
+	src/backend/backend.o \
+	src/backend/acquire.o \
+	src/backend/wait.o \
+	src/backend/local_locks.o \
+	src/backend/request.o \
+	src/backend/fence.o \
+	src/backend/guard.o \
+	src/backend/leader.o \
+	src/backend/deadlock.o \
+	src/backend/deadlock_read.o
+OBJS_FUNCTIONS = \
+	src/functions/functions.o \
+	src/functions/status.o \
+	src/functions/advisory.o \
+	src/functions/semaphore.o
+OBJS = src/zklock.o $(OBJS_COMMON) $(OBJS_CLIENT) $(OBJS_WORKER) \
+	$(OBJS_RECIPES) $(OBJS_BACKEND) $(OBJS_FUNCTIONS)
 
 EXTENSION = zklock
 DATA = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql zklock--1.2--1.3.sql \
@@ -62,14 +71,18 @@ DATA_built = zklock--1.7.sql
 PGFILEDESC = "zklock - ZooKeeper locks for PostgreSQL"
 
 SHLIB_LINK = -lzookeeper_mt -lpthread
-PG_CPPFLAGS = -I$(srcdir)/src
+# every folder of src/ is on the include path, so that an #include names a
+# header alone ("channel.h"), wherever it lives
+ZKLOCK_SRC_DIRS = src src/common src/client src/worker src/worker/recipes \
+	src/backend src/functions
+PG_CPPFLAGS = $(addprefix -I$(srcdir)/,$(ZKLOCK_SRC_DIRS))
 # the version in the module's magic block (PostgreSQL 18): zklock.control's
 ZKLOCK_VERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))zklock.control)
 PG_CPPFLAGS += -DZKLOCK_VERSION='"$(ZKLOCK_VERSION)"'
 # (no -Werror here: a newer compiler's new warning must not break a user's
 # build; test/run_tests.sh builds with PG_CFLAGS=-Werror)
 
-# make FAILPOINTS=1: a test build with zklock.failpoints (src/failpoint.c)
+# make FAILPOINTS=1: a test build with zklock.failpoints (src/common/failpoint.c)
 ifdef FAILPOINTS
 PG_CPPFLAGS += -DZKLOCK_FAILPOINTS
 endif
@@ -103,24 +116,19 @@ zklock--1.7.sql: $(ZKLOCK_SCRIPTS)
 	{ echo '/* zklock--1.7.sql: made by make from $(ZKLOCK_SCRIPTS); do not edit */'; \
 	  for f in $^; do echo; echo "/* ---- $$f */"; cat $$f; done; } > $@
 
-# every object depends on the shared headers (PGXS tracks no dependencies)
-$(OBJS): src/zklock.h src/compat.h src/settings.h src/shmem.h src/channel.h \
-	src/resource.h src/worker.h src/worker_status.h src/backend.h \
-	src/backend_int.h src/zk_client.h src/zk_events.h src/recipe.h \
-	src/lock_int.h src/lease.h src/batch.h \
-	src/failpoint.h src/grant_rule.h src/nodedata.h src/session_file.h \
-	src/wait_events.h src/functions.h src/election.h src/election_int.h \
-	src/explicit_index.h src/stats.h
+# every object depends on every header (PGXS tracks no dependencies)
+ZKLOCK_HEADERS = $(wildcard $(addsuffix /*.h,$(ZKLOCK_SRC_DIRS)))
+$(OBJS): $(ZKLOCK_HEADERS)
 
 # make zklock-unit: the unit tests of the grant rule and of the node data
-# codec (test/unit/), standalone programs with src/grant_rule.c and
-# src/nodedata.c compiled in, built with the extension's compiler flags
+# codec (test/unit/), standalone programs with src/common/grant_rule.c and
+# src/common/nodedata.c compiled in, built with the extension's compiler flags
 # (and PG_CFLAGS); they print TAP.
-test/unit/test_grant_rule: test/unit/test_grant_rule.c src/grant_rule.c src/grant_rule.h src/zklock.h src/compat.h
-	$(CC) $(CFLAGS) $(CPPFLAGS) -o $@ $(srcdir)/test/unit/test_grant_rule.c $(srcdir)/src/grant_rule.c
+test/unit/test_grant_rule: test/unit/test_grant_rule.c src/common/grant_rule.c src/common/grant_rule.h src/common/zklock.h src/common/compat.h
+	$(CC) $(CFLAGS) $(CPPFLAGS) -o $@ $(srcdir)/test/unit/test_grant_rule.c $(srcdir)/src/common/grant_rule.c
 
-test/unit/test_nodedata: test/unit/test_nodedata.c src/nodedata.c src/nodedata.h src/grant_rule.c src/grant_rule.h src/zklock.h src/compat.h
-	$(CC) $(CFLAGS) $(CPPFLAGS) -o $@ $(srcdir)/test/unit/test_nodedata.c $(srcdir)/src/nodedata.c $(srcdir)/src/grant_rule.c
+test/unit/test_nodedata: test/unit/test_nodedata.c src/common/nodedata.c src/common/nodedata.h src/common/grant_rule.c src/common/grant_rule.h src/common/zklock.h src/common/compat.h
+	$(CC) $(CFLAGS) $(CPPFLAGS) -o $@ $(srcdir)/test/unit/test_nodedata.c $(srcdir)/src/common/nodedata.c $(srcdir)/src/common/grant_rule.c
 
 zklock-unit: test/unit/test_grant_rule test/unit/test_nodedata
 	rc=0; ./test/unit/test_grant_rule || rc=1; ./test/unit/test_nodedata || rc=1; exit $$rc

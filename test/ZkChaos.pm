@@ -1,5 +1,5 @@
 
-# ZkChaos.pm -- the chaos suite's shared code (test/t/1xx_chaos_*.pl):
+# ZkChaos.pm -- the chaos suite's shared code (test/t/chaos/1xx_chaos_*.pl):
 # client loops that take a zklock lock over and over while faults are
 # injected, the history they leave, and the checker that judges it.
 #

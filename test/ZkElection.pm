@@ -1,4 +1,4 @@
-# ZkElection.pm -- what the leadership tests (test/t/065, 066) share:
+# ZkElection.pm -- what the leadership tests (test/t/recipes/065, 066) share:
 # sampling zk_is_leader on several instances at once, and checking that no
 # two of them were ever true at the same time.
 package ZkElection;

@@ -4,7 +4,7 @@
 # SRC, built and installed into a private copy of PostgreSQL 15 under DEST
 # (its bin directory is DEST/usr/lib/postgresql/15/bin); prints the
 # installation's path (for PostgreSQL::Test::Cluster's install_path).
-# test/t/034_rolling_upgrade.pl runs an instance of it beside one of the
+# test/t/upgrade/034_rolling_upgrade.pl runs an instance of it beside one of the
 # tree's own library; test/run_tests.sh builds it, as root, before the
 # suite (the suite itself runs from a copy without .git).
 #

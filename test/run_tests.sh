@@ -39,26 +39,27 @@
 #   PG_CONFIG=/var/cache/zklock/pg18/bin/pg_config
 #                                     the whole suite on that PostgreSQL alone
 #                                     (a copy of its tree gets zklock)
-#   PROVE_TESTS="test/t/001_x.pl ..." only these TAP tests (on every major);
+#   PROVE_TESTS="test/t/locking/001_x.pl ..."
+#                                     only these TAP tests (on every major);
 #                                     the benchmark and package tests then
 #                                     do not run
 #
 # The suite on one major: the unit tests (test/unit/, `make zklock-unit`, no
 # servers); pg_regress (sql/, expected/) by `make installcheck` against a
 # server and a ZooKeeper started here on loopback; then the TAP tests
-# (test/t/*.pl), which start their own ZooKeeper servers and PostgreSQL
-# instances.
+# (test/t/<folder>/*.pl, and any test still flat in test/t/), which start
+# their own ZooKeeper servers and PostgreSQL instances.
 #
-# test/t/034_rolling_upgrade.pl needs zklock's last release (git revision
+# test/t/upgrade/034_rolling_upgrade.pl needs zklock's last release (git revision
 # ZKLOCK_OLD_REV, default 2e55121) built into its own copy of PostgreSQL
 # 15: as root, from a clone, this script builds it (test/build_old.sh, some
 # seconds) and passes its path in ZKLOCK_OLD_INSTALL; that release builds
-# on 15 only, so 034 runs on 15 only.  test/t/059_cross_major.pl needs a
+# on 15 only, so 034 runs on 15 only.  test/t/upgrade/059_cross_major.pl needs a
 # second major with this tree's zklock, in ZKLOCK_OTHER_INSTALL: 18 for the
 # suite on 15, and 15 for the others.  As another user, set both to such
-# installations; each test fails without its own.  test/t/067_rolling_recipes.pl
+# installations; each test fails without its own.  test/t/upgrade/067_rolling_recipes.pl
 # needs the previous release (ZKLOCK_PREV_REV, default 78d507c: 1.3), built
-# the same way, in ZKLOCK_PREV_INSTALL; on 15 only.  test/t/079_rolling_1_5.pl
+# the same way, in ZKLOCK_PREV_INSTALL; on 15 only.  test/t/upgrade/079_rolling_1_5.pl
 # needs the last release (ZKLOCK_LAST_REV, default 2b98233: 1.4.0), built
 # the same way (only when 079 runs), in ZKLOCK_LAST_INSTALL; on 15 only.
 #
@@ -72,31 +73,31 @@ pgbin=$(${PG_CONFIG:-pg_config} --bindir 2>/dev/null || true)
 # the worker's session and its watches, the update scripts, and what each
 # major adds.
 MAJOR_TAP_TESTS="
-	test/t/063_advisory.pl
-	test/t/064_semaphore.pl
-	test/t/065_election.pl
-	test/t/066_failover.pl
-	test/t/073_guard_listing.pl
-	test/t/074_group_commit.pl
-	test/t/080_stats.pl
-	test/t/081_deadlock.pl
-	test/t/001_cross_instance.pl
-	test/t/002_fairness.pl
-	test/t/003_trylock_waiters.pl
-	test/t/004_dead_holder.pl
-	test/t/006_upgrade.pl
-	test/t/007_lost_client.pl
-	test/t/009_bounded_waits.pl
-	test/t/020_commit_fence.pl
-	test/t/024_lease.pl
-	test/t/027_lost_replies.pl
-	test/t/035_fence_window.pl
-	test/t/036_handshake_flap.pl
-	test/t/043_watches.pl
-	test/t/044_privileges.pl
-	test/t/058_script_search_path.pl
-	test/t/059_cross_major.pl
-	test/t/060_version_features.pl
+	test/t/recipes/063_advisory.pl
+	test/t/recipes/064_semaphore.pl
+	test/t/recipes/065_election.pl
+	test/t/recipes/066_failover.pl
+	test/t/fence/073_guard_listing.pl
+	test/t/locking/074_group_commit.pl
+	test/t/ops/080_stats.pl
+	test/t/deadlock/081_deadlock.pl
+	test/t/locking/001_cross_instance.pl
+	test/t/locking/002_fairness.pl
+	test/t/locking/003_trylock_waiters.pl
+	test/t/locking/004_dead_holder.pl
+	test/t/upgrade/006_upgrade.pl
+	test/t/locking/007_lost_client.pl
+	test/t/locking/009_bounded_waits.pl
+	test/t/fence/020_commit_fence.pl
+	test/t/fence/024_lease.pl
+	test/t/locking/027_lost_replies.pl
+	test/t/fence/035_fence_window.pl
+	test/t/fence/036_handshake_flap.pl
+	test/t/locking/043_watches.pl
+	test/t/ops/044_privileges.pl
+	test/t/upgrade/058_script_search_path.pl
+	test/t/upgrade/059_cross_major.pl
+	test/t/upgrade/060_version_features.pl
 "
 
 # After a failed run: the logs of the failed TAP tests only (their own log
@@ -105,7 +106,8 @@ MAJOR_TAP_TESTS="
 report_failures() {
 	local tree=$1 name f
 	[ -f "$tree/regression.diffs" ] && { echo "---- regression.diffs (head)"; head -n 60 "$tree/regression.diffs"; }
-	for name in $(sed -nE 's|^test/t/([^ ]+)\.pl +\(Wstat.*|\1|p' "$tree/prove.out.log" 2>/dev/null); do
+	# (a test's log is named by its file's name, without its folder)
+	for name in $(sed -nE 's|^test/t/([^ ]+/)?([^ /]+)\.pl +\(Wstat.*|\2|p' "$tree/prove.out.log" 2>/dev/null); do
 		for f in "$tree"/test/tmp_check/log/regress_log_"$name" "$tree"/test/tmp_check/log/*"$name"*.log; do
 			[ -f "$f" ] && { echo "---- $(basename "$f") (tail)"; tail -n 60 "$f"; }
 		done
@@ -133,7 +135,7 @@ prepare_leg() {
 	local name=$1 pgc=$2 tree
 	if [ "$name" = system ]; then
 		make -C "$src" -s clean
-		# the test build: with failpoints (src/failpoint.c), warnings are errors
+		# the test build: with failpoints (src/common/failpoint.c), warnings are errors
 		make -C "$src" -s FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" >&2
 		make -C "$src" -s install FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" >&2
 		cp -a "$src/." "$work/src-$name"
@@ -242,14 +244,28 @@ root_tap_test() {
 	summary+="$name: $p passed, $f failed"$'\n'
 }
 
+# every TAP test, in the order of their numbers: those of test/t/'s folders
+# and any left flat in test/t/ (none is skipped for where it stands)
+tap_all() {
+	(cd "$src" && for t in test/t/*.pl test/t/*/*.pl; do
+		[ -f "$t" ] && printf '%s %s\n' "$(basename "$t")" "$t"
+	done) | sort | cut -d' ' -f2 | tr '\n' ' '
+}
+
 # every TAP test but those named
 tap_except() {
 	local t skip out=
-	for t in "$src"/test/t/*.pl; do
-		t=test/t/$(basename "$t")
+	for t in $(tap_all); do
 		for skip in "$@"; do [ "$t" = "$skip" ] && continue 2; done
 		out+="$t "
 	done
+	echo "$out"
+}
+
+# the tests of $1 without those whose file is named $2 (in whatever folder)
+tests_without() {
+	local t out=
+	for t in $1; do [ "$(basename "$t")" = "$2" ] || out+="$t "; done
 	echo "$out"
 }
 
@@ -307,7 +323,7 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 					"${ZKLOCK_OLD_REV:-2e55121b7913c2873fb71a21802178ec3a7aaa04}" "$work/old") || old_install=
 			fi
 		fi
-		# and test/t/067 the previous release's (ZKLOCK_PREV_REV: 1.3) beside
+		# and test/t/upgrade/067 the previous release's (ZKLOCK_PREV_REV: 1.3) beside
 		# this one's recipes
 		prev_install=
 		if [ -n "${pgc_of[system]:-}" ] && { [ -z "${PROVE_TESTS:-}" ] || [[ "${PROVE_TESTS}" == *067_rolling_recipes* ]]; }; then
@@ -316,7 +332,7 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 					"${ZKLOCK_PREV_REV:-78d507c08aa0511f530a6ee2d595d57e50fa6ae8}" "$work/prev") || prev_install=
 			fi
 		fi
-		# and test/t/079 the last release's (ZKLOCK_LAST_REV: 1.4.0) beside
+		# and test/t/upgrade/079 the last release's (ZKLOCK_LAST_REV: 1.4.0) beside
 		# this one's protocol
 		last_install=
 		if [ -n "${pgc_of[system]:-}" ] && { [ -z "${PROVE_TESTS:-}" ] || [[ "${PROVE_TESTS}" == *079_rolling_1_5* ]]; }; then
@@ -339,28 +355,28 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 			if [ -n "${PROVE_TESTS:-}" ]; then
 				tests=$PROVE_TESTS
 				if [ "$leg" != system ] && [[ "$tests" == *034_rolling_upgrade* ]]; then
-					tests=${tests//test\/t\/034_rolling_upgrade.pl/}
-					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): test/t/034_rolling_upgrade.pl (zklock 1.1 builds on 15 only)"$'\n'
+					tests=$(tests_without "$tests" 034_rolling_upgrade.pl)
+					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): test/t/upgrade/034_rolling_upgrade.pl (zklock 1.1 builds on 15 only)"$'\n'
 				fi
 				if [ "$leg" != system ] && [[ "$tests" == *067_rolling_recipes* ]]; then
-					tests=${tests//test\/t\/067_rolling_recipes.pl/}
-					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): test/t/067_rolling_recipes.pl (the previous release is built on 15 only)"$'\n'
+					tests=$(tests_without "$tests" 067_rolling_recipes.pl)
+					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): test/t/upgrade/067_rolling_recipes.pl (the previous release is built on 15 only)"$'\n'
 				fi
 				if [ "$leg" != system ] && [[ "$tests" == *079_rolling_1_5* ]]; then
-					tests=${tests//test\/t\/079_rolling_1_5.pl/}
-					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): test/t/079_rolling_1_5.pl (the last release is built on 15 only)"$'\n'
+					tests=$(tests_without "$tests" 079_rolling_1_5.pl)
+					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): test/t/upgrade/079_rolling_1_5.pl (the last release is built on 15 only)"$'\n'
 				fi
 			elif [ $full = 1 ]; then
 				skip=()
-				[ "$leg" = system ] || skip+=(test/t/034_rolling_upgrade.pl test/t/067_rolling_recipes.pl test/t/079_rolling_1_5.pl)
-				[ -n "$other" ] || skip+=(test/t/059_cross_major.pl)
+				[ "$leg" = system ] || skip+=(test/t/upgrade/034_rolling_upgrade.pl test/t/upgrade/067_rolling_recipes.pl test/t/upgrade/079_rolling_1_5.pl)
+				[ -n "$other" ] || skip+=(test/t/upgrade/059_cross_major.pl)
 				tests=$(tap_except "${skip[@]}")
 				[ ${#skip[@]} -gt 0 ] &&
 					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): ${skip[*]} (034, 067, 079: the earlier releases are built on 15 only; 059: needs a second major)"$'\n'
 			else
 				tests=$MAJOR_TAP_TESTS
-				[ -n "$other" ] || { tests=${tests//test\/t\/059_cross_major.pl/};
-					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): test/t/059_cross_major.pl (needs a second major)"$'\n'; }
+				[ -n "$other" ] || { tests=$(tests_without "$tests" 059_cross_major.pl);
+					notrun+="NOT RUN on PostgreSQL $(major_of "$inst/bin/pg_config"): test/t/upgrade/059_cross_major.pl (needs a second major)"$'\n'; }
 			fi
 			tests_of[$leg]=$tests
 			other_of[$leg]=$other
@@ -468,8 +484,8 @@ tap_passed=0
 tap_failed=0
 
 # --- unit tests (test/unit/, no servers) --------------------------------
-# The grant rule and lock node names (src/grant_rule.c), and the node data
-# codec (src/nodedata.c), table-driven; TAP, one plan per program.
+# The grant rule and lock node names (src/common/grant_rule.c), and the node data
+# codec (src/common/nodedata.c), table-driven; TAP, one plan per program.
 set +e
 make -s zklock-unit PG_CONFIG="$pgbin/pg_config" PG_CFLAGS=-Werror 2>&1 | tee unit.out.log
 unit_rc=${PIPESTATUS[0]}
@@ -532,7 +548,7 @@ mkdir -p test/tmp_check
 # 17's and later, which would otherwise hand relative paths to the servers)
 TESTDIR="$src/test" TESTDATADIR="$src/test/tmp_check" TESTLOGDIR="$src/test/tmp_check/log" PG_REGRESS="$(dirname "$(pg_config --pgxs)")/../test/regress/pg_regress" \
 	prove --timer -I "$(dirname "$(pg_config --pgxs)")/../test/perl" -I test \
-	${PROVE_TESTS:-test/t/*.pl} 2>&1 | tee prove.out.log
+	${PROVE_TESTS:-$(tap_all)} 2>&1 | tee prove.out.log
 tap_rc=${PIPESTATUS[0]}
 set -e
 tap_total=$(sed -nE 's/^Files=[0-9]+, Tests=([0-9]+),.*/\1/p' prove.out.log | tail -n1)

@@ -1,6 +1,6 @@
 /*
  * CuratorLock.java -- drive Apache Curator's lock recipes for zklock's
- * interoperation test (test/t/030_interop.pl).
+ * interoperation test (test/t/ops/030_interop.pl).
  *
  * Built at test time against Debian's libcurator-recipes-java (Curator 5.4):
  *

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """kazoo_lock.py -- drive Kazoo's lock recipes for zklock's interoperation
-test (test/t/030_interop.pl).  Run it with /usr/bin/python3 (Debian's
+test (test/t/ops/030_interop.pl).  Run it with /usr/bin/python3 (Debian's
 python3-kazoo, Kazoo 2.8).
 
 Modes: lock (kazoo.recipe.lock.Lock), read (ReadLock), write (WriteLock).

@@ -2,7 +2,7 @@
  *
  * test_grant_rule.c
  *		Table-driven test of Hive's grant rule and of lock node names
- *		(src/grant_rule.c), without ZooKeeper or a server.
+ *		(src/common/grant_rule.c), without ZooKeeper or a server.
  *
  * Each case is a resource's children as ZooKeeper might list them (in no
  * particular order, zklock's own nodes among other clients' and among

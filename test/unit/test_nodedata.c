@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * test_nodedata.c
- *		Test of the node data codec (src/nodedata.c) and of Hive's rule
+ *		Test of the node data codec (src/common/nodedata.c) and of Hive's rule
  *		applied to a whole resource at once (zklock_grant_rule_sorted,
- *		src/grant_rule.c), without ZooKeeper or a server.
+ *		src/common/grant_rule.c), without ZooKeeper or a server.
  *
  * Encode/decode round trips, values with line breaks, unknown fields, data
  * in the format zklock 1.0 and 1.1 wrote (no "v=" line), data cut to
