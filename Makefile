@@ -63,7 +63,7 @@ DATA = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql zklock--1.2--1.
 	zklock--1.3--1.4.sql zklock--1.4--1.6.sql zklock--1.6--1.7.sql
 # the fresh install script of the default version: 1.0's script and every
 # update script in turn, as CREATE EXTENSION ran them before 1.4 (one
-# source for each object; test/t/006 compares it with every update path)
+# source for each object; test/t/upgrade/006 compares it with every update path)
 ZKLOCK_SCRIPTS = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql \
 	zklock--1.2--1.3.sql zklock--1.3--1.4.sql zklock--1.4--1.6.sql \
 	zklock--1.6--1.7.sql

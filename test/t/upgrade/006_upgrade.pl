@@ -28,7 +28,7 @@
 #    reads zk_lock_status and calls the functions behind it, PUBLIC does
 #    neither (before, it called them), and zk_lock_revoke and
 #    zk_lock_force_release are 1.7's (they list holders unmasked).
-#  (test/t/044 does every path again with default privileges in place and
+#  (test/t/ops/044 does every path again with default privileges in place and
 #  a schema named We%ird s.)
 use strict;
 use warnings;

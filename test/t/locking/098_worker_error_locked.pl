@@ -18,7 +18,7 @@ use strict;
 use warnings;
 
 use FindBin;
-use lib "$FindBin::RealBin/..";
+use lib "$FindBin::RealBin/../..";
 use ZkLockTest;
 
 use PostgreSQL::Test::Utils;

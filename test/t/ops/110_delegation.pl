@@ -23,7 +23,7 @@ use strict;
 use warnings;
 
 use FindBin;
-use lib "$FindBin::RealBin/..";
+use lib "$FindBin::RealBin/../..";
 use ZkLockTest;
 
 use PostgreSQL::Test::Utils;
@@ -34,7 +34,7 @@ my $node1 = zk_node('node1', session_timeout => '10s');    # the delegate's
 my $node2 = zk_node('node2', session_timeout => '10s');    # the holders'
 
 # the recipe, as doc/sql.md writes it
-my $doc = slurp_file("$FindBin::RealBin/../../doc/sql.md");
+my $doc = slurp_file("$FindBin::RealBin/../../../doc/sql.md");
 my ($recipe) = $doc =~
   /To delegate revocation to a role that is not a superuser.*?```sql\n(.*?)```/s;
 ok(defined $recipe && $recipe =~ /CREATE FUNCTION etl_revoke/,

@@ -1,4 +1,4 @@
-# The hold of issue 28, finding 6 (src/batch.c), attacked in review: a
+# The hold of issue 28, finding 6 (src/worker/batch.c), attacked in review: a
 # multi in flight to a server stopped (SIGSTOP) for longer than a few
 # seconds.  A and B share one multi; A's create fails (its resource's node
 # is missing: parents => false), so B's is rolled back and sent again when
@@ -14,7 +14,7 @@ use strict;
 use warnings;
 
 use FindBin;
-use lib "$FindBin::RealBin/..";
+use lib "$FindBin::RealBin/../..";
 use ZkLockTest;
 use ZkChaos;
 
