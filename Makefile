@@ -5,6 +5,7 @@ MODULE_big = zklock
 # folder's README: what lives there and what it may call)
 OBJS_COMMON = \
 	src/common/channel.o \
+	src/common/channel_limits.o \
 	src/common/shmem.o \
 	src/common/lease.o \
 	src/common/grant_rule.o \
@@ -42,6 +43,7 @@ OBJS_RECIPES = \
 OBJS_BACKEND = \
 	src/backend/backend.o \
 	src/backend/acquire.o \
+	src/backend/acquire_batch.o \
 	src/backend/wait.o \
 	src/backend/local_locks.o \
 	src/backend/request.o \
@@ -49,7 +51,8 @@ OBJS_BACKEND = \
 	src/backend/guard.o \
 	src/backend/leader.o \
 	src/backend/deadlock.o \
-	src/backend/deadlock_read.o
+	src/backend/deadlock_read.o \
+	src/backend/deadlock_graph.o
 OBJS_FUNCTIONS = \
 	src/functions/functions.o \
 	src/functions/status.o \

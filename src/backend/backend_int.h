@@ -4,9 +4,10 @@
  *		What the files of the backend side share: the local lock table
  *		(local_locks.c), the request and its wait (wait.c), the DROP
  *		EXTENSION guard (guard.c), the commit fence (fence.c) and the
- *		deadlock search (deadlock.c, deadlock_read.c).  Only those files,
- *		backend.c, acquire.c, request.c and leader.c include it; the rest
- *		of zklock calls the backend side through backend.h.
+ *		deadlock search (deadlock.c, deadlock_read.c), and an acquisition's
+ *		steps (acquire.c, acquire_batch.c).  Only those files, backend.c,
+ *		request.c and leader.c include it; the rest of zklock calls the
+ *		backend side through backend.h.
  *
  * Portions Copyright (c) 2026, zklock developers
  *
@@ -52,6 +53,29 @@ typedef struct LocalLock
 	bool		shown_implicit; /* and implicit=true */
 	TimestampTz granted_at;		/* when it was entered: held time (stats.c) */
 } LocalLock;
+
+/*
+ * acquire.c, acquire_batch.c: one step of an acquisition: a resource, the
+ * mode to take it in, and whether it is taken for a child's sake (a
+ * parent's implicit SHARED lock).
+ */
+typedef struct LockStep
+{
+	char		resource[ZKLOCK_MAX_RESOURCE_LEN + 1];
+	ZkLockMode	mode;
+	int			max_holders;	/* mode SEMAPHORE: its limit */
+	bool		implicit;
+	bool		parents;		/* the step's own parents come with it */
+	bool		advisory;		/* an advisory key: both modes may be held */
+	int			input;			/* position in the caller's list, or -1 */
+	const char *child;			/* for an implicit step: whose parent it is */
+	LocalLock  *lock;			/* filled once taken */
+} LockStep;
+
+/* acquire_batch.c: the steps' nodes asked for at once, as try-locks */
+extern int	zklock_take_at_once(LockStep *steps, int nsteps,
+								LocalLockKey *made, bool session, bool wait,
+								TimestampTz deadline, int timeout_total);
 
 /* local_locks.c: the local lock table (NULL until zklock_backend_init) */
 extern HTAB *zklock_local_locks;
@@ -126,6 +150,9 @@ extern void zklock_deadlock_withdraw_read(void);
 /* request.c: a lock node's data */
 extern void zklock_holder_data(char *buf, size_t buflen, const char *scope,
 							   bool implicit, int64 ttl_ms);
+/* request.c: a step's request (acquire.c, acquire_batch.c) */
+extern void zklock_step_request(ZkChannelRequest *req, LockStep *step,
+								bool session);
 
 /* guard.c */
 extern void zklock_extension_guard_begin(void);

@@ -16,10 +16,10 @@
  * fails before any node is made.  A DROP in progress is not waited for
  * (its transaction may stay open for as long as it likes): 55006 at once.
  * The object is not kept during the wait, so a DROP never waits for a
- * waiter; when the pipelined try of several nodes (take_at_once, in
- * acquire.c) gives them back to wait for them one by one, the object is
- * taken again until the first of those requests is visible.  An abort
- * releases the object by itself: the transaction callbacks then only
+ * waiter; when the pipelined try of several nodes (zklock_take_at_once,
+ * in acquire_batch.c) gives them back to wait for them one by one, the
+ * object is taken again until the first of those requests is visible.  An
+ * abort releases the object by itself: the transaction callbacks then only
  * forget it (zklock_extension_guard_reset).
  *
  * The extension's OID is looked up in pg_extension (an index scan, no

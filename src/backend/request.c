@@ -12,6 +12,11 @@
  * administrator never removes this backend's own nodes (own_node), which
  * it releases itself.
  *
+ * It also holds what every lock request of this backend writes into its
+ * node, the holder's data (zklock_holder_data), and the request of one
+ * step of an acquisition (zklock_step_request: acquire.c and its batch,
+ * acquire_batch.c, fill in their requests with it).
+ *
  * Portions Copyright (c) 2026, zklock developers
  *
  *-------------------------------------------------------------------------
@@ -177,6 +182,29 @@ zklock_holder_data(char *buf, size_t buflen, const char *scope,
 						   (ttl_ms > 0 ? buflen : buflen - HOLDER_DATA_GROWTH) - 1),
 				 errhint("Use shorter names (zklock.node_name, the database's, the role's).")));
 	}
+}
+
+/*
+ * Fill in a step's request and its node data; a semaphore's data says its
+ * limit too (max_holders=, nodedata.c: room is kept for it).
+ */
+void
+zklock_step_request(ZkChannelRequest *req, LockStep *step, bool session)
+{
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	char		limit[16];
+
+	zklock_holder_data(data, sizeof(data) - (step->max_holders ? 20 : 0),
+					   session ? "session" : "transaction", step->implicit, 0);
+	snprintf(limit, sizeof(limit), "%d", step->max_holders);
+	if (step->max_holders)
+		zklock_nodedata_add(req->data, sizeof(req->data), data,
+							"max_holders=", limit);
+	else
+		strlcpy(req->data, data, sizeof(req->data));
+	req->mode = step->mode;
+	req->max_holders = step->max_holders;
+	strlcpy(req->resource, step->resource, sizeof(req->resource));
 }
 
 /*

@@ -1,10 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * channel.c
- *		The request channel between backends and the worker: the free list,
- *		the work queue, and every change of an entry's state.  No other file
- *		assigns ZkLockEntry.state or frees an entry.  (shmem.c only sets up
- *		the segment, zeroed, and calls zklock_channel_init.)
+ *		The request channel between backends and the worker: the work
+ *		queue, and every change of an entry's state.  No other file assigns
+ *		ZkLockEntry.state or frees an entry, except channel_limits.c, which
+ *		holds the free list (an entry's allocation and its free, counted
+ *		against backend slots).  (shmem.c only sets up the segment, zeroed,
+ *		and calls zklock_channel_init.)
  *
  * The shared table (zklock.h) has one entry per lock node of this instance,
  * or per request for one, from the moment a backend asks for it until the
@@ -83,7 +85,7 @@
  *
  * Who writes which fields of an entry (zklock.h marks them):
  * - "lock" fields (state, queued, generation, next_free, count_slot): only
- *   this file.
+ *   this file and channel_limits.c.
  * - "backend" fields: copied from the ZkChannelRequest by
  *   zklock_channel_submit while the entry is still FREE, under the lock;
  *   afterwards only data and data_version change, by the owning backend on
@@ -107,16 +109,9 @@
  *   the worker; its age is all a reader needs.
  * No field of an entry is read without the lock.
  *
- * Limits: every entry that is not FREE counts against the backend slot
- * (PGPROC number) that allocated it, until it is freed -- also while it is
- * RELEASING after its backend has exited, so that a new backend in the
- * same slot inherits the count and a connect-lock-exit loop cannot fill the
- * table.  A lock request is refused when its slot has
- * zklock.max_locks_per_backend entries; an administrative request (LIST,
- * FORCE_DELETE, REVOKE) may go ZKLOCK_ADMIN_PER_BACKEND beyond that, and
- * only administrative requests may take the last ZKLOCK_ADMIN_RESERVE free
- * entries, so that zk_locks and zk_lock_force_release work when the table
- * is full.
+ * Limits: an entry that is not FREE counts against the backend slot that
+ * allocated it, and a lock request may not take the entries kept for
+ * administrative ones: channel_limits.c, which holds the free list.
  *
  * Portions Copyright (c) 2026, zklock developers
  *
@@ -130,6 +125,7 @@
 #include "utils/timestamp.h"
 
 #include "channel.h"
+#include "channel_int.h"
 #include "compat.h"
 #include "lease.h"
 #include "settings.h"
@@ -141,90 +137,6 @@ static inline ZkLockEntry *
 channel_entry(int idx)
 {
 	return &zklock_shared->entries[idx];
-}
-
-/* Link every entry into the free list.  At startup, on a zeroed table. */
-void
-zklock_channel_init(void)
-{
-	int			n = zklock_shared->nentries;
-
-	for (int i = 0; i < n; i++)
-	{
-		Assert(zklock_shared->entries[i].state == ZKE_FREE);
-		zklock_shared->entries[i].next_free = (i + 1 < n) ? i + 1 : -1;
-		zklock_shared->entries[i].count_slot = -1;
-	}
-	zklock_shared->free_head = n > 0 ? 0 : -1;
-	zklock_shared->nfree = n;
-	pg_atomic_init_u64(&zklock_shared->long_wait_marks, 0);
-}
-
-static bool
-channel_is_admin_kind(ZkEntryKind kind)
-{
-	return kind == ZKR_LIST || kind == ZKR_FORCE_DELETE || kind == ZKR_REVOKE ||
-		kind == ZKR_ELECTION ||	/* election */
-		kind == ZKR_WAITS;		/* a deadlock search, beside a lock's wait */
-}
-
-/*
- * Take a free entry for a request of this kind, counted against backend
- * slot "slot" (its PGPROC number).  Returns ZKLOCK_ALLOC_BACKEND_FULL when
- * the slot has used its share, ZKLOCK_ALLOC_TABLE_FULL when the table has
- * no entry this kind of request may take (see "Limits" above).  Caller
- * holds the lock.
- */
-static int
-channel_alloc(ZkEntryKind kind, int slot)
-{
-	int			idx = zklock_shared->free_head;
-	bool		admin = channel_is_admin_kind(kind);
-	int			cap = zklock_max_locks_per_backend;
-	ZkLockEntry *e;
-
-	if (admin)
-		cap += ZKLOCK_ADMIN_PER_BACKEND;
-	if (zklock_shared->slot_entries[slot] >= cap)
-		return ZKLOCK_ALLOC_BACKEND_FULL;
-	if (idx < 0 || (!admin && zklock_shared->nfree <= ZKLOCK_ADMIN_RESERVE))
-		return ZKLOCK_ALLOC_TABLE_FULL;
-	e = channel_entry(idx);
-	zklock_shared->free_head = e->next_free;
-	zklock_shared->nfree--;
-	zklock_shared->slot_entries[slot]++;
-	e->count_slot = slot;
-	e->next_free = -1;
-	e->generation++;
-	/* queued stays: an entry freed while queued keeps its one ring slot */
-	e->token = 0;
-	e->granted_at = 0;
-	e->list_needed = 0;
-	e->sqlstate = 0;
-	e->node[0] = '\0';
-	e->error[0] = '\0';
-	e->long_wait = false;
-	return idx;
-}
-
-/* Return an entry to the free list.  Caller holds the lock. */
-static void
-channel_free(int idx)
-{
-	ZkLockEntry *e = channel_entry(idx);
-
-	Assert(e->state != ZKE_FREE);
-	e->state = ZKE_FREE;
-	e->generation++;			/* late replies can never match again */
-	if (e->count_slot >= 0)
-	{
-		Assert(zklock_shared->slot_entries[e->count_slot] > 0);
-		zklock_shared->slot_entries[e->count_slot]--;
-		e->count_slot = -1;
-	}
-	e->next_free = zklock_shared->free_head;
-	zklock_shared->free_head = idx;
-	zklock_shared->nfree++;
 }
 
 /*
@@ -326,7 +238,7 @@ zklock_channel_submit(const ZkChannelRequest *req, bool wake,
 		LWLockRelease(zklock_shared->lock);
 		return ZKLOCK_CHANNEL_NO_WORKER;
 	}
-	idx = channel_alloc(req->kind, slot);
+	idx = zklock_channel_alloc(req->kind, slot);
 	if (idx < 0)
 	{
 		LWLockRelease(zklock_shared->lock);
@@ -467,7 +379,7 @@ zklock_channel_collect(int idx, uint32 generation, ZkChannelResult *result)
 	Assert(result->state != ZKE_REQUESTED && result->state != ZKE_RELEASING);
 	if (result->state != ZKE_FREE && result->state != ZKE_REQUESTED &&
 		result->state != ZKE_RELEASING)
-		channel_free(idx);
+		zklock_channel_free(idx);
 	LWLockRelease(zklock_shared->lock);
 }
 
@@ -575,7 +487,7 @@ zklock_channel_withdraw(int idx, uint32 generation)
 			case ZKE_NOT_GRANTED:
 			case ZKE_FAILED:
 			case ZKE_DONE:
-				channel_free(idx);
+				zklock_channel_free(idx);
 				break;
 			case ZKE_FREE:
 			case ZKE_RELEASING:
@@ -783,7 +695,7 @@ zklock_channel_fail(int idx, uint32 generation, int sqlstate,
 		wake_procno = e->owner_procno;
 	}
 	else if (channel_is(idx, generation, ZKE_RELEASING))
-		channel_free(idx);
+		zklock_channel_free(idx);
 	channel_unlock_and_wake(wake_procno);
 }
 
@@ -809,7 +721,7 @@ zklock_channel_done(int idx, uint32 generation, int64 token,
 		wake_procno = e->owner_procno;
 	}
 	else if (channel_is(idx, generation, ZKE_RELEASING))
-		channel_free(idx);
+		zklock_channel_free(idx);
 	channel_unlock_and_wake(wake_procno);
 }
 
@@ -859,7 +771,7 @@ zklock_channel_session_lost(int idx, uint32 generation, int *owner_pid)
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	lost = channel_mark_lost(idx, generation, owner_pid);
 	if (!lost && channel_is(idx, generation, ZKE_RELEASING))
-		channel_free(idx);
+		zklock_channel_free(idx);
 	LWLockRelease(zklock_shared->lock);
 	return lost;
 }
@@ -870,7 +782,7 @@ zklock_channel_released(int idx, uint32 generation)
 {
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	if (channel_is(idx, generation, ZKE_RELEASING))
-		channel_free(idx);
+		zklock_channel_free(idx);
 	LWLockRelease(zklock_shared->lock);
 }
 
@@ -900,7 +812,7 @@ zklock_channel_worker_gone(const char *why)
 				(void) channel_mark_lost(i, e->generation, NULL);
 				break;
 			case ZKE_RELEASING:
-				channel_free(i);
+				zklock_channel_free(i);
 				break;
 			default:
 				break;

@@ -3,7 +3,8 @@
  * channel.h
  *		The request channel between backends and the worker: the only code
  *		that changes an entry's state or frees an entry (see channel.c for
- *		the ownership and locking rules).
+ *		the ownership and locking rules, channel_limits.c for the free list
+ *		and the per-backend limits).
  *
  * Portions Copyright (c) 2026, zklock developers
  *

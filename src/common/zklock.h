@@ -11,11 +11,12 @@
  * talk to it through a table of lock entries in shared memory, one entry
  * per lock node of this instance (or per request for one).  Who owns an
  * entry when, which fields each side writes, the locking rules, the life
- * of an entry and the per-backend limits are stated in channel.c, the only
- * code that changes an entry's state.  The field markers below:
- * "lock": only channel.c writes it; "backend": the request, copied in by
- * channel.c at submission; "worker": the worker's answer; every field is
- * read and written under ZkLockShared->lock.
+ * of an entry and the per-backend limits are stated in channel.c and
+ * channel_limits.c (its free list), the only code that changes an entry's
+ * state.  The field markers below: "lock": only those two files write it;
+ * "backend": the request, copied in by channel.c at submission; "worker":
+ * the worker's answer; every field is read and written under
+ * ZkLockShared->lock.
  *
  * Portions Copyright (c) 2026, zklock developers
  *
@@ -56,7 +57,7 @@
 #define ZKLOCK_MAX_ERROR_LEN		255
 #define ZKLOCK_MAX_HOSTS_LEN		255
 
-/* Shared entries only administrative requests may use (channel.c) */
+/* Shared entries only administrative requests may use (channel_limits.c) */
 #define ZKLOCK_ADMIN_RESERVE		16
 /* Administrative entries a backend may have beyond its cap */
 #define ZKLOCK_ADMIN_PER_BACKEND	2
@@ -266,7 +267,7 @@ typedef struct ZkLockShared
 
 	/*
 	 * Non-free entries per backend slot (PGPROC number), lock: see
-	 * "Limits" in channel.c.  nslots is fixed at startup.
+	 * "Limits" in channel_limits.c.  nslots is fixed at startup.
 	 */
 	int			nslots;
 	int		   *slot_entries;	/* array of nslots */

@@ -8,7 +8,8 @@
  * The end of a request: the grant, which tells the backend
  * (zklock_lock_grant); the delete of our node (zklock_lock_send_delete),
  * whose reply protocol.c handles; a failure (zklock_lock_fail), which
- * first drops the watches of the request's wait (zklock_lock_drop_watches).
+ * first drops the watches of the request's wait (zklock_lock_drop_watches);
+ * a release with no node of ours (zklock_lock_released_nodeless).
  *
  * Three things about a granted node of ours, each started here or by
  * protocol.c and driven here by its replies:
@@ -245,6 +246,14 @@ zklock_lock_drop_watches(int idx)
 		zkc_unwatch(TAG(w->generation, OP_SELF, idx));
 		w->self_watched = false;
 	}
+}
+
+/* Released with no node of ours: a listing's child watch goes too */
+void
+zklock_lock_released_nodeless(int idx)
+{
+	zkc_unwatch(TAG(zklock_work[idx].generation, OP_LISTED, idx));
+	zklock_recipe_released(idx);
 }
 
 /*

@@ -72,6 +72,7 @@ extern void zklock_lock_send_delete(int idx);
 extern void zklock_lock_fail(int idx, int sqlstate, const char *fmt,...) pg_attribute_printf(3, 4);
 extern void zklock_lock_fail_msg(int idx, int sqlstate, const char *msg);
 extern void zklock_lock_drop_watches(int idx);
+extern void zklock_lock_released_nodeless(int idx);
 extern void zklock_lock_fail_deleting(int idx, int sqlstate, const char *fmt,...) pg_attribute_printf(3, 4);
 
 /*
@@ -119,6 +120,7 @@ extern void zklock_explicit_record_event(int idx, ZkEvent *ev);
 #define send_delete(idx)			zklock_lock_send_delete(idx)
 #define fail(...)					zklock_lock_fail(__VA_ARGS__)
 #define drop_watches(idx)			zklock_lock_drop_watches(idx)
+#define released_nodeless(idx)		zklock_lock_released_nodeless(idx)
 #define grant_persistent(idx)		zklock_explicit_grant(idx)
 #define watch_own_waiting_node(idx) zklock_explicit_watch_own(idx)
 

@@ -118,7 +118,6 @@ static void decide(int idx, ZkEvent *ev);
 static bool find_own_node(int idx, ZkEvent *ev, int64 *my_seq);
 static void create_again(int idx, bool with_parents);
 static void lock_release(int idx);
-static void released_nodeless(int idx);
 
 /*
  * Start a lock request, unless the root's check refuses every request
@@ -647,14 +646,6 @@ lock_release(int idx)
 			/* the reply in flight (or the reconnection) sees w->release */
 			break;
 	}
-}
-
-/* Released with no node of ours: a listing's child watch goes too */
-static void
-released_nodeless(int idx)
-{
-	zkc_unwatch(TAG(zklock_work[idx].generation, OP_LISTED, idx));
-	zklock_recipe_released(idx);
 }
 
 /*

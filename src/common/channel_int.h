@@ -1,0 +1,21 @@
+/*-------------------------------------------------------------------------
+ *
+ * channel_int.h
+ *		What channel.c and channel_limits.c (the channel's free list and
+ *		its limits) share.  Nothing else includes it: the rest of zklock
+ *		uses the channel through channel.h.
+ *
+ * Portions Copyright (c) 2026, zklock developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_CHANNEL_INT_H
+#define ZKLOCK_CHANNEL_INT_H
+
+#include "zklock.h"
+
+/* channel_limits.c: caller holds zklock_shared->lock exclusively */
+extern int	zklock_channel_alloc(ZkEntryKind kind, int slot);
+extern void zklock_channel_free(int idx);
+
+#endif							/* ZKLOCK_CHANNEL_INT_H */
