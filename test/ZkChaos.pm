@@ -1068,7 +1068,7 @@ sub _read_client_log
 	return (\@txns, $end);
 }
 
-# The checker's judgement, a pure function (t/100_chaos_checker.pl feeds it
+# The checker's judgement, a pure function (t/chaos/100_chaos_checker.pl feeds it
 # made-up histories).
 #   rows   => committed sections: { token, instance, client, seq, start, end }
 #             (start/end in microseconds; end = commit timestamp)

@@ -36,7 +36,7 @@
 #       PATH=/usr/lib/postgresql/15/bin:/usr/bin:/bin \
 #       PERL5LIB=/usr/lib/postgresql/15/lib/pgxs/src/test/perl \
 #       (or another major's bin and lib/pgxs, e.g. /var/cache/zklock/pg18)
-#       prove t/*.pl
+#       prove t/*/*.pl
 #
 # (`prove t/` finds nothing: the files end in .pl.)  Output and logs go to
 # ./tmp_check (regress_log_*, the nodes' server logs in tmp_check/log, and

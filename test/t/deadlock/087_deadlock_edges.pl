@@ -2,7 +2,7 @@
 # A reviewer's attacks on the deadlock search's read (ZKR_WAITS, owned by
 # src/backend/deadlock_read.c since 1.6.1: submitted beside the lock's pending request,
 # withdrawn by the backend's exit callback) and on the one "is the session
-# connected" (channel.c) that the search and acquire.c's batch ask, along
+# connected" (channel.c) that the search and acquire_batch.c's batch ask, along
 # shared/REVIEW.md:
 #  - partitions (a proxy the test owns swallows node1's bytes, sockets
 #    open) while a search's read is in flight:

@@ -1,5 +1,5 @@
 
-# A batch of try-locks sent at once (acquire.c's first step, recorded by
+# A batch of try-locks sent at once (acquire.c's first step, in acquire_batch.c, recorded by
 # wait.c so that an error or exit withdraws it), whose nodes ZooKeeper has
 # made but whose answers the worker has not published yet (failpoint
 # after-create-reply=pause), interrupted by
