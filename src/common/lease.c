@@ -451,6 +451,23 @@ zklock_lease_window_open(int procno, int64 session_id)
 }
 
 /*
+ * Worker side: cancel (SIGINT) the backend of slot procno if its commit
+ * window is still open for session_id and the slot is still pid's.  The
+ * look and the signal are made under the lock in exclusive mode, as
+ * lease_cancel_windows does: a backend closes its window under the lock
+ * (also before it exits), so the backend signalled is still in it.
+ */
+void
+zklock_lease_cancel_window(int procno, int pid, int64 session_id)
+{
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	if (zklock_lease_window_open(procno, session_id) &&
+		ProcGlobal->allProcs[procno].pid == pid && pid != 0)
+		(void) kill(pid, SIGINT);
+	LWLockRelease(zklock_shared->lock);
+}
+
+/*
  * Worker side: CLOCK_BOOTTIME us of the last answer that proved the
  * session alive (its creation, or a sync), 0 when none.
  */

@@ -49,6 +49,8 @@ extern void zklock_commit_wait_init(ZkCommitWait *w, int64 session_id,
 extern int	zklock_commit_wait_poll(ZkCommitWait *w);
 extern int64 zklock_lease_last_answer(void);
 extern bool zklock_lease_window_open(int procno, int64 session_id);
+extern void zklock_lease_cancel_window(int procno, int pid,
+									   int64 session_id);
 extern void zklock_lease_wait_for_commits(int64 session_id,
 										  void (*serve) (void));
 

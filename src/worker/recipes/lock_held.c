@@ -633,7 +633,8 @@ zklock_held_tick(void)
 			ereport(LOG,
 					(errmsg("zklock: canceling backend %d, whose commit has held force-released lock node \"%s/%s\" for %ld ms",
 							w->release_pid, w->parent, w->node, (long) waited_ms)));
-			(void) kill(w->release_pid, SIGINT);
+			zklock_lease_cancel_window(w->release_procno, w->release_pid,
+									   zklock_recipe_session_id());
 		}
 		next = 10;
 	}
