@@ -67,7 +67,7 @@ our @EXPORT = qw(
   zkutil zk_count_locks zk_lock_nodes zk_lock_info zk_list_znodes
   zk_wait_count zk_wait_no_locks zk_done_check zk_wait_connected
   zk_revoke_across zk_mntr
-  wait_until wait_for_waiting is_waiting psql1
+  wait_until wait_for_waiting wait_for_queued is_waiting psql1
 );
 
 my $HERE      = dirname(abs_path(__FILE__));
@@ -338,6 +338,27 @@ sub wait_for_waiting
 	my ($node, $pid, $timeout) = @_;
 	return wait_until(sub { is_waiting($node, $pid) },
 		timeout => $timeout // 10, interval => 0.05);
+}
+
+# Wait (bounded, default 10 s) until backend $pid waits on the extension
+# and its request is queued behind another node in ZooKeeper: a row of
+# zk_lock_waits, which the worker fills only once the request's node
+# exists and it found the node it waits behind.  A backend can look
+# waiting before its node is created (a request with parents tries
+# first); a test that builds a queue in a given order needs this.
+sub wait_for_queued
+{
+	my ($node, $pid, $timeout) = @_;
+	return wait_until(
+		sub {
+			return 0 unless is_waiting($node, $pid);
+			my ($rc, $out) = $node->psql('postgres',
+				"SELECT count(*) > 0 FROM zk_lock_waits WHERE pid = $pid",
+				timeout => 20);
+			return $rc == 0 && $out eq 't';
+		},
+		timeout => $timeout // 10,
+		interval => 0.05);
 }
 
 # ---------------------------------------------------------------------------
@@ -863,13 +884,15 @@ sub zk_hold
 # zk_ask($s, $res, $mode): session $s sends the acquire of $res (in $mode
 # when given) without waiting for it.  One test, "<session> waits for
 # $res" (" ($mode)" added when given): its backend then waits on the
-# extension (wait_for_waiting, 10 s).  Returns the test's result.
+# extension with its request queued in ZooKeeper (wait_for_queued, 10 s),
+# so that a request asked after it queues behind it.  Returns the test's
+# result.
 sub zk_ask
 {
 	my ($s, $res, $mode) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
 	$s->send(_acquire_sql($res, $mode));
-	return ok(wait_for_waiting($s->node, $s->pid),
+	return ok(wait_for_queued($s->node, $s->pid),
 		$s->name . " waits for $res" . (defined $mode ? " ($mode)" : ''));
 }
 

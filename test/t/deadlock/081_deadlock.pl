@@ -247,7 +247,7 @@ my $bound = 2 * $timeout_s + 6;
 	$c->query_ok('BEGIN');
 	zk_ask($c, 'sh/x');
 	$b->send(q{SELECT zk_lock_acquire('sh/x', 'shared') IS NOT NULL});
-	ok(wait_for_waiting($node2, $b->pid), 'b\'s SHARED request waits behind c\'s EXCLUSIVE one');
+	ok(wait_for_queued($node2, $b->pid), 'b\'s SHARED request waits behind c\'s EXCLUSIVE one');
 	zk_ask($a, 'sh/y');
 	my $ra = zk_result_is($a, '40P01', 'a gets 40P01', $bound + 10);
 	like($ra->{err}, qr/waits for SHARED lock on resource "sh\/x" held by node2:/,
