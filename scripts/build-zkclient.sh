@@ -27,7 +27,8 @@
 # scripts/zkclient/ (each says why).
 #
 # The cache: $ZKLOCK_PG_CACHE (default /var/cache/zklock)/zkclient-<upstream
-# version> (include/zookeeper/*.h, lib/libzookeeper_mt.a), installed
+# version>-<hash of scripts/zkclient/*.patch> (include/zookeeper/*.h,
+# lib/libzookeeper_mt.a), installed
 # atomically: a build cut off leaves no half cache, a second run reuses the
 # tree at once.  The build takes well under a minute on two cores.
 #
@@ -66,7 +67,10 @@ debver=$(dpkg-query -W -f='${Version}' libzookeeper-java)
 upver=${debver#*:}
 upver=${upver%%-*}
 upver=${upver%%+*}
-dest="$cache/zkclient-$upver"
+# the tree's name says what it holds: the version, and zklock's patches
+# (another patch: another tree, built once)
+patches=$(cat "$here"/zkclient/*.patch 2>/dev/null | sha256sum | cut -c1-8)
+dest="$cache/zkclient-$upver-$patches"
 jute_jar=/usr/share/java/zookeeper-jute.jar
 
 if [ -f "$dest/lib/libzookeeper_mt.a" ] && [ -f "$dest/.zklock-complete" ]; then
@@ -76,16 +80,16 @@ fi
 
 # One build at a time: a second run waits for the first, then finds its tree.
 mkdir -p "$cache"
-exec 9> "$cache/.lock-zkclient-$upver"
+exec 9> "$cache/.lock-zkclient"
 if ! flock -n 9; then
-	log "another build of the ZooKeeper client $upver is running; waiting for it"
+	log "another build of the ZooKeeper client is running; waiting for it"
 	flock 9
 fi
 if [ -f "$dest/lib/libzookeeper_mt.a" ] && [ -f "$dest/.zklock-complete" ]; then
 	echo "$dest"
 	exit 0
 fi
-rm -rf "$cache"/.build-zkclient-"$upver".*
+rm -rf "$cache"/.build-zkclient-*
 
 # --- the archive's address, from the machine's own apt configuration ------
 # (as scripts/build-postgres.sh: the first address of the main archive)
