@@ -29,6 +29,11 @@
 #include "zk_client_int.h"
 #include "zk_events.h"
 
+/* the Makefile defines both, or neither (make ZK_CLIENT=...) */
+#if defined(ZKLOCK_SECURE_CLIENT) != defined(HAVE_OPENSSL_H)
+#error "ZKLOCK_SECURE_CLIENT and HAVE_OPENSSL_H: both or neither"
+#endif
+
 static zhandle_t *zh = NULL;
 static struct ACL_vector *node_acl = &ZOO_OPEN_ACL_UNSAFE;
 
@@ -328,16 +333,43 @@ acl_set_completion(int rc, const void *data)
 /*
  * Session management, main thread.
  */
+
+/* Whether this build's client speaks TLS (make ZK_CLIENT=...) */
+bool
+zkc_has_tls(void)
+{
+#ifdef HAVE_OPENSSL_H
+	return true;
+#else
+	return false;
+#endif
+}
+
+/*
+ * A handle on the session (a new one, or old_session_id's), over TLS when
+ * tls is given.  The client library reads tls's files at each connection
+ * it makes (a new key and certificate in the same files take effect at the
+ * next one) and checks the server's certificate chain against ca_file (and
+ * OpenSSL's default trust store); it checks no host name.
+ */
 bool
 zkc_connect(const char *hosts, int session_timeout_ms,
 			const int64 *old_session_id, const char *old_passwd,
-			const char *digest, char *errbuf, int errlen)
+			const char *digest, const ZkcTls *tls, char *errbuf, int errlen)
 {
 	clientid_t	cid;
 	sigset_t	all,
 				saved;
 
 	Assert(zh == NULL);
+#ifndef HAVE_OPENSSL_H
+	if (tls)
+	{
+		strlcpy(errbuf, "zklock.ssl is on, but this zklock is built with a ZooKeeper client without TLS (Debian's libzookeeper-mt); build it with make ZK_CLIENT=$(scripts/build-zkclient.sh)",
+				errlen);
+		return false;
+	}
+#endif
 	if (zkc_wake_fd() < 0)
 	{
 		strlcpy(errbuf, "could not create the wake pipe", errlen);
@@ -354,8 +386,30 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &saved);
 	errno = 0;
-	zh = zookeeper_init2(hosts, session_watcher, session_timeout_ms,
-						 old_session_id ? &cid : NULL, NULL, 0, zkc_log_callback);
+#ifdef HAVE_OPENSSL_H
+	if (tls)
+	{
+		/*
+		 * "ca,cert,key": the client splits it at the commas (zklock.c
+		 * refuses paths with one).  zookeeper_init_ssl takes no log
+		 * callback: set just after, so a line logged in between goes to
+		 * stderr (the server's log) instead of last_error.
+		 */
+		char		certs[3 * MAXPGPATH + 3];
+
+		snprintf(certs, sizeof(certs), "%s,%s,%s", tls->ca_file,
+				 tls->cert_file, tls->key_file);
+		zh = zookeeper_init_ssl(hosts, certs, session_watcher,
+								session_timeout_ms,
+								old_session_id ? &cid : NULL, NULL, 0);
+		if (zh)
+			zoo_set_log_callback(zh, zkc_log_callback);
+	}
+	else
+#endif
+		zh = zookeeper_init2(hosts, session_watcher, session_timeout_ms,
+							 old_session_id ? &cid : NULL, NULL, 0,
+							 zkc_log_callback);
 	pthread_sigmask(SIG_SETMASK, &saved, NULL);
 
 	if (zh == NULL)

@@ -95,9 +95,22 @@ typedef struct ZkEvent
 
 /* Session */
 extern int	zkc_wake_fd(void);
+/*
+ * TLS to ZooKeeper's secureClientPort: PEM files (zklock.ssl_*_file), read
+ * by the client library at each connection it makes.
+ */
+typedef struct ZkcTls
+{
+	const char *ca_file;		/* the servers' CA(s) */
+	const char *cert_file;		/* our certificate (chain) */
+	const char *key_file;		/* its key, unencrypted */
+} ZkcTls;
+
+extern bool zkc_has_tls(void);
 extern bool zkc_connect(const char *hosts, int session_timeout_ms,
 						const int64 *old_session_id, const char *old_passwd,
-						const char *digest, char *errbuf, int errlen);
+						const char *digest, const ZkcTls *tls,
+						char *errbuf, int errlen);
 extern void zkc_close(void);
 extern bool zkc_is_open(void);
 extern int64 zkc_session_id(void);
