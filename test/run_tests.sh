@@ -101,6 +101,7 @@ MAJOR_TAP_TESTS="
 	test/t/upgrade/058_script_search_path.pl
 	test/t/upgrade/059_cross_major.pl
 	test/t/upgrade/060_version_features.pl
+	test/t/ops/113_tls.pl
 "
 
 # After a failed run: the logs of the failed TAP tests only (their own log
