@@ -76,6 +76,7 @@ DEV=(
 	default-jre-headless
 	libipc-run-perl
 	python3-kazoo
+	python3-pure-sasl
 	libcurator-recipes-java
 )
 case $mode in

@@ -72,6 +72,11 @@ bool		zklock_ssl = false;
 char	   *zklock_ssl_ca_file = NULL;
 char	   *zklock_ssl_cert_file = NULL;
 char	   *zklock_ssl_key_file = NULL;
+char	   *zklock_sasl_mechanism = NULL;
+char	   *zklock_sasl_user = NULL;
+char	   *zklock_sasl_password_file = NULL;
+char	   *zklock_sasl_service = NULL;
+char	   *zklock_sasl_host = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -346,7 +351,7 @@ zklock_credentials(void)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("zklock: %s asks for an authentication scheme zklock does not support",
 						what),
-				 errdetail("zklock.auth and zklock.auth_file hold digest credentials only: TLS (and its x509 identity) is zklock.ssl; SASL is not supported yet.")));
+				 errdetail("zklock.auth and zklock.auth_file hold digest credentials only: TLS (and its x509 identity) is zklock.ssl, SASL is zklock.sasl_mechanism.")));
 	colon = strncmp(value, "digest:", 7) == 0 ? strchr(value + 7, ':') : NULL;
 	if (colon == NULL || colon == value + 7 ||
 		strpbrk(value, "\n\r") != NULL)
@@ -570,6 +575,56 @@ zklock_define_settings(void)
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,
 							   check_ssl_file, NULL, NULL);
+
+	/*
+	 * No check hooks: a value refused at startup would fall back to the
+	 * default, i.e. to no authentication; the worker checks them instead,
+	 * and does not connect with a value it cannot use (secure.c).
+	 */
+	DefineCustomStringVariable("zklock.sasl_mechanism",
+							   "SASL mechanism to authenticate to ZooKeeper with: empty (none) or DIGEST-MD5.",
+							   "Needs zklock built with make ZK_CLIENT=... (scripts/build-zkclient.sh); GSSAPI (Kerberos) is not supported yet.",
+							   &zklock_sasl_mechanism,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_user",
+							   "SASL user name zklock authenticates as (DIGEST-MD5).",
+							   NULL,
+							   &zklock_sasl_user,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_password_file",
+							   "File whose first line is the SASL password (DIGEST-MD5).",
+							   "Owned by the server's OS user with mode 0600 or less, or by root with 0640 or less, as ssl_key_file.",
+							   &zklock_sasl_password_file,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_service",
+							   "SASL service name of the ZooKeeper servers.",
+							   NULL,
+							   &zklock_sasl_service,
+							   "zookeeper",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_host",
+							   "Server name in the SASL exchange.",
+							   "Empty: zk-sasl-md5 for DIGEST-MD5, ZooKeeper's own convention.",
+							   &zklock_sasl_host,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
 
 	DefineCustomStringVariable("zklock.node_naming",
 							   "How zklock names its lock nodes under given resource subtrees.",
@@ -822,6 +877,10 @@ _PG_init(void)
 
 	zklock_define_settings();
 #ifndef ZKLOCK_SECURE_CLIENT
+	if (zklock_sasl_mechanism[0] != '\0')
+		ereport(LOG,
+				(errmsg("zklock: zklock.sasl_mechanism is set, but this zklock is built with a ZooKeeper client without SASL; it will not connect"),
+				 errhint("Build zklock with make ZK_CLIENT=$(scripts/build-zkclient.sh), or install the package the project builds.")));
 	if (zklock_ssl)
 		ereport(LOG,
 				(errmsg("zklock: zklock.ssl is on, but this zklock is built with a ZooKeeper client without TLS; it will not connect"),

@@ -35,6 +35,9 @@
 #endif
 
 static zhandle_t *zh = NULL;
+#ifdef HAVE_CYRUS_SASL_H
+static sasl_callback_t *sasl_callbacks = NULL;	/* the handle's: freed after it */
+#endif
 static struct ACL_vector *node_acl = &ZOO_OPEN_ACL_UNSAFE;
 
 /*
@@ -345,6 +348,17 @@ zkc_has_tls(void)
 #endif
 }
 
+/* Whether this build's client authenticates with SASL (make ZK_CLIENT=...) */
+bool
+zkc_has_sasl(void)
+{
+#ifdef HAVE_CYRUS_SASL_H
+	return true;
+#else
+	return false;
+#endif
+}
+
 /*
  * A handle on the session (a new one, or old_session_id's), over TLS when
  * tls is given.  The client library reads tls's files at each connection
@@ -355,7 +369,8 @@ zkc_has_tls(void)
 bool
 zkc_connect(const char *hosts, int session_timeout_ms,
 			const int64 *old_session_id, const char *old_passwd,
-			const char *digest, const ZkcTls *tls, char *errbuf, int errlen)
+			const char *digest, const ZkcTls *tls, const ZkcSasl *sasl,
+			char *errbuf, int errlen)
 {
 	clientid_t	cid;
 	sigset_t	all,
@@ -368,6 +383,47 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 		strlcpy(errbuf, "zklock.ssl is on, but this zklock is built with a ZooKeeper client without TLS (Debian's libzookeeper-mt); build it with make ZK_CLIENT=$(scripts/build-zkclient.sh)",
 				errlen);
 		return false;
+	}
+#endif
+#ifndef HAVE_CYRUS_SASL_H
+	if (sasl)
+	{
+		strlcpy(errbuf, "zklock.sasl_mechanism is set, but this zklock is built with a ZooKeeper client without SASL (Debian's libzookeeper-mt); build it with make ZK_CLIENT=$(scripts/build-zkclient.sh)",
+				errlen);
+		return false;
+	}
+#else
+	if (sasl)
+	{
+		static bool sasl_ready = false;
+		int			r;
+
+		/* ZooKeeper's C client 3.8 has no call that takes both */
+		if (tls)
+		{
+			strlcpy(errbuf, "zklock.ssl and zklock.sasl_mechanism together: ZooKeeper's C client cannot do SASL over TLS",
+					errlen);
+			return false;
+		}
+		if (!sasl_ready)
+		{
+			r = sasl_client_init(NULL);
+			if (r != SASL_OK)
+			{
+				snprintf(errbuf, errlen, "could not initialize Cyrus SASL: %s",
+						 sasl_errstring(r, NULL, NULL));
+				return false;
+			}
+			sasl_ready = true;
+		}
+		Assert(sasl_callbacks == NULL);
+		sasl_callbacks = zoo_sasl_make_basic_callbacks(sasl->user, NULL,
+													   sasl->password_file);
+		if (sasl_callbacks == NULL)
+		{
+			strlcpy(errbuf, "out of memory", errlen);
+			return false;
+		}
 	}
 #endif
 	if (zkc_wake_fd() < 0)
@@ -407,6 +463,21 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 	}
 	else
 #endif
+#ifdef HAVE_CYRUS_SASL_H
+	if (sasl)
+	{
+		zoo_sasl_params_t params;
+
+		params.service = sasl->service;
+		params.host = sasl->host;
+		params.mechlist = sasl->mechanism;
+		params.callbacks = sasl_callbacks;
+		zh = zookeeper_init_sasl(hosts, session_watcher, session_timeout_ms,
+								 old_session_id ? &cid : NULL, NULL, 0,
+								 zkc_log_callback, &params);
+	}
+	else
+#endif
 		zh = zookeeper_init2(hosts, session_watcher, session_timeout_ms,
 							 old_session_id ? &cid : NULL, NULL, 0,
 							 zkc_log_callback);
@@ -416,6 +487,10 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 	{
 		strlcpy(errbuf, errno ? strerror(errno) : "zookeeper_init failed",
 				errlen);
+#ifdef HAVE_CYRUS_SASL_H
+		free(sasl_callbacks);
+		sasl_callbacks = NULL;
+#endif
 		return false;
 	}
 
@@ -427,15 +502,19 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 	 */
 	(void) zoo_set_servers_resolution_delay(zh, 10000);
 
-	/* credentials are sent now and again after every reconnection */
-	node_acl = &ZOO_OPEN_ACL_UNSAFE;
+	/*
+	 * Credentials are sent now and again after every reconnection.  With
+	 * digest credentials or SASL, nodes are the authenticated identity's
+	 * alone (ZooKeeper records the creator's ids: digest:user:hash,
+	 * sasl:user).
+	 */
+	node_acl = sasl ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
 	if (digest && digest[0])
 	{
 		if (zoo_add_auth(zh, "digest", digest, strlen(digest), NULL, NULL) != ZOK)
 		{
 			strlcpy(errbuf, "could not add the digest credentials", errlen);
-			zookeeper_close(zh);
-			zh = NULL;
+			zkc_close();
 			return false;
 		}
 		node_acl = &ZOO_CREATOR_ALL_ACL;
@@ -454,6 +533,10 @@ zkc_close(void)
 	if (zh)
 		zookeeper_close(zh);
 	zh = NULL;
+#ifdef HAVE_CYRUS_SASL_H
+	free(sasl_callbacks);		/* after the handle: it used them */
+	sasl_callbacks = NULL;
+#endif
 	pthread_mutex_lock(&watch_mutex);
 	while (watch_list)
 		watch_free_locked(watch_list);

@@ -106,11 +106,25 @@ typedef struct ZkcTls
 	const char *key_file;		/* its key, unencrypted */
 } ZkcTls;
 
+/*
+ * SASL authentication (zklock.sasl_*): DIGEST-MD5 with a user and a file
+ * holding the password, read by Cyrus SASL at each authentication.
+ */
+typedef struct ZkcSasl
+{
+	const char *mechanism;		/* "DIGEST-MD5" */
+	const char *service;		/* "zookeeper" */
+	const char *host;			/* the server's name in the exchange */
+	const char *user;
+	const char *password_file;
+} ZkcSasl;
+
 extern bool zkc_has_tls(void);
+extern bool zkc_has_sasl(void);
 extern bool zkc_connect(const char *hosts, int session_timeout_ms,
 						const int64 *old_session_id, const char *old_passwd,
 						const char *digest, const ZkcTls *tls,
-						char *errbuf, int errlen);
+						const ZkcSasl *sasl, char *errbuf, int errlen);
 extern void zkc_close(void);
 extern bool zkc_is_open(void);
 extern int64 zkc_session_id(void);

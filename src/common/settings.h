@@ -35,6 +35,11 @@ extern bool zklock_ssl;
 extern char *zklock_ssl_ca_file;
 extern char *zklock_ssl_cert_file;
 extern char *zklock_ssl_key_file;
+extern char *zklock_sasl_mechanism;
+extern char *zklock_sasl_user;
+extern char *zklock_sasl_password_file;
+extern char *zklock_sasl_service;
+extern char *zklock_sasl_host;
 struct stat;
 extern const char *zklock_secret_file_problem(const struct stat *st,
 											  const char **detail);

@@ -24,7 +24,7 @@
 /* Whether the file that setting names can be used; if not, err says why */
 static bool
 file_usable(const char *setting, const char *path, bool secret,
-			char *err, int errlen)
+			const char *asker, char *err, int errlen)
 {
 	struct stat st;
 	const char *why;
@@ -32,7 +32,7 @@ file_usable(const char *setting, const char *path, bool secret,
 
 	if (path == NULL || path[0] == '\0')
 	{
-		snprintf(err, errlen, "zklock.ssl is on, but %s is empty", setting);
+		snprintf(err, errlen, "%s, but %s is empty", asker, setting);
 		return false;
 	}
 	if (stat(path, &st) != 0)
@@ -77,15 +77,65 @@ zklock_tls_config(ZkcTls *tls, char *err, int errlen, bool *failed)
 		snprintf(err, errlen, "zklock.ssl is on, but this zklock is built with a ZooKeeper client without TLS (Debian's libzookeeper-mt); build it with make ZK_CLIENT=$(scripts/build-zkclient.sh)");
 		return NULL;
 	}
-	if (!file_usable("zklock.ssl_ca_file", zklock_ssl_ca_file, false, err, errlen) ||
-		!file_usable("zklock.ssl_cert_file", zklock_ssl_cert_file, false, err, errlen) ||
-		!file_usable("zklock.ssl_key_file", zklock_ssl_key_file, true, err, errlen))
+	if (!file_usable("zklock.ssl_ca_file", zklock_ssl_ca_file, false,
+					 "zklock.ssl is on", err, errlen) ||
+		!file_usable("zklock.ssl_cert_file", zklock_ssl_cert_file, false,
+					 "zklock.ssl is on", err, errlen) ||
+		!file_usable("zklock.ssl_key_file", zklock_ssl_key_file, true,
+					 "zklock.ssl is on", err, errlen))
 		return NULL;
 	tls->ca_file = zklock_ssl_ca_file;
 	tls->cert_file = zklock_ssl_cert_file;
 	tls->key_file = zklock_ssl_key_file;
 	*failed = false;
 	return tls;
+}
+
+/*
+ * The SASL of the next session, as zklock_tls_config: NULL with *failed
+ * false when zklock.sasl_mechanism is empty; sasl (filled in) when it can
+ * be used; NULL with *failed and err when not (never unauthenticated when
+ * authentication was asked for).
+ */
+const ZkcSasl *
+zklock_sasl_config(ZkcSasl *sasl, char *err, int errlen, bool *failed)
+{
+	const char *mech = zklock_sasl_mechanism;
+
+	*failed = false;
+	if (mech == NULL || mech[0] == '\0')
+		return NULL;
+	*failed = true;
+	if (pg_strcasecmp(mech, "GSSAPI") == 0)
+	{
+		snprintf(err, errlen, "zklock.sasl_mechanism = 'GSSAPI' (Kerberos) is not supported yet");
+		return NULL;
+	}
+	if (pg_strcasecmp(mech, "DIGEST-MD5") != 0)
+	{
+		snprintf(err, errlen, "zklock.sasl_mechanism is '%s': it must be empty or DIGEST-MD5", mech);
+		return NULL;
+	}
+	if (!zkc_has_sasl())
+	{
+		snprintf(err, errlen, "zklock.sasl_mechanism is set, but this zklock is built with a ZooKeeper client without SASL (Debian's libzookeeper-mt); build it with make ZK_CLIENT=$(scripts/build-zkclient.sh)");
+		return NULL;
+	}
+	if (zklock_sasl_user == NULL || zklock_sasl_user[0] == '\0')
+	{
+		snprintf(err, errlen, "zklock.sasl_mechanism is DIGEST-MD5, but zklock.sasl_user is empty");
+		return NULL;
+	}
+	if (!file_usable("zklock.sasl_password_file", zklock_sasl_password_file,
+					 true, "zklock.sasl_mechanism is DIGEST-MD5", err, errlen))
+		return NULL;
+	sasl->mechanism = "DIGEST-MD5";
+	sasl->service = zklock_sasl_service[0] ? zklock_sasl_service : "zookeeper";
+	sasl->host = zklock_sasl_host[0] ? zklock_sasl_host : "zk-sasl-md5";
+	sasl->user = zklock_sasl_user;
+	sasl->password_file = zklock_sasl_password_file;
+	*failed = false;
+	return sasl;
 }
 
 /*
@@ -101,5 +151,10 @@ zklock_transport_signature(void)
 	if (zklock_ssl)
 		appendStringInfo(&s, "ssl ca=%s cert=%s key=%s", zklock_ssl_ca_file,
 						 zklock_ssl_cert_file, zklock_ssl_key_file);
+	if (zklock_sasl_mechanism[0])
+		appendStringInfo(&s, " sasl=%s service=%s host=%s user=%s file=%s",
+						 zklock_sasl_mechanism, zklock_sasl_service,
+						 zklock_sasl_host, zklock_sasl_user,
+						 zklock_sasl_password_file);
 	return s.data;
 }

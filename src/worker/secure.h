@@ -12,6 +12,8 @@
 
 extern const ZkcTls *zklock_tls_config(ZkcTls *tls, char *err, int errlen,
 									   bool *failed);
+extern const ZkcSasl *zklock_sasl_config(ZkcSasl *sasl, char *err, int errlen,
+										 bool *failed);
 extern char *zklock_transport_signature(void);
 
 #endif							/* ZKLOCK_SECURE_H */

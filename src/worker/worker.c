@@ -372,15 +372,19 @@ open_session(void)
 	char		err[512];
 	ZkcTls		tls_buf;
 	const ZkcTls *tls;
-	bool		tls_failed;
+	ZkcSasl		sasl_buf;
+	const ZkcSasl *sasl = NULL;
+	bool		tls_failed;		/* TLS's or SASL's settings unusable */
 
 	worker_phase_since_us = zklock_boottime_us();
 	was_connected = false;
 	session_asked_at = zklock_boottime_us();
 	tls = zklock_tls_config(&tls_buf, err, sizeof(err), &tls_failed);
+	if (!tls_failed)
+		sasl = zklock_sasl_config(&sasl_buf, err, sizeof(err), &tls_failed);
 	if (!tls_failed &&
 		zkc_connect(zklock_hosts, zklock_session_timeout, NULL, NULL,
-					auth_credentials(), tls, err, sizeof(err)))
+					auth_credentials(), tls, sasl, err, sizeof(err)))
 	{
 		worker_phase = WP_SESSION;
 		zklock_status_handle_made();
@@ -432,14 +436,18 @@ attach_to_close(void)
 	char		err[512];
 	ZkcTls		tls_buf;
 	const ZkcTls *tls;
-	bool		tls_failed;
+	ZkcSasl		sasl_buf;
+	const ZkcSasl *sasl = NULL;
+	bool		tls_failed;		/* TLS's or SASL's settings unusable */
 
 	worker_phase_since_us = zklock_boottime_us();
 	closing_refused = false;
 	tls = zklock_tls_config(&tls_buf, err, sizeof(err), &tls_failed);
+	if (!tls_failed)
+		sasl = zklock_sasl_config(&sasl_buf, err, sizeof(err), &tls_failed);
 	if (!tls_failed &&
 		zkc_connect(zklock_hosts, zklock_session_timeout, &closing_id,
-					closing_passwd, NULL, tls, err, sizeof(err)))
+					closing_passwd, NULL, tls, sasl, err, sizeof(err)))
 		zklock_status_handle_made();
 	else
 	{
@@ -770,13 +778,21 @@ handle_session_event(ZkEvent *ev)
 			break;
 
 		case ZKC_STATE_AUTH_FAILED:
-			ereport(LOG,
-					(errmsg("zklock: ZooKeeper authentication failed")));
 			{
 				int64		id = zkc_session_id();
+				char		why[256];
+				bool		said = zkc_last_error(why, sizeof(why));
+				char	   *error = said ?
+					psprintf("authentication failed: %s", why) :
+					pstrdup("authentication failed");
 
+				ereport(LOG,
+						(errmsg("zklock: ZooKeeper authentication failed"),
+						 said ? errdetail("The ZooKeeper client says: %s", why) : 0,
+						 errhint("Check the credentials: zklock.sasl_user and the password in zklock.sasl_password_file against the servers' JAAS configuration, or zklock.auth_file.")));
 				mark_session_lost(id, "ZooKeeper authentication failed");
-				zklock_status_set(ZKS_AUTH_FAILED, 0, "authentication failed");
+				zklock_status_set(ZKS_AUTH_FAILED, 0, error);
+				pfree(error);
 				wait_for_fenced_commits(id, true);
 			}
 			zkc_close();
