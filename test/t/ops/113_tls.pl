@@ -17,15 +17,25 @@
 #    as PostgreSQL refuses its ssl_key_file;
 #  - the paths are superuser-only settings (pg_read_all_settings aside);
 #  - a reload with a good certificate connects the refused instance (a new
-#    session), without a restart.
+#    session), without a restart;
+#  - a partition during the handshake (a proxy that holds the connection
+#    and swallows its bytes): the client gives the handshake up within a
+#    third of the session timeout and says so, requests fail with 08006
+#    within zklock.connect_timeout, and the instance connects once healed
+#    (the unpatched client waited in SSL_connect forever);
+#  - what a network sees (a proxy that records every byte): no resource
+#    name crosses it, while the same proxy in front of the plain port does
+#    see one (so the check can fail).
 use strict;
 use warnings;
 
 use FindBin;
 use lib "$FindBin::RealBin/../..";
 use ZkLockTest;
+use ZkChaos;
 
 use File::Copy qw(copy);
+use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -173,6 +183,73 @@ zk_hold($s1, 'tls/d');
 $r = $s3->query(q{SELECT zk_lock_acquire('tls/d', timeout => '300ms')});
 is($r->{sqlstate}, '55P03', "and node3 cannot take node1's lock");
 $s1->query_ok('COMMIT');
+
+# --- a partition during the handshake ---------------------------------------
+my $px = ZkChaos::Proxy->start(
+	links => [ [ 'tls', PostgreSQL::Test::Cluster::get_free_port(), $secure ] ]);
+$px->cut('tls');
+my $node4 = zk_node('node4', hosts => '127.0.0.1:' . $px->port('tls'), start => 0,
+	extra_conf => tls_conf("$certs/node2.pem", "$certs/node2.key"));
+$node4->start;
+$node4->safe_psql('postgres', 'CREATE EXTENSION zklock');
+ok( wait_until(
+		sub {
+			$last = psql1($node4, 'SELECT coalesce(last_error, \'\') FROM zk_lock_status');
+			$last =~ /failed: no TLS handshake within \d+ ms/;
+		},
+		timeout => 20),
+	'a handshake into a partition is given up, and said')
+  or diag("last_error: $last");
+ok(zk_wait_log($node4, qr/HINT:  Does zklock.hosts name the servers' secureClientPort/, 0, 10),
+	'the log says what to check');
+my $s4 = zk_session($node4, 'partitioned');
+$t0 = time();
+$r = $s4->query(q{SELECT zk_lock_acquire('tls/e')});
+$took = time() - $t0;
+is($r->{sqlstate}, '08006', 'an acquire meanwhile fails with 08006');
+cmp_ok($took, '<', 2 + 3, 'within zklock.connect_timeout (2 s) and some slack')
+  or diag("took ${took}s");
+$px->heal('tls');
+ok(zk_wait_connected($node4, 20), 'healed: the instance connects over TLS (the client was not wedged)');
+
+# --- what the network sees -------------------------------------------------------
+my $name = 'wire-secret-' . int(rand(1e9));
+my %rec;
+foreach my $which ([ 'tls', $secure ], [ 'plain', (zk_hosts() =~ /:(\d+)$/)[0] ])
+{
+	my ($tag, $target) = @$which;
+	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	my $file = "$certs/wire-$tag.bin";
+	my $out = '';
+	my $h = IPC::Run::start(
+		[ '/usr/bin/python3', "$FindBin::RealBin/../../record_proxy.py", $port, $target, $file, $$ ],
+		'<', \undef, '>', \$out, '2>', \my $err);
+	wait_until(sub { $h->pump_nb; $out =~ /ready/ }, timeout => 10)
+	  or BAIL_OUT("record_proxy.py did not start: $err");
+	$rec{$tag} = { port => $port, file => $file, h => $h };
+}
+my $node5 = zk_node('node5', hosts => "127.0.0.1:$rec{tls}{port}",
+	extra_conf => tls_conf("$certs/node2.pem", "$certs/node2.key"));
+my $s5 = zk_session($node5, 'recorded');
+$s5->query_ok('BEGIN');
+$s5->query_ok("SELECT zk_lock_acquire('tls/$name')");
+is(zk_count_locks(zk_path("tls/$name")), 1, 'a lock taken through the recording proxy, over TLS');
+$s5->query_ok(q{SELECT count(*) FROM zk_locks()});
+$s5->query_ok('COMMIT');
+# the same name read in the clear, through the recorder of the plain port
+my ($kout, $kerr) = ('', '');
+IPC::Run::run([ '/usr/bin/python3', '-c',
+		'import sys; from kazoo.client import KazooClient; z = KazooClient(hosts=sys.argv[1]); z.start(timeout=10); print(z.exists(sys.argv[2]) is not None); z.stop()',
+		"127.0.0.1:$rec{plain}{port}", zk_path("tls/$name") ],
+	'>', \$kout, '2>', \$kerr, IPC::Run::timeout(30));
+note "kazoo: $kout $kerr";
+my $wire_tls = PostgreSQL::Test::Utils::slurp_file($rec{tls}{file});
+my $wire_plain = PostgreSQL::Test::Utils::slurp_file($rec{plain}{file});
+cmp_ok(length($wire_tls), '>', 4000, 'the recorder saw zklock\'s TLS traffic (' . length($wire_tls) . ' bytes)');
+unlike($wire_tls, qr/\Q$name\E/, 'no resource name crosses the network over TLS');
+unlike($wire_tls, qr/zklock_113_tls|LOCK-EXCLUSIVE/, 'nor the root, nor a node\'s name');
+like($wire_plain, qr/\Q$name\E/, 'while the plain port\'s recorder does see one (the check can fail)');
+$_->{h}->kill_kill foreach values %rec;
 
 zk_done_check();
 done_testing();
