@@ -18,6 +18,7 @@
 #  - the paths are superuser-only settings (pg_read_all_settings aside);
 #  - a reload with a good certificate connects the refused instance (a new
 #    session), without a restart;
+#  - a ZooKeeper restart: both instances connect again over TLS;
 #  - a partition during the handshake (a proxy that holds the connection
 #    and swallows its bytes): the client gives the handshake up within a
 #    third of the session timeout and says so, requests fail with 08006
@@ -183,6 +184,25 @@ zk_hold($s1, 'tls/d');
 $r = $s3->query(q{SELECT zk_lock_acquire('tls/d', timeout => '300ms')});
 is($r->{sqlstate}, '55P03', "and node3 cannot take node1's lock");
 $s1->query_ok('COMMIT');
+
+# --- a ZooKeeper restart: the sessions reconnect over TLS -----------------------
+my %since = map { $_->name => psql1($_, 'SELECT state_since FROM zk_lock_status') } ($node1, $node2);
+zk_server('restart-one', 1);
+ok( wait_until(
+		sub {
+			foreach my $n ($node1, $node2)
+			{
+				my ($st, $at) = split /\|/, psql1($n, q{SELECT state || '|' || state_since FROM zk_lock_status});
+				return 0 unless $st eq 'connected' && $at ne $since{ $n->name };
+			}
+			return 1;
+		},
+		timeout => 30),
+	'after a ZooKeeper restart, node1 and node2 are connected again over TLS');
+zk_hold($s2, 'tls/f');
+$r = $s1->query(q{SELECT zk_lock_acquire('tls/f', timeout => '300ms')});
+is($r->{sqlstate}, '55P03', 'and still lock each other out');
+$s2->query_ok('COMMIT');
 
 # --- a partition during the handshake ---------------------------------------
 my $px = ZkChaos::Proxy->start(
