@@ -77,6 +77,10 @@ DEV=(
 	libipc-run-perl
 	python3-kazoo
 	python3-pure-sasl
+	# test/t/ops/115_kerberos.pl: a KDC, its tools, Cyrus SASL's GSSAPI plugin
+	krb5-kdc
+	krb5-admin-server
+	libsasl2-modules-gssapi-mit
 	libcurator-recipes-java
 )
 case $mode in

@@ -77,6 +77,7 @@ char	   *zklock_sasl_user = NULL;
 char	   *zklock_sasl_password_file = NULL;
 char	   *zklock_sasl_service = NULL;
 char	   *zklock_sasl_host = NULL;
+char	   *zklock_sasl_keytab = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -582,8 +583,8 @@ zklock_define_settings(void)
 	 * and does not connect with a value it cannot use (secure.c).
 	 */
 	DefineCustomStringVariable("zklock.sasl_mechanism",
-							   "SASL mechanism to authenticate to ZooKeeper with: empty (none) or DIGEST-MD5.",
-							   "Needs zklock built with make ZK_CLIENT=... (scripts/build-zkclient.sh); GSSAPI (Kerberos) is not supported yet.",
+							   "SASL mechanism to authenticate to ZooKeeper with: empty (none), DIGEST-MD5 or GSSAPI (Kerberos).",
+							   "Needs zklock built with make ZK_CLIENT=... (scripts/build-zkclient.sh).",
 							   &zklock_sasl_mechanism,
 							   "",
 							   PGC_SIGHUP,
@@ -603,6 +604,15 @@ zklock_define_settings(void)
 							   "File whose first line is the SASL password (DIGEST-MD5).",
 							   "Owned by the server's OS user with mode 0600 or less, or by root with 0640 or less, as ssl_key_file.",
 							   &zklock_sasl_password_file,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_keytab",
+							   "Kerberos keytab of zklock's principal (GSSAPI): its first principal is used.",
+							   "Owned by the server's OS user with mode 0600 or less, or by root with 0640 or less, as ssl_key_file.",
+							   &zklock_sasl_keytab,
 							   "",
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,

@@ -417,6 +417,16 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 			sasl_ready = true;
 		}
 		Assert(sasl_callbacks == NULL);
+		if (sasl->keytab)
+		{
+			/*
+			 * Kerberos: MIT's GSSAPI takes the client's credentials from
+			 * the client keytab (its first principal), into a credential
+			 * cache of this process alone.
+			 */
+			setenv("KRB5_CLIENT_KTNAME", sasl->keytab, 1);
+			setenv("KRB5CCNAME", "MEMORY:zklock", 1);
+		}
 		sasl_callbacks = zoo_sasl_make_basic_callbacks(sasl->user, NULL,
 													   sasl->password_file);
 		if (sasl_callbacks == NULL)

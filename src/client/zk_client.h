@@ -115,8 +115,9 @@ typedef struct ZkcSasl
 	const char *mechanism;		/* "DIGEST-MD5" */
 	const char *service;		/* "zookeeper" */
 	const char *host;			/* the server's name in the exchange */
-	const char *user;
-	const char *password_file;
+	const char *user;			/* DIGEST-MD5 */
+	const char *password_file;	/* DIGEST-MD5 */
+	const char *keytab;			/* GSSAPI: the client keytab */
 } ZkcSasl;
 
 extern bool zkc_has_tls(void);

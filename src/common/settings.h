@@ -40,6 +40,7 @@ extern char *zklock_sasl_user;
 extern char *zklock_sasl_password_file;
 extern char *zklock_sasl_service;
 extern char *zklock_sasl_host;
+extern char *zklock_sasl_keytab;
 struct stat;
 extern const char *zklock_secret_file_problem(const struct stat *st,
 											  const char **detail);

@@ -106,20 +106,34 @@ zklock_sasl_config(ZkcSasl *sasl, char *err, int errlen, bool *failed)
 	if (mech == NULL || mech[0] == '\0')
 		return NULL;
 	*failed = true;
-	if (pg_strcasecmp(mech, "GSSAPI") == 0)
+	if (pg_strcasecmp(mech, "GSSAPI") != 0 && pg_strcasecmp(mech, "DIGEST-MD5") != 0)
 	{
-		snprintf(err, errlen, "zklock.sasl_mechanism = 'GSSAPI' (Kerberos) is not supported yet");
-		return NULL;
-	}
-	if (pg_strcasecmp(mech, "DIGEST-MD5") != 0)
-	{
-		snprintf(err, errlen, "zklock.sasl_mechanism is '%s': it must be empty or DIGEST-MD5", mech);
+		snprintf(err, errlen, "zklock.sasl_mechanism is '%s': it must be empty, DIGEST-MD5 or GSSAPI", mech);
 		return NULL;
 	}
 	if (!zkc_has_sasl())
 	{
 		snprintf(err, errlen, "zklock.sasl_mechanism is set, but this zklock is built with a ZooKeeper client without SASL (Debian's libzookeeper-mt); build it with make ZK_CLIENT=$(scripts/build-zkclient.sh)");
 		return NULL;
+	}
+	if (pg_strcasecmp(mech, "GSSAPI") == 0)
+	{
+		if (!file_usable("zklock.sasl_keytab", zklock_sasl_keytab, true,
+						 "zklock.sasl_mechanism is GSSAPI", err, errlen))
+			return NULL;
+		if (zklock_sasl_host[0] == '\0')
+		{
+			snprintf(err, errlen, "zklock.sasl_mechanism is GSSAPI, but zklock.sasl_host (the host name in the servers' principal) is empty");
+			return NULL;
+		}
+		sasl->mechanism = "GSSAPI";
+		sasl->service = zklock_sasl_service[0] ? zklock_sasl_service : "zookeeper";
+		sasl->host = zklock_sasl_host;
+		sasl->user = NULL;
+		sasl->password_file = NULL;
+		sasl->keytab = zklock_sasl_keytab;
+		*failed = false;
+		return sasl;
 	}
 	if (zklock_sasl_user == NULL || zklock_sasl_user[0] == '\0')
 	{
@@ -134,6 +148,7 @@ zklock_sasl_config(ZkcSasl *sasl, char *err, int errlen, bool *failed)
 	sasl->host = zklock_sasl_host[0] ? zklock_sasl_host : "zk-sasl-md5";
 	sasl->user = zklock_sasl_user;
 	sasl->password_file = zklock_sasl_password_file;
+	sasl->keytab = NULL;
 	*failed = false;
 	return sasl;
 }
@@ -152,9 +167,9 @@ zklock_transport_signature(void)
 		appendStringInfo(&s, "ssl ca=%s cert=%s key=%s", zklock_ssl_ca_file,
 						 zklock_ssl_cert_file, zklock_ssl_key_file);
 	if (zklock_sasl_mechanism[0])
-		appendStringInfo(&s, " sasl=%s service=%s host=%s user=%s file=%s",
+		appendStringInfo(&s, " sasl=%s service=%s host=%s user=%s file=%s keytab=%s",
 						 zklock_sasl_mechanism, zklock_sasl_service,
 						 zklock_sasl_host, zklock_sasl_user,
-						 zklock_sasl_password_file);
+						 zklock_sasl_password_file, zklock_sasl_keytab);
 	return s.data;
 }

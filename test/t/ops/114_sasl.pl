@@ -13,7 +13,7 @@
 #    scripts/zkclient/02-sasl-failure.patch), it is tried again, and an
 #    acquire fails with 08006 within zklock.connect_timeout;
 #  - a password file with group or world access is refused before
-#    connecting; GSSAPI is refused as not supported yet;
+#    connecting; GSSAPI without a keytab is refused;
 #  - the password is in no setting and not in the log.
 use strict;
 use warnings;
@@ -172,10 +172,10 @@ $node3->reload;
 ok( wait_until(
 		sub {
 			$last = psql1($node3, q{SELECT coalesce(last_error, '') FROM zk_lock_status});
-			$last =~ /GSSAPI.*not supported yet/;
+			$last =~ /zklock.sasl_mechanism is GSSAPI, but zklock.sasl_keytab is empty/;
 		},
 		timeout => 20),
-	'GSSAPI is refused as not supported yet')
+	'GSSAPI without a keytab is refused before connecting')
   or diag("last_error: $last");
 
 # --- fixed at reload ------------------------------------------------------------------
