@@ -77,7 +77,7 @@ DEV=(
 	libipc-run-perl
 	python3-kazoo
 	python3-pure-sasl
-	# test/t/ops/115_kerberos.pl: a KDC, its tools, Cyrus SASL's GSSAPI plugin
+	# test/t/ops/117_kerberos.pl: a KDC, its tools, Cyrus SASL's GSSAPI plugin
 	krb5-kdc
 	krb5-admin-server
 	libsasl2-modules-gssapi-mit
