@@ -68,6 +68,16 @@ char	   *zklock_advisory_namespace = NULL;
 char	   *zklock_elections = NULL;
 bool		zklock_track_stats = true;
 int			zklock_stats_max = 1000;
+bool		zklock_ssl = false;
+char	   *zklock_ssl_ca_file = NULL;
+char	   *zklock_ssl_cert_file = NULL;
+char	   *zklock_ssl_key_file = NULL;
+char	   *zklock_sasl_mechanism = NULL;
+char	   *zklock_sasl_user = NULL;
+char	   *zklock_sasl_password_file = NULL;
+char	   *zklock_sasl_service = NULL;
+char	   *zklock_sasl_host = NULL;
+char	   *zklock_sasl_keytab = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -141,6 +151,30 @@ check_hosts(char **newval, void **extra, GucSource source)
 }
 
 /*
+ * zklock.ssl_*_file: the client library takes the three paths as one
+ * comma-separated string, so a path may not hold a comma.
+ */
+static bool
+check_ssl_file(char **newval, void **extra, GucSource source)
+{
+	const char *f = *newval;
+
+	if (f == NULL)
+		return true;
+	if (strlen(f) >= MAXPGPATH)
+	{
+		GUC_check_errdetail("The path is longer than %d bytes.", MAXPGPATH - 1);
+		return false;
+	}
+	if (strchr(f, ',') != NULL)
+	{
+		GUC_check_errdetail("ZooKeeper's C client takes no path with a comma in it.");
+		return false;
+	}
+	return true;
+}
+
+/*
  * zklock.auth (deprecated: zklock.auth_file) holds a password, so no value
  * of it may reach anyone but the server's OS user:
  *
@@ -163,6 +197,29 @@ show_auth(void)
 }
 
 #define AUTH_FILE_MAX	1024
+
+/*
+ * Why a file holding a secret (zklock.auth_file, zklock.ssl_key_file) may
+ * not be used, or NULL: as PostgreSQL demands of ssl_key_file, a regular
+ * file owned by the server's OS user with no group or world access, or
+ * owned by root with at most group read access.  *detail gets the rule.
+ */
+const char *
+zklock_secret_file_problem(const struct stat *st, const char **detail)
+{
+	*detail = NULL;
+	if (!S_ISREG(st->st_mode))
+		return "is not a regular file";
+	if (st->st_uid != geteuid() && st->st_uid != 0)
+		return "must be owned by the database user or root";
+	if ((st->st_uid == geteuid() && (st->st_mode & (S_IRWXG | S_IRWXO))) ||
+		(st->st_uid == 0 && (st->st_mode & (S_IWGRP | S_IXGRP | S_IRWXO))))
+	{
+		*detail = "File must have permissions u=rw (0600) or less if owned by the database user, or permissions u=rw,g=r (0640) or less if owned by root.";
+		return "has group or world access";
+	}
+	return NULL;
+}
 
 /*
  * The contents of zklock.auth_file, one line.  As PostgreSQL demands of
@@ -295,7 +352,7 @@ zklock_credentials(void)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("zklock: %s asks for an authentication scheme zklock does not support",
 						what),
-				 errdetail("ZooKeeper's C client, as Debian builds it, supports neither SASL nor TLS.")));
+				 errdetail("zklock.auth and zklock.auth_file hold digest credentials only: TLS (and its x509 identity) is zklock.ssl, SASL is zklock.sasl_mechanism.")));
 	colon = strncmp(value, "digest:", 7) == 0 ? strchr(value + 7, ':') : NULL;
 	if (colon == NULL || colon == value + 7 ||
 		strpbrk(value, "\n\r") != NULL)
@@ -483,6 +540,101 @@ zklock_define_settings(void)
 							   PGC_POSTMASTER,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
 							   NULL, NULL, show_auth);
+
+	DefineCustomBoolVariable("zklock.ssl",
+							 "Connect to ZooKeeper over TLS (zklock.hosts then names the servers' secureClientPort).",
+							 "Needs zklock built with make ZK_CLIENT=... (scripts/build-zkclient.sh); a change at reload starts a new session.",
+							 &zklock_ssl,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.ssl_ca_file",
+							   "PEM file of the certificate authorities that sign the ZooKeeper servers' certificates.",
+							   "Relative paths are from the data directory.",
+							   &zklock_ssl_ca_file,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   check_ssl_file, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.ssl_cert_file",
+							   "PEM file of zklock's client certificate (and its chain) for ZooKeeper.",
+							   "Relative paths are from the data directory.",
+							   &zklock_ssl_cert_file,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   check_ssl_file, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.ssl_key_file",
+							   "PEM file of the private key of zklock.ssl_cert_file (not encrypted).",
+							   "Owned by the server's OS user with mode 0600 or less, or by root with 0640 or less, as ssl_key_file.",
+							   &zklock_ssl_key_file,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   check_ssl_file, NULL, NULL);
+
+	/*
+	 * No check hooks: a value refused at startup would fall back to the
+	 * default, i.e. to no authentication; the worker checks them instead,
+	 * and does not connect with a value it cannot use (secure.c).
+	 */
+	DefineCustomStringVariable("zklock.sasl_mechanism",
+							   "SASL mechanism to authenticate to ZooKeeper with: empty (none), DIGEST-MD5 or GSSAPI (Kerberos).",
+							   "Needs zklock built with make ZK_CLIENT=... (scripts/build-zkclient.sh).",
+							   &zklock_sasl_mechanism,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_user",
+							   "SASL user name zklock authenticates as (DIGEST-MD5).",
+							   NULL,
+							   &zklock_sasl_user,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_password_file",
+							   "File whose first line is the SASL password (DIGEST-MD5).",
+							   "Owned by the server's OS user with mode 0600 or less, or by root with 0640 or less, as ssl_key_file.",
+							   &zklock_sasl_password_file,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_keytab",
+							   "Kerberos keytab of zklock's principal (GSSAPI): its first principal is used.",
+							   "Owned by the server's OS user with mode 0600 or less, or by root with 0640 or less, as ssl_key_file.",
+							   &zklock_sasl_keytab,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_service",
+							   "SASL service name of the ZooKeeper servers.",
+							   NULL,
+							   &zklock_sasl_service,
+							   "zookeeper",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_host",
+							   "Server name in the SASL exchange.",
+							   "Empty: zk-sasl-md5 for DIGEST-MD5, ZooKeeper's own convention.",
+							   &zklock_sasl_host,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
 
 	DefineCustomStringVariable("zklock.node_naming",
 							   "How zklock names its lock nodes under given resource subtrees.",
@@ -759,6 +911,16 @@ _PG_init(void)
 
 	zklock_define_settings();
 	node_name_default();
+#ifndef ZKLOCK_SECURE_CLIENT
+	if (zklock_sasl_mechanism[0] != '\0')
+		ereport(LOG,
+				(errmsg("zklock: zklock.sasl_mechanism is set, but this zklock is built with a ZooKeeper client without SASL; it will not connect"),
+				 errhint("Build zklock with make ZK_CLIENT=$(scripts/build-zkclient.sh), or install the package the project builds.")));
+	if (zklock_ssl)
+		ereport(LOG,
+				(errmsg("zklock: zklock.ssl is on, but this zklock is built with a ZooKeeper client without TLS; it will not connect"),
+				 errhint("Build zklock with make ZK_CLIENT=$(scripts/build-zkclient.sh), or install the package the project builds.")));
+#endif
 
 	prev_object_access_hook = object_access_hook;
 	object_access_hook = zklock_object_access;

@@ -29,7 +29,15 @@
 #include "zk_client_int.h"
 #include "zk_events.h"
 
+/* the Makefile defines both, or neither (make ZK_CLIENT=...) */
+#if defined(ZKLOCK_SECURE_CLIENT) != defined(HAVE_OPENSSL_H)
+#error "ZKLOCK_SECURE_CLIENT and HAVE_OPENSSL_H: both or neither"
+#endif
+
 static zhandle_t *zh = NULL;
+#ifdef HAVE_CYRUS_SASL_H
+static sasl_callback_t *sasl_callbacks = NULL;	/* the handle's: freed after it */
+#endif
 static struct ACL_vector *node_acl = &ZOO_OPEN_ACL_UNSAFE;
 
 /*
@@ -328,16 +336,106 @@ acl_set_completion(int rc, const void *data)
 /*
  * Session management, main thread.
  */
+
+/* Whether this build's client speaks TLS (make ZK_CLIENT=...) */
+bool
+zkc_has_tls(void)
+{
+#ifdef HAVE_OPENSSL_H
+	return true;
+#else
+	return false;
+#endif
+}
+
+/* Whether this build's client authenticates with SASL (make ZK_CLIENT=...) */
+bool
+zkc_has_sasl(void)
+{
+#ifdef HAVE_CYRUS_SASL_H
+	return true;
+#else
+	return false;
+#endif
+}
+
+/*
+ * A handle on the session (a new one, or old_session_id's), over TLS when
+ * tls is given.  The client library reads tls's files at each connection
+ * it makes (a new key and certificate in the same files take effect at the
+ * next one) and checks the server's certificate chain against ca_file (and
+ * OpenSSL's default trust store); it checks no host name.
+ */
 bool
 zkc_connect(const char *hosts, int session_timeout_ms,
 			const int64 *old_session_id, const char *old_passwd,
-			const char *digest, char *errbuf, int errlen)
+			const char *digest, const ZkcTls *tls, const ZkcSasl *sasl,
+			char *errbuf, int errlen)
 {
 	clientid_t	cid;
 	sigset_t	all,
 				saved;
 
 	Assert(zh == NULL);
+#ifndef HAVE_OPENSSL_H
+	if (tls)
+	{
+		strlcpy(errbuf, "zklock.ssl is on, but this zklock is built with a ZooKeeper client without TLS (Debian's libzookeeper-mt); build it with make ZK_CLIENT=$(scripts/build-zkclient.sh)",
+				errlen);
+		return false;
+	}
+#endif
+#ifndef HAVE_CYRUS_SASL_H
+	if (sasl)
+	{
+		strlcpy(errbuf, "zklock.sasl_mechanism is set, but this zklock is built with a ZooKeeper client without SASL (Debian's libzookeeper-mt); build it with make ZK_CLIENT=$(scripts/build-zkclient.sh)",
+				errlen);
+		return false;
+	}
+#else
+	if (sasl)
+	{
+		static bool sasl_ready = false;
+		int			r;
+
+		/* ZooKeeper's C client 3.8 has no call that takes both */
+		if (tls)
+		{
+			strlcpy(errbuf, "zklock.ssl and zklock.sasl_mechanism together: ZooKeeper's C client cannot do SASL over TLS",
+					errlen);
+			return false;
+		}
+		if (!sasl_ready)
+		{
+			r = sasl_client_init(NULL);
+			if (r != SASL_OK)
+			{
+				snprintf(errbuf, errlen, "could not initialize Cyrus SASL: %s",
+						 sasl_errstring(r, NULL, NULL));
+				return false;
+			}
+			sasl_ready = true;
+		}
+		Assert(sasl_callbacks == NULL);
+		if (sasl->keytab)
+		{
+			/*
+			 * Kerberos: MIT's GSSAPI takes the client's credentials from
+			 * the client keytab (its first principal), into a credential
+			 * cache of this process alone.
+			 */
+			setenv("KRB5_CLIENT_KTNAME", sasl->keytab, 1);
+			setenv("KRB5CCNAME", "MEMORY:zklock", 1);
+		}
+		sasl_callbacks = zoo_sasl_make_basic_callbacks(sasl->user, NULL,
+													   sasl->password_file);
+		if (sasl_callbacks == NULL)
+		{
+			strlcpy(errbuf, "out of memory", errlen);
+			return false;
+		}
+	}
+#endif
 	if (zkc_wake_fd() < 0)
 	{
 		strlcpy(errbuf, "could not create the wake pipe", errlen);
@@ -354,14 +452,55 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &saved);
 	errno = 0;
-	zh = zookeeper_init2(hosts, session_watcher, session_timeout_ms,
-						 old_session_id ? &cid : NULL, NULL, 0, zkc_log_callback);
+#ifdef HAVE_OPENSSL_H
+	if (tls)
+	{
+		/*
+		 * "ca,cert,key": the client splits it at the commas (zklock.c
+		 * refuses paths with one).  zookeeper_init_ssl takes no log
+		 * callback: set just after, so a line logged in between goes to
+		 * stderr (the server's log) instead of last_error.
+		 */
+		char		certs[3 * MAXPGPATH + 3];
+
+		snprintf(certs, sizeof(certs), "%s,%s,%s", tls->ca_file,
+				 tls->cert_file, tls->key_file);
+		zh = zookeeper_init_ssl(hosts, certs, session_watcher,
+								session_timeout_ms,
+								old_session_id ? &cid : NULL, NULL, 0);
+		if (zh)
+			zoo_set_log_callback(zh, zkc_log_callback);
+	}
+	else
+#endif
+#ifdef HAVE_CYRUS_SASL_H
+	if (sasl)
+	{
+		zoo_sasl_params_t params;
+
+		params.service = sasl->service;
+		params.host = sasl->host;
+		params.mechlist = sasl->mechanism;
+		params.callbacks = sasl_callbacks;
+		zh = zookeeper_init_sasl(hosts, session_watcher, session_timeout_ms,
+								 old_session_id ? &cid : NULL, NULL, 0,
+								 zkc_log_callback, &params);
+	}
+	else
+#endif
+		zh = zookeeper_init2(hosts, session_watcher, session_timeout_ms,
+							 old_session_id ? &cid : NULL, NULL, 0,
+							 zkc_log_callback);
 	pthread_sigmask(SIG_SETMASK, &saved, NULL);
 
 	if (zh == NULL)
 	{
 		strlcpy(errbuf, errno ? strerror(errno) : "zookeeper_init failed",
 				errlen);
+#ifdef HAVE_CYRUS_SASL_H
+		free(sasl_callbacks);
+		sasl_callbacks = NULL;
+#endif
 		return false;
 	}
 
@@ -373,15 +512,19 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 	 */
 	(void) zoo_set_servers_resolution_delay(zh, 10000);
 
-	/* credentials are sent now and again after every reconnection */
-	node_acl = &ZOO_OPEN_ACL_UNSAFE;
+	/*
+	 * Credentials are sent now and again after every reconnection.  With
+	 * digest credentials or SASL, nodes are the authenticated identity's
+	 * alone (ZooKeeper records the creator's ids: digest:user:hash,
+	 * sasl:user).
+	 */
+	node_acl = sasl ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
 	if (digest && digest[0])
 	{
 		if (zoo_add_auth(zh, "digest", digest, strlen(digest), NULL, NULL) != ZOK)
 		{
 			strlcpy(errbuf, "could not add the digest credentials", errlen);
-			zookeeper_close(zh);
-			zh = NULL;
+			zkc_close();
 			return false;
 		}
 		node_acl = &ZOO_CREATOR_ALL_ACL;
@@ -400,6 +543,10 @@ zkc_close(void)
 	if (zh)
 		zookeeper_close(zh);
 	zh = NULL;
+#ifdef HAVE_CYRUS_SASL_H
+	free(sasl_callbacks);		/* after the handle: it used them */
+	sasl_callbacks = NULL;
+#endif
 	pthread_mutex_lock(&watch_mutex);
 	while (watch_list)
 		watch_free_locked(watch_list);

@@ -31,5 +31,18 @@ extern char *zklock_advisory_namespace;
 extern char *zklock_elections;
 extern bool zklock_track_stats;
 extern int	zklock_stats_max;
+extern bool zklock_ssl;
+extern char *zklock_ssl_ca_file;
+extern char *zklock_ssl_cert_file;
+extern char *zklock_ssl_key_file;
+extern char *zklock_sasl_mechanism;
+extern char *zklock_sasl_user;
+extern char *zklock_sasl_password_file;
+extern char *zklock_sasl_service;
+extern char *zklock_sasl_host;
+extern char *zklock_sasl_keytab;
+struct stat;
+extern const char *zklock_secret_file_problem(const struct stat *st,
+											  const char **detail);
 
 #endif							/* ZKLOCK_SETTINGS_H */
