@@ -17,6 +17,8 @@ OBJS_COMMON = \
 	src/common/election_common.o
 OBJS_CLIENT = \
 	src/client/zk_client.o \
+	src/client/zk_secure.o \
+	src/client/zk_unwatch.o \
 	src/client/zk_events.o \
 	src/client/zk_multi.o
 OBJS_WORKER = \
@@ -25,6 +27,7 @@ OBJS_WORKER = \
 	src/worker/worker_status.o \
 	src/worker/session_file.o \
 	src/worker/secure.o \
+	src/worker/credentials.o \
 	src/worker/recipe.o \
 	src/worker/batch.o
 OBJS_RECIPES = \

@@ -4,8 +4,8 @@
  *		The worker's asynchronous ZooKeeper client, without ZooKeeper's
  *		headers.
  *
- * zk_client.c and zk_multi.c are the only files that include zookeeper.h.
- * They issue asynchronous operations on the worker's one session; their
+ * zk_client.c, zk_secure.c, zk_unwatch.c and zk_multi.c are the only
+ * files that include zookeeper.h.  They issue asynchronous operations on the worker's one session; their
  * completions and watch notifications arrive on libzookeeper_mt's own
  * threads, which copy them into malloc'd ZkEvents on a mutex-protected
  * queue and write a byte to a pipe (zk_events.c holds both).  The worker

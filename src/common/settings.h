@@ -17,7 +17,6 @@ extern int	zklock_connect_timeout;
 extern char *zklock_node_name;
 extern char *zklock_auth;
 extern char *zklock_auth_file;
-extern const char *zklock_credentials(void);
 extern char *zklock_node_naming;
 extern int	zklock_max_locks_per_backend;
 extern int	zklock_max_locks;
@@ -41,8 +40,5 @@ extern char *zklock_sasl_password_file;
 extern char *zklock_sasl_service;
 extern char *zklock_sasl_host;
 extern char *zklock_sasl_keytab;
-struct stat;
-extern const char *zklock_secret_file_problem(const struct stat *st,
-											  const char **detail);
 
 #endif							/* ZKLOCK_SETTINGS_H */

@@ -7,7 +7,7 @@
  *		file others may read is refused as PostgreSQL refuses its own.
  *
  * The worker calls this on its main thread; the files themselves are read
- * by the client library at each connection (client/zk_client.c).
+ * by the client library at each connection (client/zk_secure.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -20,6 +20,7 @@
 
 #include "settings.h"
 #include "secure.h"
+#include "credentials.h"
 
 /* Whether the file that setting names can be used; if not, err says why */
 static bool

@@ -72,6 +72,7 @@
 #include "shmem.h"
 #include "zk_client.h"
 #include "secure.h"
+#include "credentials.h"
 #include "recipe.h"
 #include "lease.h"
 #include "failpoint.h"

@@ -61,6 +61,7 @@
 #include "recipe.h"
 #include "zklock.h"
 #include "settings.h"
+#include "credentials.h"
 #include "shmem.h"
 #include "grant_rule.h"
 #include "zk_client.h"
