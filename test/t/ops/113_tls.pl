@@ -90,7 +90,11 @@ my $s1 = zk_session($node1, 'holder');
 my $s2 = zk_session($node2, 'asker');
 zk_hold($s1, 'tls/a');
 zk_ask($s2, 'tls/a');
-is(zk_count_locks(zk_path('tls/a')), 2, 'the holder and the waiter have a node each');
+# "waits" is not "has its node": tls/a's parent tls is taken first (tries,
+# then step by step), and the parent's grant waits for the lease of node2's
+# session, which comes about zklock.lease_margin after it connects -- with
+# the backend in an Extension wait, before tls/a's node is created
+ok(zk_wait_count(zk_path('tls/a'), 2, 10), 'the holder and the waiter have a node each');
 $s1->query_ok('COMMIT');
 zk_result_is($s2, '00000', "node2's acquire is granted once node1 commits");
 $s2->query_ok('COMMIT');
