@@ -17,6 +17,8 @@ OBJS_COMMON = \
 	src/common/election_common.o
 OBJS_CLIENT = \
 	src/client/zk_client.o \
+	src/client/zk_secure.o \
+	src/client/zk_unwatch.o \
 	src/client/zk_events.o \
 	src/client/zk_multi.o
 OBJS_WORKER = \
@@ -24,6 +26,8 @@ OBJS_WORKER = \
 	src/worker/worker_signals.o \
 	src/worker/worker_status.o \
 	src/worker/session_file.o \
+	src/worker/secure.o \
+	src/worker/credentials.o \
 	src/worker/recipe.o \
 	src/worker/batch.o
 OBJS_RECIPES = \
@@ -73,12 +77,27 @@ ZKLOCK_SCRIPTS = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql \
 DATA_built = zklock--1.7.sql
 PGFILEDESC = "zklock - ZooKeeper locks for PostgreSQL"
 
+# ZooKeeper's C client.  By default Debian's libzookeeper-mt (shared, built
+# without TLS and SASL: zklock.ssl and zklock.sasl_* then refuse to
+# connect, and say why).  make ZK_CLIENT=<dir>: the client that
+# scripts/build-zkclient.sh builds with OpenSSL and Cyrus SASL and caches
+# (/var/cache/zklock/zkclient-<version>), linked in statically (its symbols
+# not exported from zklock.so); the test build and the Debian package use
+# it (doc/security.md: why).  zookeeper.h changes with HAVE_OPENSSL_H and
+# HAVE_CYRUS_SASL_H, so they are defined as the client was built.
+ifdef ZK_CLIENT
+PG_CPPFLAGS_ZK = -I$(ZK_CLIENT)/include -DHAVE_OPENSSL_H -DHAVE_CYRUS_SASL_H -DZKLOCK_SECURE_CLIENT
+SHLIB_LINK = $(ZK_CLIENT)/lib/libzookeeper_mt.a -Wl,--exclude-libs,libzookeeper_mt.a \
+	-lssl -lcrypto -lsasl2 -lm -lpthread
+else
+PG_CPPFLAGS_ZK =
 SHLIB_LINK = -lzookeeper_mt -lpthread
+endif
 # every folder of src/ is on the include path, so that an #include names a
 # header alone ("channel.h"), wherever it lives
 ZKLOCK_SRC_DIRS = src src/common src/client src/worker src/worker/recipes \
 	src/backend src/functions
-PG_CPPFLAGS = $(addprefix -I$(srcdir)/,$(ZKLOCK_SRC_DIRS))
+PG_CPPFLAGS = $(PG_CPPFLAGS_ZK) $(addprefix -I$(srcdir)/,$(ZKLOCK_SRC_DIRS))
 # the version in the module's magic block (PostgreSQL 18): zklock.control's
 ZKLOCK_VERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))zklock.control)
 PG_CPPFLAGS += -DZKLOCK_VERSION='"$(ZKLOCK_VERSION)"'

@@ -15,7 +15,11 @@
 #                              ZooKeeper server, JRE, Curator, Kazoo or IPC::Run.
 #   install-deps.sh --package  the above, plus what building zklock's Debian
 #                              package needs (dpkg-buildpackage -us -uc -b,
-#                              debian/): debhelper and dpkg-dev (pg_buildext
+#                              debian/): the build of ZooKeeper's C client
+#                              with TLS and SASL (scripts/build-zkclient.sh:
+#                              autotools, libssl-dev, libsasl2-dev, the jute
+#                              compiler of libzookeeper-java and a JRE),
+#                              debhelper and dpkg-dev (pg_buildext
 #                              comes with postgresql-common; no fakeroot: the
 #                              packaging says Rules-Requires-Root: no).
 #   install-deps.sh [--dev]    a developer's machine (the default): the above,
@@ -54,6 +58,16 @@ PACKAGE=(
 	"${SERVER[@]}"
 	dpkg-dev
 	debhelper
+	# ZooKeeper's C client with TLS and SASL (scripts/build-zkclient.sh),
+	# which the package and the test build link in
+	autoconf
+	automake
+	libtool
+	pkg-config
+	libssl-dev
+	libsasl2-dev
+	libzookeeper-java
+	default-jre-headless
 )
 DEV=(
 	"${PACKAGE[@]}"
@@ -62,6 +76,11 @@ DEV=(
 	default-jre-headless
 	libipc-run-perl
 	python3-kazoo
+	python3-pure-sasl
+	# test/t/ops/117_kerberos.pl: a KDC, its tools, Cyrus SASL's GSSAPI plugin
+	krb5-kdc
+	krb5-admin-server
+	libsasl2-modules-gssapi-mit
 	libcurator-recipes-java
 )
 case $mode in

@@ -11,10 +11,6 @@
  */
 #include "postgres.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -27,7 +23,6 @@
 #include "executor/tuptable.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -68,6 +63,16 @@ char	   *zklock_advisory_namespace = NULL;
 char	   *zklock_elections = NULL;
 bool		zklock_track_stats = true;
 int			zklock_stats_max = 1000;
+bool		zklock_ssl = false;
+char	   *zklock_ssl_ca_file = NULL;
+char	   *zklock_ssl_cert_file = NULL;
+char	   *zklock_ssl_key_file = NULL;
+char	   *zklock_sasl_mechanism = NULL;
+char	   *zklock_sasl_user = NULL;
+char	   *zklock_sasl_password_file = NULL;
+char	   *zklock_sasl_service = NULL;
+char	   *zklock_sasl_host = NULL;
+char	   *zklock_sasl_keytab = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -141,6 +146,30 @@ check_hosts(char **newval, void **extra, GucSource source)
 }
 
 /*
+ * zklock.ssl_*_file: the client library takes the three paths as one
+ * comma-separated string, so a path may not hold a comma.
+ */
+static bool
+check_ssl_file(char **newval, void **extra, GucSource source)
+{
+	const char *f = *newval;
+
+	if (f == NULL)
+		return true;
+	if (strlen(f) >= MAXPGPATH)
+	{
+		GUC_check_errdetail("The path is longer than %d bytes.", MAXPGPATH - 1);
+		return false;
+	}
+	if (strchr(f, ',') != NULL)
+	{
+		GUC_check_errdetail("ZooKeeper's C client takes no path with a comma in it.");
+		return false;
+	}
+	return true;
+}
+
+/*
  * zklock.auth (deprecated: zklock.auth_file) holds a password, so no value
  * of it may reach anyone but the server's OS user:
  *
@@ -150,8 +179,8 @@ check_hosts(char **newval, void **extra, GucSource source)
  *	  ALL;
  *	- there is no check hook: core logs a rejected value in full ("invalid
  *	  value for parameter"), so every value is accepted here and the worker
- *	  judges it when it uses it (worker.c, auth_credentials), in messages
- *	  that never quote it.
+ *	  judges it when it uses it (worker/credentials.c), in messages that
+ *	  never quote it.
  *
  * pg_file_settings still shows the line of the configuration file to whoever
  * may read that view (superusers, unless granted): hence zklock.auth_file.
@@ -160,153 +189,6 @@ static const char *
 show_auth(void)
 {
 	return (zklock_auth != NULL && zklock_auth[0] != '\0') ? "********" : "";
-}
-
-#define AUTH_FILE_MAX	1024
-
-/*
- * The contents of zklock.auth_file, one line.  As PostgreSQL demands of
- * ssl_key_file: a regular file owned by the server's OS user with no group
- * or world access, or owned by root with at most group read access.
- */
-static char *
-read_auth_file(const char *path)
-{
-	char		buf[AUTH_FILE_MAX + 2];
-	struct stat st;
-	int			fd;
-	ssize_t		len;
-	int			save_errno;
-	char	   *result;
-
-	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
-	if (fd < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("zklock: could not open zklock.auth_file \"%s\": %m",
-						path)));
-	if (fstat(fd, &st) != 0)
-	{
-		save_errno = errno;
-		CloseTransientFile(fd);
-		errno = save_errno;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("zklock: could not stat zklock.auth_file \"%s\": %m",
-						path)));
-	}
-	if (!S_ISREG(st.st_mode) ||
-		(st.st_uid != geteuid() && st.st_uid != 0) ||
-		(st.st_uid == geteuid() && (st.st_mode & (S_IRWXG | S_IRWXO))) ||
-		(st.st_uid == 0 && (st.st_mode & (S_IWGRP | S_IXGRP | S_IRWXO))))
-	{
-		CloseTransientFile(fd);
-		if (!S_ISREG(st.st_mode))
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIG_FILE_ERROR),
-					 errmsg("zklock: zklock.auth_file \"%s\" is not a regular file",
-							path)));
-		if (st.st_uid != geteuid() && st.st_uid != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIG_FILE_ERROR),
-					 errmsg("zklock: zklock.auth_file \"%s\" must be owned by the database user or root",
-							path)));
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("zklock: zklock.auth_file \"%s\" has group or world access",
-						path),
-				 errdetail("File must have permissions u=rw (0600) or less if owned by the database user, or permissions u=rw,g=r (0640) or less if owned by root.")));
-	}
-	len = read(fd, buf, sizeof(buf) - 1);
-	save_errno = errno;
-	CloseTransientFile(fd);
-	if (len < 0)
-	{
-		errno = save_errno;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("zklock: could not read zklock.auth_file \"%s\": %m",
-						path)));
-	}
-	if (len > AUTH_FILE_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("zklock: zklock.auth_file \"%s\" is longer than %d bytes",
-						path, AUTH_FILE_MAX)));
-	buf[len] = '\0';
-	/* one line: its line break is not part of the password */
-	if (len > 0 && buf[len - 1] == '\n')
-		buf[--len] = '\0';
-	if (len > 0 && buf[len - 1] == '\r')
-		buf[--len] = '\0';
-	if (strlen(buf) != (size_t) len)
-		buf[0] = '\0';			/* a NUL inside: malformed, said below */
-	result = MemoryContextStrdup(TopMemoryContext, buf);
-	explicit_bzero(buf, sizeof(buf));
-	return result;
-}
-
-/*
- * The credentials for ZooKeeper's digest scheme, "user:password", or NULL
- * for none.  The worker asks each time it starts a session; they are read
- * once per worker process, from zklock.auth_file or (deprecated)
- * zklock.auth.  A value that cannot be used raises an ERROR, which ends the
- * worker (it is started again a second later, and reads them again):
- * connecting without the credentials asked for would create lock nodes
- * that anyone may delete.  No message quotes the value.
- */
-const char *
-zklock_credentials(void)
-{
-	static bool known = false;
-	static char *credentials = NULL;
-	bool		from_file = (zklock_auth_file != NULL && zklock_auth_file[0] != '\0');
-	bool		from_setting = (zklock_auth != NULL && zklock_auth[0] != '\0');
-	const char *what = from_file ? "the file named by zklock.auth_file" : "zklock.auth";
-	char	   *value;
-	char	   *colon;
-
-	if (known)
-		return credentials;
-	if (from_file && from_setting)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock: zklock.auth and zklock.auth_file are both set"),
-				 errhint("Remove zklock.auth, which is deprecated.")));
-	if (!from_file && !from_setting)
-	{
-		known = true;
-		return NULL;
-	}
-	if (from_file)
-		value = read_auth_file(zklock_auth_file);
-	else
-	{
-		value = MemoryContextStrdup(TopMemoryContext, zklock_auth);
-		ereport(WARNING,
-				(errmsg("zklock: zklock.auth is deprecated"),
-				 errdetail("Its value is in a configuration file, which pg_file_settings shows to the roles allowed to read that view."),
-				 errhint("Put \"digest:user:password\" in a file that only the server's OS user can read, and name it in zklock.auth_file.")));
-	}
-
-	if (strncmp(value, "sasl:", 5) == 0 || strncmp(value, "x509:", 5) == 0 ||
-		strncmp(value, "tls:", 4) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock: %s asks for an authentication scheme zklock does not support",
-						what),
-				 errdetail("ZooKeeper's C client, as Debian builds it, supports neither SASL nor TLS.")));
-	colon = strncmp(value, "digest:", 7) == 0 ? strchr(value + 7, ':') : NULL;
-	if (colon == NULL || colon == value + 7 ||
-		strpbrk(value, "\n\r") != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock: %s does not hold \"digest:user:password\"",
-						what),
-				 errdetail("The value is not shown: it holds a password.")));
-	credentials = value + 7;
-	known = true;
-	return credentials;
 }
 
 static bool
@@ -483,6 +365,101 @@ zklock_define_settings(void)
 							   PGC_POSTMASTER,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
 							   NULL, NULL, show_auth);
+
+	DefineCustomBoolVariable("zklock.ssl",
+							 "Connect to ZooKeeper over TLS (zklock.hosts then names the servers' secureClientPort).",
+							 "Needs zklock built with make ZK_CLIENT=... (scripts/build-zkclient.sh); a change at reload starts a new session.",
+							 &zklock_ssl,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.ssl_ca_file",
+							   "PEM file of the certificate authorities that sign the ZooKeeper servers' certificates.",
+							   "Relative paths are from the data directory.",
+							   &zklock_ssl_ca_file,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   check_ssl_file, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.ssl_cert_file",
+							   "PEM file of zklock's client certificate (and its chain) for ZooKeeper.",
+							   "Relative paths are from the data directory.",
+							   &zklock_ssl_cert_file,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   check_ssl_file, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.ssl_key_file",
+							   "PEM file of the private key of zklock.ssl_cert_file (not encrypted).",
+							   "Owned by the server's OS user with mode 0600 or less, or by root with 0640 or less, as ssl_key_file.",
+							   &zklock_ssl_key_file,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   check_ssl_file, NULL, NULL);
+
+	/*
+	 * No check hooks: a value refused at startup would fall back to the
+	 * default, i.e. to no authentication; the worker checks them instead,
+	 * and does not connect with a value it cannot use (secure.c).
+	 */
+	DefineCustomStringVariable("zklock.sasl_mechanism",
+							   "SASL mechanism to authenticate to ZooKeeper with: empty (none), DIGEST-MD5 or GSSAPI (Kerberos).",
+							   "Needs zklock built with make ZK_CLIENT=... (scripts/build-zkclient.sh).",
+							   &zklock_sasl_mechanism,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_user",
+							   "SASL user name zklock authenticates as (DIGEST-MD5).",
+							   NULL,
+							   &zklock_sasl_user,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_password_file",
+							   "File whose first line is the SASL password (DIGEST-MD5).",
+							   "Owned by the server's OS user with mode 0600 or less, or by root with 0640 or less, as ssl_key_file.",
+							   &zklock_sasl_password_file,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_keytab",
+							   "Kerberos keytab of zklock's principal (GSSAPI): its first principal is used.",
+							   "Owned by the server's OS user with mode 0600 or less, or by root with 0640 or less, as ssl_key_file.",
+							   &zklock_sasl_keytab,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_service",
+							   "SASL service name of the ZooKeeper servers.",
+							   NULL,
+							   &zklock_sasl_service,
+							   "zookeeper",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_host",
+							   "Server name in the SASL exchange.",
+							   "Empty: zk-sasl-md5 for DIGEST-MD5, ZooKeeper's own convention.",
+							   &zklock_sasl_host,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
 
 	DefineCustomStringVariable("zklock.node_naming",
 							   "How zklock names its lock nodes under given resource subtrees.",
@@ -759,6 +736,16 @@ _PG_init(void)
 
 	zklock_define_settings();
 	node_name_default();
+#ifndef ZKLOCK_SECURE_CLIENT
+	if (zklock_sasl_mechanism[0] != '\0')
+		ereport(LOG,
+				(errmsg("zklock: zklock.sasl_mechanism is set, but this zklock is built with a ZooKeeper client without SASL; it will not connect"),
+				 errhint("Build zklock with make ZK_CLIENT=$(scripts/build-zkclient.sh), or install the package the project builds.")));
+	if (zklock_ssl)
+		ereport(LOG,
+				(errmsg("zklock: zklock.ssl is on, but this zklock is built with a ZooKeeper client without TLS; it will not connect"),
+				 errhint("Build zklock with make ZK_CLIENT=$(scripts/build-zkclient.sh), or install the package the project builds.")));
+#endif
 
 	prev_object_access_hook = object_access_hook;
 	object_access_hook = zklock_object_access;

@@ -177,11 +177,23 @@ for i in "${!debs[@]}"; do
 	major=${majors[$i]}
 	pkg=postgresql-$major-zklock
 	depends=$(dpkg-deb -f "$deb" Depends)
-	if echo "$depends" | grep -qE '(^|, )libzookeeper-mt2( |,|$)' &&
+	# ZooKeeper's C client with TLS is inside zklock.so (doc/security.md):
+	# OpenSSL and Cyrus SASL are its libraries, Debian's libzookeeper-mt2 is not
+	if echo "$depends" | grep -qE '(^|, )libssl3( |,|$)' &&
+		echo "$depends" | grep -qE '(^|, )libsasl2-2( |,|$)' &&
+		! echo "$depends" | grep -qE '(^|, )libzookeeper-mt2( |,|$)' &&
 		echo "$depends" | grep -qE "(^|, )postgresql-$major( |,|$)"; then
-		ok "$pkg $version depends on libzookeeper-mt2 and postgresql-$major (Depends: $depends)"
+		ok "$pkg $version depends on libssl3, libsasl2-2 and postgresql-$major, not libzookeeper-mt2 (Depends: $depends)"
 	else
-		not_ok "$pkg depends on libzookeeper-mt2 and postgresql-$major" "Depends: $depends"
+		not_ok "$pkg depends on libssl3, libsasl2-2 and postgresql-$major, not libzookeeper-mt2" "Depends: $depends"
+	fi
+	# the client inside speaks TLS: zklock's patched handshake is there
+	mkdir -p "$work/x-$major"
+	dpkg-deb -x "$deb" "$work/x-$major"
+	if grep -q 'error in ssl connect: %s' "$work/x-$major/usr/lib/postgresql/$major/lib/zklock.so"; then
+		ok "$pkg's zklock.so carries ZooKeeper's C client with TLS"
+	else
+		not_ok "$pkg's zklock.so carries ZooKeeper's C client with TLS"
 	fi
 	dpkg-deb -c "$deb" | awk '{print $NF}' | sed 's|^\./|/|' >"$work/$pkg.files"
 	missing=()

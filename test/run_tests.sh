@@ -39,6 +39,9 @@
 #   PG_CONFIG=/var/cache/zklock/pg18/bin/pg_config
 #                                     the whole suite on that PostgreSQL alone
 #                                     (a copy of its tree gets zklock)
+#   ZKLOCK_ZK_CLIENT=system           zklock built against Debian's
+#                                     libzookeeper-mt (no TLS, no SASL)
+#                                     instead of scripts/build-zkclient.sh's
 #   PROVE_TESTS="test/t/locking/001_x.pl ..."
 #                                     only these TAP tests (on every major);
 #                                     the benchmark and package tests then
@@ -98,6 +101,10 @@ MAJOR_TAP_TESTS="
 	test/t/upgrade/058_script_search_path.pl
 	test/t/upgrade/059_cross_major.pl
 	test/t/upgrade/060_version_features.pl
+	test/t/ops/113_tls.pl
+	test/t/ops/114_sasl.pl
+	test/t/ops/117_kerberos.pl
+	test/t/ops/118_tls_unreachable.pl
 "
 
 # After a failed run: the logs of the failed TAP tests only (their own log
@@ -136,8 +143,8 @@ prepare_leg() {
 	if [ "$name" = system ]; then
 		make -C "$src" -s clean
 		# the test build: with failpoints (src/common/failpoint.c), warnings are errors
-		make -C "$src" -s FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" >&2
-		make -C "$src" -s install FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" >&2
+		make -C "$src" -s FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2
+		make -C "$src" -s install FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2
 		cp -a "$src/." "$work/src-$name"
 		tree=$(dirname "$("$pgc" --bindir)")
 	else
@@ -146,8 +153,8 @@ prepare_leg() {
 		pgc="$tree/bin/pg_config"
 		cp -a "$src/." "$work/src-$name"
 		make -C "$work/src-$name" -s clean PG_CONFIG="$pgc" >&2
-		make -C "$work/src-$name" -s FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" >&2
-		make -C "$work/src-$name" -s install FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" >&2
+		make -C "$work/src-$name" -s FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2
+		make -C "$work/src-$name" -s install FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2
 		chmod -R a+rX "$tree"
 	fi
 	echo "$tree"
@@ -272,6 +279,14 @@ tests_without() {
 if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 	if [ "$(id -u)" -eq 0 ]; then
 		bash "$src/scripts/install-deps.sh"
+		# the ZooKeeper C client with TLS and SASL that the package links
+		# in (scripts/build-zkclient.sh, cached: under a minute the first
+		# time); ZKLOCK_ZK_CLIENT=system tests against Debian's plain one
+		# instead (the tests of TLS and SASL then fail)
+		zk_client=
+		if [ "${ZKLOCK_ZK_CLIENT:-}" != system ]; then
+			zk_client=$(bash "$src/scripts/build-zkclient.sh")
+		fi
 		work=$(mktemp -d /tmp/zklock-test.XXXXXX)
 		chmod 755 "$work"
 		# the port reservations of every leg (PostgreSQL::Test::Cluster's

@@ -6,7 +6,7 @@
 # Usage:
 #   zk_server.sh start   <dir> [--servers 1|3] [--base-port N | --ports LIST]
 #                              [--owner-pid PID] [--quorum-via LIST]
-#                              [--config FILE]
+#                              [--config FILE] [--extra-config FILE]
 #   zk_server.sh stop    <dir>
 #   zk_server.sh status  <dir>          one line per server; exit 0 iff all serve
 #   zk_server.sh hosts   <dir>          print the connect string
@@ -45,6 +45,12 @@
 # clientPort, clientPortAddress and the server.N lines, which are this
 # script's (loopback, the ports above, <dir>/data<N>).  ZK_TICK_TIME and this
 # script's other defaults then do not apply; FILE must allow the srvr word.
+#
+# --extra-config FILE: lines appended to every server's configuration, after
+# this script's own (e.g. secureClientPort=PORT, serverCnxnFactory, ssl.*,
+# authProvider.*: test/t/ops/113_tls.pl).  ZooKeeper makes a key it does
+# not know into the system property zookeeper.<key>.  The plain clientPort
+# stays (this script asks it srvr).
 #
 # --owner-pid PID: also start a small watchdog that stops the servers when
 # process PID is gone (so that a test killed hard does not leak Java
@@ -239,7 +245,7 @@ check_n() {
 # commands
 
 cmd_start() {
-	local servers=1 base=21810 ports="" owner="" via="" config=""
+	local servers=1 base=21810 ports="" owner="" via="" config="" extra=""
 	while [ $# -gt 0 ]; do
 		case "$1" in
 		--servers) servers=${2:-}; shift 2 ;;
@@ -254,6 +260,8 @@ cmd_start() {
 		--quorum-via=*) via=${1#*=}; shift ;;
 		--config) config=${2:-}; shift 2 ;;
 		--config=*) config=${1#*=}; shift ;;
+		--extra-config) extra=${2:-}; shift 2 ;;
+		--extra-config=*) extra=${1#*=}; shift ;;
 		*) die "unknown option $1" ;;
 		esac
 	done
@@ -262,6 +270,9 @@ cmd_start() {
 	if [ -n "$config" ]; then
 		[ "$servers" -gt 1 ] || die "--config needs an ensemble (--servers 3)"
 		[ -r "$config" ] || die "cannot read $config"
+	fi
+	if [ -n "$extra" ]; then
+		[ -r "$extra" ] || die "cannot read $extra"
 	fi
 
 	mkdir -p "$DIR" || die "cannot create $DIR"
@@ -331,6 +342,10 @@ cmd_start() {
 				for ((j = 1; j <= servers; j++)); do
 					echo "server.$j=127.0.0.1:${qvia[$((i * 10 + j))]:-${q[j]}}:${e[j]};127.0.0.1:${c[j]}"
 				done
+				if [ -n "$extra" ]; then
+					echo "# from $extra"
+					cat "$extra"
+				fi
 			} >"$DIR/server$i.cfg"
 			echo "$i" >"$DIR/data$i/myid"
 			continue
@@ -357,6 +372,10 @@ cmd_start() {
 				for ((j = 1; j <= servers; j++)); do
 					echo "server.$j=127.0.0.1:${qvia[$((i * 10 + j))]:-${q[j]}}:${e[j]};127.0.0.1:${c[j]}"
 				done
+			fi
+			if [ -n "$extra" ]; then
+				echo "# from $extra"
+				cat "$extra"
 			fi
 		} >"$DIR/server$i.cfg"
 		[ "$servers" -gt 1 ] && echo "$i" >"$DIR/data$i/myid"

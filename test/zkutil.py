@@ -48,6 +48,8 @@ Usage:
 
 With ZKUTIL_AUTH=user:password in the environment it authenticates with
 that digest identity first.
+With ZKUTIL_SASL=user:password, it authenticates with SASL DIGEST-MD5 as
+that user instead (pure-sasl; test/t/ops/114_sasl.pl).
 
 Exit status 2 on usage errors or when ZooKeeper cannot be reached within
 ZKUTIL_CONNECT_TIMEOUT seconds (default 10).
@@ -131,8 +133,15 @@ def main(argv):
     logging.basicConfig(level=logging.CRITICAL)
     timeout = float(os.environ.get("ZKUTIL_CONNECT_TIMEOUT", "10"))
     auth = os.environ.get("ZKUTIL_AUTH")
+    sasl = os.environ.get("ZKUTIL_SASL")
+    sasl_options = None
+    if sasl:
+        user, _, password = sasl.partition(":")
+        sasl_options = {"mechanism": "DIGEST-MD5", "username": user,
+                        "password": password}
     zk = KazooClient(hosts=hosts, timeout=10.0,
-                     auth_data=[("digest", auth)] if auth else None)
+                     auth_data=[("digest", auth)] if auth else None,
+                     sasl_options=sasl_options)
     try:
         zk.start(timeout=timeout)
     except Exception as e:  # kazoo raises a timeout error

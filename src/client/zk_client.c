@@ -3,17 +3,20 @@
  * zk_client.c
  *		The worker's one ZooKeeper session, driven asynchronously.
  *
- * With zk_multi.c (the multis of batch.c's group commit), the only files
- * that include zookeeper.h (through zk_client_int.h): every call into the
- * C client is in these two.  Its sections: the events and watches; session
- * management; the asynchronous operations; the watches no longer wanted.
+ * With zk_secure.c (the session's transport: TLS, SASL or plain),
+ * zk_unwatch.c (the watches no longer wanted) and zk_multi.c (the multis
+ * of batch.c's group commit), the only files that include zookeeper.h
+ * (through zk_client_int.h): every call into the C client is in these
+ * four.  Its sections: the events and watches; session management; the
+ * asynchronous operations.
  * Everything here runs on the worker's main thread except the functions
  * marked "ZooKeeper thread": libzookeeper_mt calls those on its completion
  * thread.  They only copy what they were given into one malloc'd ZkEvent
  * and queue it, waking the main thread (zk_events.c, which holds the queue,
  * the wake pipe and the client library's last log line); they never call a
  * PostgreSQL function.
- * The watch contexts (watch_list) are guarded by watch_mutex.
+ * The watch contexts (zklock_watch_list) are guarded by zklock_watch_mutex;
+ * zk_unwatch.c, which removes the unwanted ones, shares them.
  *
  *-------------------------------------------------------------------------
  */
@@ -35,12 +38,12 @@ static struct ACL_vector *node_acl = &ZOO_OPEN_ACL_UNSAFE;
 /*
  * Every watch context of the handle (see the file header), its count of
  * watches set (armed) and whether a cancelled one may need a removal;
- * guarded by watch_mutex.
+ * guarded by zklock_watch_mutex.  Shared with zk_unwatch.c (zk_client_int.h).
  */
-static pthread_mutex_t watch_mutex = PTHREAD_MUTEX_INITIALIZER;
-static OpContext *watch_list = NULL;
-static uint64 watch_armed = 0;
-static bool watch_upkeep_needed = false;
+pthread_mutex_t zklock_watch_mutex = PTHREAD_MUTEX_INITIALIZER;
+OpContext  *zklock_watch_list = NULL;
+uint64		zklock_watch_armed = 0;
+bool		zklock_watch_upkeep_needed = false;
 
 /* The session's handle and its nodes' ACL, for zk_multi.c (main thread) */
 zhandle_t *
@@ -100,7 +103,8 @@ session_watcher(zhandle_t *handle, int type, int state, const char *path,
 }
 
 /*
- * A watch context on watch_list (main thread, before its request is sent).
+ * A watch context on zklock_watch_list (main thread, before its request is
+ * sent).
  */
 static void
 watch_link(OpContext *wop, bool node_only)
@@ -110,35 +114,35 @@ watch_link(OpContext *wop, bool node_only)
 	wop->cancelled = false;
 	wop->removing = false;
 	wop->prev = NULL;
-	pthread_mutex_lock(&watch_mutex);
-	wop->next = watch_list;
-	if (watch_list)
-		watch_list->prev = wop;
-	watch_list = wop;
-	pthread_mutex_unlock(&watch_mutex);
+	pthread_mutex_lock(&zklock_watch_mutex);
+	wop->next = zklock_watch_list;
+	if (zklock_watch_list)
+		zklock_watch_list->prev = wop;
+	zklock_watch_list = wop;
+	pthread_mutex_unlock(&zklock_watch_mutex);
 }
 
-/* Off watch_list and freed; the caller holds watch_mutex */
-static void
-watch_free_locked(OpContext *wop)
+/* Off zklock_watch_list and freed; the caller holds zklock_watch_mutex */
+void
+zklock_watch_free_locked(OpContext *wop)
 {
 	if (wop->prev)
 		wop->prev->next = wop->next;
 	else
-		watch_list = wop->next;
+		zklock_watch_list = wop->next;
 	if (wop->next)
 		wop->next->prev = wop->prev;
 	if (wop->armed)
-		watch_armed--;
+		zklock_watch_armed--;
 	free(wop);
 }
 
 static void
 watch_free(OpContext *wop)
 {
-	pthread_mutex_lock(&watch_mutex);
-	watch_free_locked(wop);
-	pthread_mutex_unlock(&watch_mutex);
+	pthread_mutex_lock(&zklock_watch_mutex);
+	zklock_watch_free_locked(wop);
+	pthread_mutex_unlock(&zklock_watch_mutex);
 }
 
 /*
@@ -150,25 +154,25 @@ watch_free(OpContext *wop)
 static void
 watch_answered(OpContext *wop, bool set, bool no_node)
 {
-	pthread_mutex_lock(&watch_mutex);
+	pthread_mutex_lock(&zklock_watch_mutex);
 	if (!set)
-		watch_free_locked(wop);
+		zklock_watch_free_locked(wop);
 	else
 	{
 		wop->armed = true;
-		watch_armed++;
+		zklock_watch_armed++;
 		if (no_node && wop->node_only)
 			wop->cancelled = true;
 		if (wop->cancelled)
-			watch_upkeep_needed = true;
+			zklock_watch_upkeep_needed = true;
 	}
-	pthread_mutex_unlock(&watch_mutex);
+	pthread_mutex_unlock(&zklock_watch_mutex);
 }
 
 /* ZooKeeper thread: a node watch fired (one-shot) */
-static void
-node_watcher(zhandle_t *handle, int type, int state, const char *path,
-			 void *ctx)
+void
+zklock_node_watcher(zhandle_t *handle, int type, int state,
+					const char *path, void *ctx)
 {
 	OpContext  *op = ctx;
 	ZkEvent    *ev = NULL;
@@ -182,9 +186,9 @@ node_watcher(zhandle_t *handle, int type, int state, const char *path,
 	 */
 	if (type == ZOO_SESSION_EVENT)
 		return;
-	pthread_mutex_lock(&watch_mutex);
+	pthread_mutex_lock(&zklock_watch_mutex);
 	cancelled = op->cancelled;
-	pthread_mutex_unlock(&watch_mutex);
+	pthread_mutex_unlock(&zklock_watch_mutex);
 	if (!cancelled)
 	{
 		/* nobody waits for a cancelled one: not reported */
@@ -328,16 +332,27 @@ acl_set_completion(int rc, const void *data)
 /*
  * Session management, main thread.
  */
+
+/*
+ * A handle on the session (a new one, or old_session_id's), over TLS when
+ * tls is given.  The client library reads tls's files at each connection
+ * it makes (a new key and certificate in the same files take effect at the
+ * next one) and checks the server's certificate chain against ca_file (and
+ * OpenSSL's default trust store); it checks no host name.
+ */
 bool
 zkc_connect(const char *hosts, int session_timeout_ms,
 			const int64 *old_session_id, const char *old_passwd,
-			const char *digest, char *errbuf, int errlen)
+			const char *digest, const ZkcTls *tls, const ZkcSasl *sasl,
+			char *errbuf, int errlen)
 {
 	clientid_t	cid;
 	sigset_t	all,
 				saved;
 
 	Assert(zh == NULL);
+	if (!zklock_zkc_secure_prepare(tls, sasl, errbuf, errlen))
+		return false;
 	if (zkc_wake_fd() < 0)
 	{
 		strlcpy(errbuf, "could not create the wake pipe", errlen);
@@ -354,14 +369,15 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &saved);
 	errno = 0;
-	zh = zookeeper_init2(hosts, session_watcher, session_timeout_ms,
-						 old_session_id ? &cid : NULL, NULL, 0, zkc_log_callback);
+	zh = zklock_zkc_init(hosts, session_watcher, session_timeout_ms,
+						 old_session_id ? &cid : NULL, tls, sasl);
 	pthread_sigmask(SIG_SETMASK, &saved, NULL);
 
 	if (zh == NULL)
 	{
 		strlcpy(errbuf, errno ? strerror(errno) : "zookeeper_init failed",
 				errlen);
+		zklock_zkc_secure_release();
 		return false;
 	}
 
@@ -373,15 +389,19 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 	 */
 	(void) zoo_set_servers_resolution_delay(zh, 10000);
 
-	/* credentials are sent now and again after every reconnection */
-	node_acl = &ZOO_OPEN_ACL_UNSAFE;
+	/*
+	 * Credentials are sent now and again after every reconnection.  With
+	 * digest credentials or SASL, nodes are the authenticated identity's
+	 * alone (ZooKeeper records the creator's ids: digest:user:hash,
+	 * sasl:user).
+	 */
+	node_acl = sasl ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
 	if (digest && digest[0])
 	{
 		if (zoo_add_auth(zh, "digest", digest, strlen(digest), NULL, NULL) != ZOK)
 		{
 			strlcpy(errbuf, "could not add the digest credentials", errlen);
-			zookeeper_close(zh);
-			zh = NULL;
+			zkc_close();
 			return false;
 		}
 		node_acl = &ZOO_CREATOR_ALL_ACL;
@@ -391,8 +411,8 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 
 /*
  * Close the handle.  Once zookeeper_close() has returned, no thread of the
- * client calls us any more: the watch contexts still on watch_list (of
- * watches set and never fired nor removed) are freed here.
+ * client calls us any more: the watch contexts still on zklock_watch_list
+ * (of watches set and never fired nor removed) are freed here.
  */
 void
 zkc_close(void)
@@ -400,13 +420,14 @@ zkc_close(void)
 	if (zh)
 		zookeeper_close(zh);
 	zh = NULL;
-	pthread_mutex_lock(&watch_mutex);
-	while (watch_list)
-		watch_free_locked(watch_list);
-	Assert(watch_armed == 0);
-	watch_armed = 0;
-	watch_upkeep_needed = false;
-	pthread_mutex_unlock(&watch_mutex);
+	zklock_zkc_secure_release();	/* after the handle: it used them */
+	pthread_mutex_lock(&zklock_watch_mutex);
+	while (zklock_watch_list)
+		zklock_watch_free_locked(zklock_watch_list);
+	Assert(zklock_watch_armed == 0);
+	zklock_watch_armed = 0;
+	zklock_watch_upkeep_needed = false;
+	pthread_mutex_unlock(&zklock_watch_mutex);
 }
 
 bool
@@ -456,8 +477,8 @@ zkc_set_log_level(int level)
 /*
  * Asynchronous operations, main thread.
  */
-static OpContext *
-new_op(ZkEventKind kind, const char *path, uint64 tag)
+OpContext *
+zklock_new_op(ZkEventKind kind, const char *path, uint64 tag)
 {
 	size_t		len = strlen(path) + 1;
 	OpContext  *op = malloc(offsetof(OpContext, path) + len);
@@ -489,7 +510,7 @@ zkc_create(const char *path, const char *data, int datalen, int flags,
 	OpContext  *op;
 	int			mode = 0;
 
-	if (zh == NULL || (op = new_op(ZKEV_CREATED, path, tag)) == NULL)
+	if (zh == NULL || (op = zklock_new_op(ZKEV_CREATED, path, tag)) == NULL)
 		return false;
 	if (flags & ZKC_EPHEMERAL_SEQUENTIAL)
 		mode = ZOO_EPHEMERAL_SEQUENTIAL;
@@ -508,7 +529,7 @@ zkc_get_children(const char *path, uint64 tag)
 {
 	OpContext  *op;
 
-	if (zh == NULL || (op = new_op(ZKEV_CHILDREN, path, tag)) == NULL)
+	if (zh == NULL || (op = zklock_new_op(ZKEV_CHILDREN, path, tag)) == NULL)
 		return false;
 	return sent(zoo_aget_children(zh, path, 0, children_completion, op), op);
 }
@@ -527,8 +548,8 @@ zkc_get_children_watch(const char *path, uint64 tag, uint64 watch_tag)
 	OpContext  *wop = NULL;
 	int			rc;
 
-	if (zh == NULL || (op = new_op(ZKEV_CHILDREN, path, tag)) == NULL ||
-		(wop = new_op(ZKEV_WATCH, path, watch_tag)) == NULL)
+	if (zh == NULL || (op = zklock_new_op(ZKEV_CHILDREN, path, tag)) == NULL ||
+		(wop = zklock_new_op(ZKEV_WATCH, path, watch_tag)) == NULL)
 	{
 		free(op);
 		return false;
@@ -536,8 +557,8 @@ zkc_get_children_watch(const char *path, uint64 tag, uint64 watch_tag)
 	op->watch = wop;
 	wop->child = true;
 	watch_link(wop, false);
-	rc = zoo_awget_children(zh, path, node_watcher, wop, children_completion,
-							op);
+	rc = zoo_awget_children(zh, path, zklock_node_watcher, wop,
+							children_completion, op);
 	if (rc != ZOK)
 		watch_free(wop);
 	return sent(rc, op);
@@ -551,9 +572,9 @@ send_exists(const char *path, bool watch, bool node_only, uint64 tag)
 	OpContext  *wop = NULL;
 	int			rc;
 
-	if (zh == NULL || (op = new_op(ZKEV_STAT, path, tag)) == NULL)
+	if (zh == NULL || (op = zklock_new_op(ZKEV_STAT, path, tag)) == NULL)
 		return false;
-	if (watch && (wop = new_op(ZKEV_WATCH, path, tag)) == NULL)
+	if (watch && (wop = zklock_new_op(ZKEV_WATCH, path, tag)) == NULL)
 	{
 		free(op);
 		return false;
@@ -561,7 +582,7 @@ send_exists(const char *path, bool watch, bool node_only, uint64 tag)
 	op->watch = wop;
 	if (wop)
 		watch_link(wop, node_only);
-	rc = zoo_awexists(zh, path, watch ? node_watcher : NULL, wop,
+	rc = zoo_awexists(zh, path, watch ? zklock_node_watcher : NULL, wop,
 					  stat_completion, op);
 	if (rc != ZOK && wop)
 		watch_free(wop);
@@ -595,7 +616,7 @@ zkc_get_data(const char *path, uint64 tag)
 {
 	OpContext  *op;
 
-	if (zh == NULL || (op = new_op(ZKEV_DATA, path, tag)) == NULL)
+	if (zh == NULL || (op = zklock_new_op(ZKEV_DATA, path, tag)) == NULL)
 		return false;
 	return sent(zoo_aget(zh, path, 0, data_completion, op), op);
 }
@@ -615,16 +636,16 @@ zkc_get_data_watch(const char *path, uint64 tag)
 	OpContext  *wop;
 	int			rc;
 
-	if (zh == NULL || (op = new_op(ZKEV_DATA, path, tag)) == NULL)
+	if (zh == NULL || (op = zklock_new_op(ZKEV_DATA, path, tag)) == NULL)
 		return false;
-	if ((wop = new_op(ZKEV_WATCH, path, tag)) == NULL)
+	if ((wop = zklock_new_op(ZKEV_WATCH, path, tag)) == NULL)
 	{
 		free(op);
 		return false;
 	}
 	op->watch = wop;
 	watch_link(wop, true);
-	rc = zoo_awget(zh, path, node_watcher, wop, data_completion, op);
+	rc = zoo_awget(zh, path, zklock_node_watcher, wop, data_completion, op);
 	if (rc != ZOK)
 		watch_free(wop);
 	return sent(rc, op);
@@ -635,7 +656,7 @@ zkc_delete(const char *path, uint64 tag)
 {
 	OpContext  *op;
 
-	if (zh == NULL || (op = new_op(ZKEV_DELETED, path, tag)) == NULL)
+	if (zh == NULL || (op = zklock_new_op(ZKEV_DELETED, path, tag)) == NULL)
 		return false;
 	return sent(zoo_adelete(zh, path, -1, void_completion, op), op);
 }
@@ -646,7 +667,7 @@ zkc_delete_version(const char *path, int version, uint64 tag)
 {
 	OpContext  *op;
 
-	if (zh == NULL || (op = new_op(ZKEV_DELETED, path, tag)) == NULL)
+	if (zh == NULL || (op = zklock_new_op(ZKEV_DELETED, path, tag)) == NULL)
 		return false;
 	return sent(zoo_adelete(zh, path, version, void_completion, op), op);
 }
@@ -658,7 +679,7 @@ zkc_set_data_version(const char *path, const char *data, int datalen,
 {
 	OpContext  *op;
 
-	if (zh == NULL || (op = new_op(ZKEV_STAT, path, tag)) == NULL)
+	if (zh == NULL || (op = zklock_new_op(ZKEV_STAT, path, tag)) == NULL)
 		return false;
 	return sent(zoo_aset(zh, path, data, datalen, version, set_completion, op),
 				op);
@@ -669,7 +690,7 @@ zkc_set_data(const char *path, const char *data, int datalen, uint64 tag)
 {
 	OpContext  *op;
 
-	if (zh == NULL || (op = new_op(ZKEV_STAT, path, tag)) == NULL)
+	if (zh == NULL || (op = zklock_new_op(ZKEV_STAT, path, tag)) == NULL)
 		return false;
 	return sent(zoo_aset(zh, path, data, datalen, -1, set_completion, op), op);
 }
@@ -685,7 +706,7 @@ zkc_sync(const char *path, uint64 tag)
 {
 	OpContext  *op;
 
-	if (zh == NULL || (op = new_op(ZKEV_SYNCED, path, tag)) == NULL)
+	if (zh == NULL || (op = zklock_new_op(ZKEV_SYNCED, path, tag)) == NULL)
 		return false;
 	return sent(zoo_async(zh, path, sync_completion, op), op);
 }
@@ -695,7 +716,7 @@ zkc_get_acl(const char *path, uint64 tag)
 {
 	OpContext  *op;
 
-	if (zh == NULL || (op = new_op(ZKEV_ACL, path, tag)) == NULL)
+	if (zh == NULL || (op = zklock_new_op(ZKEV_ACL, path, tag)) == NULL)
 		return false;
 	return sent(zoo_aget_acl(zh, path, acl_completion, op), op);
 }
@@ -706,174 +727,10 @@ zkc_set_acl_private(const char *path, uint64 tag)
 {
 	OpContext  *op;
 
-	if (zh == NULL || (op = new_op(ZKEV_ACL_SET, path, tag)) == NULL)
+	if (zh == NULL || (op = zklock_new_op(ZKEV_ACL_SET, path, tag)) == NULL)
 		return false;
 	return sent(zoo_aset_acl(zh, path, -1, node_acl, acl_set_completion, op),
 				op);
-}
-
-/*
- * Watches no longer wanted.
- */
-
-/* The number of watches the session has set and not seen fire or removed */
-uint64
-zkc_watch_count(void)
-{
-	uint64		n;
-
-	pthread_mutex_lock(&watch_mutex);
-	n = watch_armed;
-	pthread_mutex_unlock(&watch_mutex);
-	return n;
-}
-
-/*
- * The watches of an operation (by its tag) are no longer wanted: their
- * firing is not reported, and they are removed (zkc_watch_upkeep).
- */
-void
-zkc_unwatch(uint64 tag)
-{
-	pthread_mutex_lock(&watch_mutex);
-	for (OpContext *w = watch_list; w; w = w->next)
-	{
-		if (w->tag == tag && !w->cancelled)
-		{
-			w->cancelled = true;
-			watch_upkeep_needed = true;
-		}
-	}
-	pthread_mutex_unlock(&watch_mutex);
-}
-
-/*
- * ZooKeeper thread: a removal of every watch of this session on a path
- * was answered.  On success the client has dropped them from its tables
- * too (all of them were cancelled: see zkc_watch_upkeep): free their
- * contexts.  A removal lost with the connection is tried again.
- */
-static void
-remove_completion(int rc, const void *data)
-{
-	OpContext  *rop = (OpContext *) data;
-	OpContext  *next;
-
-	pthread_mutex_lock(&watch_mutex);
-	for (OpContext *w = watch_list; w; w = next)
-	{
-		next = w->next;
-		if (!w->armed || w->child != rop->child ||
-			strcmp(w->path, rop->path) != 0)
-			continue;
-		if (rc == ZOK)
-			watch_free_locked(w);
-		else
-		{
-			w->removing = false;
-			if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT)
-				watch_upkeep_needed = true;
-		}
-	}
-	pthread_mutex_unlock(&watch_mutex);
-	free(rop);
-}
-
-/* Every watch context of this kind on this path is cancelled (watch_mutex) */
-static bool
-watch_path_unwanted(const char *path, bool child)
-{
-	for (OpContext *w = watch_list; w; w = w->next)
-		if (!w->cancelled && w->child == child && strcmp(w->path, path) == 0)
-			return false;
-	return true;
-}
-
-/*
- * Main thread, once connected and after events: remove from the server
- * (and then the client) the watches that are set and cancelled, one
- * removeWatches per path, once no live watch of ours shares the path.
- * ZooKeeper keeps one watch per path and session, so a live one on the
- * same path (two waiters behind one node) keeps it: the cancelled ones are
- * freed when it fires.  A watch set by a request sent before the removal
- * is removed with it; one sent after it is set after it.
- */
-void
-zkc_watch_upkeep(void)
-{
-	OpContext  *todo = NULL;	/* removals to send, chained by next */
-	OpContext  *rop;
-
-	if (zh == NULL)
-		return;
-	pthread_mutex_lock(&watch_mutex);
-	if (watch_upkeep_needed)
-	{
-		OpContext  *next;
-
-		watch_upkeep_needed = false;
-		for (OpContext *w = watch_list; w; w = next)
-		{
-			next = w->next;
-			if (!w->armed || !w->cancelled || w->removing)
-				continue;
-			if (!watch_path_unwanted(w->path, w->child))
-			{
-				/*
-				 * A live watch of ours shares the path: the server's watch
-				 * stays for it; drop this one from the client only (the
-				 * synchronous call: with local set it sends nothing).  Not
-				 * found: its firing is queued, node_watcher frees it.
-				 */
-				if (zoo_remove_watches(zh, w->path,
-									   w->child ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA,
-									   node_watcher, w, 1) == ZOK)
-					watch_free_locked(w);
-				continue;
-			}
-			rop = new_op(ZKEV_WATCH, w->path, 0);
-			if (rop == NULL)
-			{
-				watch_upkeep_needed = true; /* out of memory: later */
-				break;
-			}
-			rop->child = w->child;
-			for (OpContext *o = watch_list; o; o = o->next)
-				if (o->armed && o->child == w->child &&
-					strcmp(o->path, w->path) == 0)
-					o->removing = true;
-			rop->next = todo;
-			todo = rop;
-		}
-	}
-	pthread_mutex_unlock(&watch_mutex);
-
-	while (todo)
-	{
-		int			rc;
-
-		rop = todo;
-		todo = rop->next;
-		/*
-		 * The header declares the completion a void_completion_t *; the
-		 * library stores and calls it as a void_completion_t.
-		 */
-		rc = zoo_aremove_all_watches(zh, rop->path,
-									 rop->child ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA,
-									 0,
-									 (void_completion_t *) remove_completion,
-									 rop);
-		if (rc != ZOK)
-		{
-			/*
-			 * ZNOWATCHER: the client holds none on the path any more (they
-			 * fired meanwhile; their contexts go with that).  Otherwise try
-			 * again at the next upkeep.
-			 */
-			remove_completion(rc == ZNOWATCHER ? ZNOWATCHER : ZCONNECTIONLOSS,
-							  rop);
-		}
-	}
 }
 
 /*
@@ -883,7 +740,7 @@ zkc_watch_upkeep(void)
 bool
 zkc_delete_on(zhandle_t *h, const char *path, uint64 tag)
 {
-	OpContext  *op = new_op(ZKEV_DELETED, path, tag);
+	OpContext  *op = zklock_new_op(ZKEV_DELETED, path, tag);
 
 	if (op == NULL)
 		return false;

@@ -4,8 +4,8 @@
  *		The worker's asynchronous ZooKeeper client, without ZooKeeper's
  *		headers.
  *
- * zk_client.c and zk_multi.c are the only files that include zookeeper.h.
- * They issue asynchronous operations on the worker's one session; their
+ * zk_client.c, zk_secure.c, zk_unwatch.c and zk_multi.c are the only
+ * files that include zookeeper.h.  They issue asynchronous operations on the worker's one session; their
  * completions and watch notifications arrive on libzookeeper_mt's own
  * threads, which copy them into malloc'd ZkEvents on a mutex-protected
  * queue and write a byte to a pipe (zk_events.c holds both).  The worker
@@ -96,9 +96,37 @@ typedef struct ZkEvent
 
 /* Session */
 extern int	zkc_wake_fd(void);
+/*
+ * TLS to ZooKeeper's secureClientPort: PEM files (zklock.ssl_*_file), read
+ * by the client library at each connection it makes.
+ */
+typedef struct ZkcTls
+{
+	const char *ca_file;		/* the servers' CA(s) */
+	const char *cert_file;		/* our certificate (chain) */
+	const char *key_file;		/* its key, unencrypted */
+} ZkcTls;
+
+/*
+ * SASL authentication (zklock.sasl_*): DIGEST-MD5 with a user and a file
+ * holding the password, read by Cyrus SASL at each authentication.
+ */
+typedef struct ZkcSasl
+{
+	const char *mechanism;		/* "DIGEST-MD5" */
+	const char *service;		/* "zookeeper" */
+	const char *host;			/* the server's name in the exchange */
+	const char *user;			/* DIGEST-MD5 */
+	const char *password_file;	/* DIGEST-MD5 */
+	const char *keytab;			/* GSSAPI: the client keytab */
+} ZkcSasl;
+
+extern bool zkc_has_tls(void);
+extern bool zkc_has_sasl(void);
 extern bool zkc_connect(const char *hosts, int session_timeout_ms,
 						const int64 *old_session_id, const char *old_passwd,
-						const char *digest, char *errbuf, int errlen);
+						const char *digest, const ZkcTls *tls,
+						const ZkcSasl *sasl, char *errbuf, int errlen);
 extern void zkc_close(void);
 extern bool zkc_is_open(void);
 extern int64 zkc_session_id(void);

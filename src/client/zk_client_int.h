@@ -1,9 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * zk_client_int.h
- *		What zk_client.c and zk_multi.c share, with ZooKeeper's headers:
- *		an operation's context, the folding of ZooKeeper's return codes,
- *		the session's handle.  Only those two include it.
+ *		What the files of client/ share, with ZooKeeper's headers: an
+ *		operation's context, the folding of ZooKeeper's return codes, the
+ *		session's handle, the watch contexts (zk_unwatch.c's), the
+ *		transport (zk_secure.c).  Only zk_client.c, zk_multi.c,
+ *		zk_secure.c and zk_unwatch.c include it.
  *
  *-------------------------------------------------------------------------
  */
@@ -14,6 +16,7 @@
 #define THREADED				/* libzookeeper_mt: its synchronous calls too */
 #endif
 #include <zookeeper/zookeeper.h>
+#include <pthread.h>
 
 #include "zk_client.h"
 
@@ -70,5 +73,31 @@ fold_rc(int rc)
 extern zhandle_t *zkc_handle(void);
 extern struct ACL_vector *zkc_node_acl(void);
 extern bool zkc_delete_on(zhandle_t *h, const char *path, uint64 tag);
+/* zk_client.c: an operation's context, malloc'd (NULL: out of memory) */
+extern OpContext *zklock_new_op(ZkEventKind kind, const char *path,
+								uint64 tag);
+
+/*
+ * zk_client.c: every watch context of the handle, its count of watches set
+ * (armed) and whether a cancelled one may need a removal, all guarded by
+ * zklock_watch_mutex (ZooKeeper's threads take it too); for zk_unwatch.c,
+ * which removes the cancelled ones
+ */
+extern pthread_mutex_t zklock_watch_mutex;
+extern OpContext *zklock_watch_list;
+extern uint64 zklock_watch_armed;
+extern bool zklock_watch_upkeep_needed;
+extern void zklock_watch_free_locked(OpContext *wop);
+extern void zklock_node_watcher(zhandle_t *handle, int type, int state,
+								const char *path, void *ctx);
+
+/* zk_secure.c: the session's transport, for zkc_connect and zkc_close */
+extern bool zklock_zkc_secure_prepare(const ZkcTls *tls, const ZkcSasl *sasl,
+									  char *errbuf, int errlen);
+extern zhandle_t *zklock_zkc_init(const char *hosts, watcher_fn watcher,
+								  int session_timeout_ms,
+								  const clientid_t *cid, const ZkcTls *tls,
+								  const ZkcSasl *sasl);
+extern void zklock_zkc_secure_release(void);
 
 #endif							/* ZKLOCK_ZK_CLIENT_INT_H */

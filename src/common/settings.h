@@ -17,7 +17,6 @@ extern int	zklock_connect_timeout;
 extern char *zklock_node_name;
 extern char *zklock_auth;
 extern char *zklock_auth_file;
-extern const char *zklock_credentials(void);
 extern char *zklock_node_naming;
 extern int	zklock_max_locks_per_backend;
 extern int	zklock_max_locks;
@@ -31,5 +30,15 @@ extern char *zklock_advisory_namespace;
 extern char *zklock_elections;
 extern bool zklock_track_stats;
 extern int	zklock_stats_max;
+extern bool zklock_ssl;
+extern char *zklock_ssl_ca_file;
+extern char *zklock_ssl_cert_file;
+extern char *zklock_ssl_key_file;
+extern char *zklock_sasl_mechanism;
+extern char *zklock_sasl_user;
+extern char *zklock_sasl_password_file;
+extern char *zklock_sasl_service;
+extern char *zklock_sasl_host;
+extern char *zklock_sasl_keytab;
 
 #endif							/* ZKLOCK_SETTINGS_H */

@@ -71,6 +71,8 @@
 #include "settings.h"
 #include "shmem.h"
 #include "zk_client.h"
+#include "secure.h"
+#include "credentials.h"
 #include "recipe.h"
 #include "lease.h"
 #include "failpoint.h"
@@ -125,7 +127,7 @@ static void session_gone(const char *why, SessionEnd end);
 static void worker_take_requests(int *batch);
 static void wait_for_fenced_commits(int64 session_id, bool serve);
 static void serve_while_waiting(void);
-static void hosts_changed(void);
+static void hosts_changed(const char *what);
 static void worker_timers(void);
 static void give_up_if_silent(int64 now_us);
 static void start_closing(int64 id, const char *passwd);
@@ -275,15 +277,22 @@ worker_reload(void)
 {
 	char	   *old_hosts = pstrdup(zklock_hosts);
 	int			old_margin = zklock_lease_margin;
+	char	   *old_transport = zklock_transport_signature();
+	char	   *new_transport;
 
 	ConfigReloadPending = false;
 	ProcessConfigFile(PGC_SIGHUP);
 	zklock_recipe_reload();
+	new_transport = zklock_transport_signature();
 	if (strcmp(old_hosts, zklock_hosts) != 0)
-		hosts_changed();
+		hosts_changed("zklock.hosts");
+	else if (strcmp(old_transport, new_transport) != 0)
+		hosts_changed("zklock.ssl or its files");
 	else if (zklock_lease_margin != old_margin && was_connected)
 		warn_lease_margin();
 	pfree(old_hosts);
+	pfree(old_transport);
+	pfree(new_transport);
 }
 
 /* ZooKeeper's replies, watches and session changes */
@@ -384,13 +393,22 @@ zklock_worker_main(Datum main_arg)
 static void
 open_session(void)
 {
-	char		err[128];
+	char		err[512];
+	ZkcTls		tls_buf;
+	const ZkcTls *tls;
+	ZkcSasl		sasl_buf;
+	const ZkcSasl *sasl = NULL;
+	bool		tls_failed;		/* TLS's or SASL's settings unusable */
 
 	worker_phase_since_us = zklock_boottime_us();
 	was_connected = false;
 	session_asked_at = zklock_boottime_us();
-	if (zkc_connect(zklock_hosts, zklock_session_timeout, NULL, NULL,
-					auth_credentials(), err, sizeof(err)))
+	tls = zklock_tls_config(&tls_buf, err, sizeof(err), &tls_failed);
+	if (!tls_failed)
+		sasl = zklock_sasl_config(&sasl_buf, err, sizeof(err), &tls_failed);
+	if (!tls_failed &&
+		zkc_connect(zklock_hosts, zklock_session_timeout, NULL, NULL,
+					auth_credentials(), tls, sasl, err, sizeof(err)))
 	{
 		worker_phase = WP_SESSION;
 		zklock_status_handle_made();
@@ -439,12 +457,21 @@ start_closing(int64 id, const char *passwd)
 static void
 attach_to_close(void)
 {
-	char		err[128];
+	char		err[512];
+	ZkcTls		tls_buf;
+	const ZkcTls *tls;
+	ZkcSasl		sasl_buf;
+	const ZkcSasl *sasl = NULL;
+	bool		tls_failed;		/* TLS's or SASL's settings unusable */
 
 	worker_phase_since_us = zklock_boottime_us();
 	closing_refused = false;
-	if (zkc_connect(zklock_hosts, zklock_session_timeout, &closing_id,
-					closing_passwd, NULL, err, sizeof(err)))
+	tls = zklock_tls_config(&tls_buf, err, sizeof(err), &tls_failed);
+	if (!tls_failed)
+		sasl = zklock_sasl_config(&sasl_buf, err, sizeof(err), &tls_failed);
+	if (!tls_failed &&
+		zkc_connect(zklock_hosts, zklock_session_timeout, &closing_id,
+					closing_passwd, NULL, tls, sasl, err, sizeof(err)))
 		zklock_status_handle_made();
 	else
 	{
@@ -656,8 +683,13 @@ serve_while_waiting(void)
  * said about the old servers stays in the log or zk_lock_status.
  */
 static void
-hosts_changed(void)
+hosts_changed(const char *what)
 {
+	/* what changed, as the log says it: zklock.hosts with its new value */
+	char	   *changed = strcmp(what, "zklock.hosts") == 0 ?
+		psprintf("zklock.hosts changed to \"%s\"", zklock_hosts) :
+		psprintf("%s changed", what);
+
 	zklock_outage_restart();
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	zklock_shared->last_error[0] = '\0';
@@ -667,24 +699,26 @@ hosts_changed(void)
 	{
 		if (zkc_session_id() != 0)
 			ereport(LOG,
-					(errmsg("zklock: zklock.hosts changed to \"%s\"; closing ZooKeeper session 0x%llx and starting a new one",
-							zklock_hosts, (unsigned long long) zkc_session_id())));
+					(errmsg("zklock: %s; closing ZooKeeper session 0x%llx and starting a new one",
+							changed, (unsigned long long) zkc_session_id())));
 		else
 			ereport(LOG,
-					(errmsg("zklock: zklock.hosts changed to \"%s\"; starting a new session",
-							zklock_hosts)));
-		session_gone("zklock.hosts changed", SE_CLOSED);
+					(errmsg("zklock: %s; starting a new session", changed)));
+		session_gone(strcmp(what, "zklock.hosts") == 0 ?
+					 "zklock.hosts changed" : "zklock.ssl or its files changed",
+					 SE_CLOSED);
 	}
 	else if (worker_phase == WP_CLOSING_OLD)
 	{
 		ereport(LOG,
-				(errmsg("zklock: zklock.hosts changed to \"%s\"; the previous ZooKeeper session 0x%llx is left to time out",
-						zklock_hosts, (unsigned long long) closing_id)));
+				(errmsg("zklock: %s; the previous ZooKeeper session 0x%llx is left to time out",
+						changed, (unsigned long long) closing_id)));
 		zkc_close();
 		drop_events();
 		zklock_session_file_remove();
 		open_session();
 	}
+	pfree(changed);
 }
 
 /*
@@ -763,13 +797,23 @@ handle_session_event(ZkEvent *ev)
 			break;
 
 		case ZKC_STATE_AUTH_FAILED:
-			ereport(LOG,
-					(errmsg("zklock: ZooKeeper authentication failed")));
 			{
 				int64		id = zkc_session_id();
+				char		why[256];
+				bool		said = zkc_last_error(why, sizeof(why));
+				char	   *error = said ?
+					psprintf("authentication failed: %s", why) :
+					pstrdup("authentication failed");
 
+				ereport(LOG,
+						(errmsg("zklock: ZooKeeper authentication failed"),
+						 said ? errdetail("The ZooKeeper client says: %s", why) : 0,
+						 pg_strcasecmp(zklock_sasl_mechanism, "GSSAPI") == 0 ?
+						 errhint("Check Kerberos: the KDC (krb5.conf), zklock.sasl_keytab, and the servers' principal against zklock.sasl_service/zklock.sasl_host.") :
+						 errhint("Check the credentials: zklock.sasl_user and the password in zklock.sasl_password_file against the servers' JAAS configuration, or zklock.auth_file.")));
 				mark_session_lost(id, "ZooKeeper authentication failed");
-				zklock_status_set(ZKS_AUTH_FAILED, 0, "authentication failed");
+				zklock_status_set(ZKS_AUTH_FAILED, 0, error);
+				pfree(error);
 				wait_for_fenced_commits(id, true);
 			}
 			zkc_close();

@@ -35,7 +35,80 @@ static int64 outage_since_us;
 static int	outage_logs;
 static char outage_why[256];
 
-static char handle_error[128];	/* the last handle we could not make */
+static char handle_error[512];	/* the last handle we could not make */
+
+/*
+ * The kinds of TLS failure (by what to check: the hint), and those this
+ * outage has logged.  A kind is logged once per outage, not each failure
+ * whose words differ: OpenSSL says the same cause in several ways (a server
+ * that closes at once is "unexpected eof while reading" one time and
+ * "connection closed during the TLS handshake" the next), and each server
+ * of zklock.hosts is named, so words alternate at every retry.
+ */
+typedef enum TlsFailureKind
+{
+	TLSF_CERT_EXPIRED,
+	TLSF_CERT_REFUSED,
+	TLSF_SERVER_UNTRUSTED,
+	TLSF_NOT_TLS,
+	TLSF_OTHER
+} TlsFailureKind;
+
+static uint32 tls_logged_kinds;	/* 1 << TlsFailureKind, this outage */
+
+/*
+ * A failed TLS handshake, as the client library said it ("Socket <server>
+ * zk retcode=-15, ...: error in ssl connect: <OpenSSL's reason>", see
+ * scripts/zkclient/01-*.patch), in words for last_error and the log, with
+ * what to check and its kind; false when why is no TLS failure.
+ */
+static bool
+tls_failure_words(const char *why, char *out, int outlen, const char **hint,
+				  TlsFailureKind *kind)
+{
+	const char *reason = strstr(why, "error in ssl connect");
+	char		server[64] = "";
+
+	if (reason == NULL)
+		return false;
+	reason += strlen("error in ssl connect");
+	if (reason[0] == ':')
+		reason += 2;
+	if (reason[0] == '\0')
+		reason = "the TLS handshake failed";
+	if (sscanf(why, "Socket %63s ", server) != 1)
+		server[0] = '\0';
+	snprintf(out, outlen, "TLS handshake with %s failed: %s",
+			 server[0] ? server : "ZooKeeper", reason);
+	if (strstr(reason, "certificate expired"))
+	{
+		*kind = TLSF_CERT_EXPIRED;
+		*hint = "ZooKeeper refused zklock's certificate (zklock.ssl_cert_file) as expired: renew it, then reload.";
+	}
+	else if (strstr(reason, "certificate unknown") || strstr(reason, "unknown ca") ||
+			 strstr(reason, "bad certificate") || strstr(reason, "certificate required"))
+	{
+		*kind = TLSF_CERT_REFUSED;
+		*hint = "ZooKeeper refused zklock's certificate (zklock.ssl_cert_file): it must be signed by a CA in ZooKeeper's truststore, and valid.";
+	}
+	else if (strstr(reason, "server certificate verify failed"))
+	{
+		*kind = TLSF_SERVER_UNTRUSTED;
+		*hint = "zklock does not trust ZooKeeper's certificate: zklock.ssl_ca_file must hold the CA that signed it.";
+	}
+	else if (strstr(reason, "no TLS handshake within") || strstr(reason, "closed during") ||
+			 strstr(reason, "unexpected eof") || strstr(reason, "wrong version number"))
+	{
+		*kind = TLSF_NOT_TLS;
+		*hint = "Does zklock.hosts name the servers' secureClientPort, and do they serve TLS there?";
+	}
+	else
+	{
+		*kind = TLSF_OTHER;
+		*hint = "Check zklock.ssl_ca_file, zklock.ssl_cert_file and ZooKeeper's ssl.* settings.";
+	}
+	return true;
+}
 
 /*
  * Publish the session's state.  error, when not NULL, becomes
@@ -78,6 +151,7 @@ forget_outage_why(void)
 
 	(void) zkc_last_error(discard, sizeof(discard));
 	outage_why[0] = '\0';
+	tls_logged_kinds = 0;
 }
 
 /* milliseconds and seconds since the outage began */
@@ -111,7 +185,24 @@ zklock_outage_report(void)
 		return false;
 	if (zkc_last_error(why, sizeof(why)))
 	{
+		char		words[256];
+		const char *hint;
+		TlsFailureKind kind;
+
 		complained = true;
+
+		/*
+		 * A TLS failure is a setting to fix: logged at once, once per kind
+		 * and outage (last_error follows every failure's own words)
+		 */
+		if (tls_failure_words(why, words, sizeof(words), &hint, &kind))
+		{
+			if ((tls_logged_kinds & (1U << kind)) == 0)
+				ereport(LOG,
+						(errmsg("zklock: %s", words), errhint("%s", hint)));
+			tls_logged_kinds |= 1U << kind;
+			strlcpy(why, words, sizeof(why));
+		}
 		strlcpy(outage_why, why, sizeof(outage_why));
 		LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 		strlcpy(zklock_shared->last_error, why,

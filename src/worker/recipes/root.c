@@ -61,6 +61,7 @@
 #include "recipe.h"
 #include "zklock.h"
 #include "settings.h"
+#include "credentials.h"
 #include "shmem.h"
 #include "grant_rule.h"
 #include "zk_client.h"
@@ -120,6 +121,17 @@ root_missing_chroot(void)
 	return root_refused_flag && root_chroot_missing ? root_chroot() : NULL;
 }
 
+/*
+ * Does the session authenticate (digest credentials, or SASL), so that its
+ * nodes are its identity's alone and the root must be too?
+ */
+static bool
+root_authenticated(void)
+{
+	return zklock_credentials() != NULL ||
+		(zklock_sasl_mechanism != NULL && zklock_sasl_mechanism[0] != '\0');
+}
+
 /* zk_lock_status.last_error */
 static void
 root_set_last_error(const char *error)
@@ -134,7 +146,7 @@ root_set_last_error(const char *error)
 static bool
 root_needs_check(int64 session_id)
 {
-	if (zklock_credentials() == NULL && root_chroot() == NULL)
+	if (!root_authenticated() && root_chroot() == NULL)
 	{
 		/* nothing to check (zklock.hosts may have lost its chroot) */
 		root_refused_flag = false;
@@ -315,7 +327,7 @@ root_chroot_event(ZkEvent *ev)
 		root_set_last_error("");
 		root_chroot_missing = false;
 	}
-	if (zklock_credentials() == NULL)
+	if (!root_authenticated())
 		return root_done(false, NULL);
 	root_acl_check_start();
 	return false;

@@ -199,7 +199,7 @@ $node3->start;
 $node3->safe_psql('postgres', 'CREATE EXTENSION zklock');
 ok(zk_wait_log($node3, qr/zklock\.auth asks for an authentication scheme zklock does not support/, 0, 30),
 	'an unsupported scheme: the worker says so');
-like(slurp_file($node3->logfile), qr/supports neither SASL nor TLS/, 'and why');
+like(slurp_file($node3->logfile), qr/digest credentials only: TLS \(and its x509 identity\) is zklock\.ssl, SASL is zklock\.sasl_mechanism/, 'and why');
 ($rc, $out, $err) = $node3->psql('postgres', q{SELECT zk_lock_try_acquire('acl/x')},
 	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 isnt($rc, 0, 'no lock is taken without the credentials asked for');

@@ -1,0 +1,228 @@
+
+# SASL GSSAPI (Kerberos) to ZooKeeper (issue 30): an MIT KDC (krb5-kdc) on
+# loopback with a realm made here (ZKLOCK.TEST: kdb5_util, kadmin.local),
+# Debian's ZooKeeper with Krb5LoginModule and its keytab
+# (zookeeper/localhost), zklock with a keytab of its own principal (zklock)
+# and the C client of scripts/build-zkclient.sh (Cyrus SASL's GSSAPI
+# plugin, libsasl2-modules-gssapi-mit):
+#  - two instances authenticate as zklock@ZKLOCK.TEST and lock each other
+#    out; their nodes and root carry the ACL of that identity alone
+#    (sasl:zklock@ZKLOCK.TEST): a client without it cannot delete them;
+#  - a keytab others may read is refused before connecting;
+#  - with the KDC gone, a new instance cannot authenticate: the session is
+#    refused (auth_failed), said in last_error, and requests fail with 08006.
+# The test reads ZooKeeper as its super user (a superDigest), since the
+# nodes are zklock's principal's alone.
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../..";
+use ZkLockTest;
+
+use Digest::SHA qw(sha1_base64);
+use File::Copy qw(copy);
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+my $dir = PostgreSQL::Test::Utils::tempdir('krb');
+my $kdc_port = PostgreSQL::Test::Cluster::get_free_port();
+
+sub write_file
+{
+	my ($path, $content, $mode) = @_;
+	open(my $fh, '>', $path) or die "could not write $path: $!";
+	print $fh $content;
+	close($fh);
+	chmod($mode // 0644, $path) or die "chmod $path: $!";
+	return;
+}
+
+# --- the realm ---------------------------------------------------------------
+write_file("$dir/krb5.conf", <<"EOC");
+[libdefaults]
+ default_realm = ZKLOCK.TEST
+ dns_lookup_realm = false
+ dns_lookup_kdc = false
+ rdns = false
+ udp_preference_limit = 1
+[realms]
+ ZKLOCK.TEST = {
+  kdc = 127.0.0.1:$kdc_port
+ }
+[domain_realm]
+ localhost = ZKLOCK.TEST
+EOC
+write_file("$dir/kdc.conf", <<"EOC");
+[kdcdefaults]
+ kdc_ports = $kdc_port
+ kdc_tcp_ports = $kdc_port
+[realms]
+ ZKLOCK.TEST = {
+  database_name = $dir/principal
+  key_stash_file = $dir/stash
+  acl_file = $dir/kadm5.acl
+ }
+[logging]
+ kdc = FILE:$dir/kdc.log
+EOC
+# the servers (the nodes below) and every tool read this realm's krb5.conf
+$ENV{KRB5_CONFIG} = "$dir/krb5.conf";
+$ENV{KRB5_KDC_PROFILE} = "$dir/kdc.conf";
+sub run_ok
+{
+	my (@cmd) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run(\@cmd, '<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(60))
+	  or BAIL_OUT("@cmd failed: $err");
+	return;
+}
+run_ok('/usr/sbin/kdb5_util', 'create', '-s', '-r', 'ZKLOCK.TEST', '-P', 'master-' . int(rand(1e9)));
+foreach my $p ('zookeeper/localhost', 'zklock')
+{
+	run_ok('/usr/sbin/kadmin.local', '-q', "addprinc -randkey $p");
+}
+run_ok('/usr/sbin/kadmin.local', '-q', "ktadd -k $dir/zk.keytab zookeeper/localhost");
+run_ok('/usr/sbin/kadmin.local', '-q', "ktadd -k $dir/zklock.keytab zklock");
+my $kdc = IPC::Run::start([ '/usr/sbin/krb5kdc', '-n', '-P', "$dir/kdc.pid" ],
+	'<', \undef, '>', "$dir/kdc.out", '2>&1');
+END { $kdc->kill_kill if $kdc; }
+ok(wait_until(sub { -s "$dir/kdc.log" && slurp_file("$dir/kdc.log") =~ /commencing operation/ }, timeout => 10),
+	'the KDC serves the realm ZKLOCK.TEST on loopback');
+
+# --- ZooKeeper with Kerberos ------------------------------------------------------
+write_file("$dir/jaas.conf", <<"EOJ");
+Server {
+  com.sun.security.auth.module.Krb5LoginModule required
+  useKeyTab=true
+  keyTab="$dir/zk.keytab"
+  storeKey=true
+  useTicketCache=false
+  principal="zookeeper/localhost\@ZKLOCK.TEST";
+};
+EOJ
+chmod(0644, "$dir/zk.keytab");
+my $super = 'super-' . int(rand(1e9));
+my $digest = sha1_base64("super:$super");
+$digest .= '=' while length($digest) % 4;
+write_file("$dir/zk_krb.cfg",
+	"authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n"
+	  . "DigestAuthenticationProvider.superDigest=super:$digest\n");
+{
+	local $ENV{ZK_JVM_OPTS} = "-Djava.security.auth.login.config=$dir/jaas.conf -Djava.security.krb5.conf=$dir/krb5.conf";
+	zk_start(args => [ '--extra-config', "$dir/zk_krb.cfg" ]);
+}
+$ENV{ZKUTIL_AUTH} = "super:$super";
+like(slurp_file(zk_dir() . '/server1.log'), qr/Server successfully logged in/,
+	'ZooKeeper logged in to the KDC with its keytab');
+
+sub krb_conf
+{
+	my ($keytab) = @_;
+	return <<"EOC";
+zklock.sasl_mechanism = 'GSSAPI'
+zklock.sasl_keytab = '$keytab'
+zklock.sasl_host = 'localhost'
+zklock.connect_timeout = '2s'
+EOC
+}
+foreach my $n (1 .. 3)
+{
+	copy("$dir/zklock.keytab", "$dir/node$n.keytab") or die "copy: $!";
+	chmod(0600, "$dir/node$n.keytab");
+}
+
+# --- two instances, one principal ----------------------------------------------------
+my $node1 = zk_node('node1', extra_conf => krb_conf("$dir/node1.keytab"));
+my $node2 = zk_node('node2', extra_conf => krb_conf("$dir/node2.keytab"));
+pass('two instances connected with Kerberos');
+like(slurp_file(zk_dir() . '/server1.log'),
+	qr/Successfully authenticated client: authenticationID=zklock\@ZKLOCK.TEST/,
+	'ZooKeeper authenticated them as zklock@ZKLOCK.TEST');
+
+my $s1 = zk_session($node1, 'holder');
+my $s2 = zk_session($node2, 'asker');
+zk_hold($s1, 'krb/a');
+my $r = $s2->query(q{SELECT zk_lock_acquire('krb/a', timeout => '300ms')});
+is($r->{sqlstate}, '55P03', "node2 cannot take node1's lock");
+
+my $py = <<'PY';
+import sys
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+hosts, root, super_pw = sys.argv[1:4]
+su = KazooClient(hosts=hosts, auth_data=[("digest", "super:" + super_pw)]); su.start(timeout=10)
+def walk(p):
+    for c in su.get_children(p):
+        yield p + "/" + c
+        yield from walk(p + "/" + c)
+locks = [p for p in walk(root) if "LOCK-" in p.rsplit("/", 1)[-1]]
+acl, _ = su.get_acls(locks[0])
+print("lock_acl", ",".join(sorted("%s:%s" % (a.id.scheme, a.id.id) for a in acl)))
+acl, _ = su.get_acls(root)
+print("root_acl", ",".join(sorted("%s:%s" % (a.id.scheme, a.id.id) for a in acl)))
+zk = KazooClient(hosts=hosts); zk.start(timeout=10)
+try:
+    zk.delete(locks[0]); print("anonymous delete allowed")
+except NoAuthError:
+    print("anonymous delete denied")
+zk.stop(); su.stop()
+PY
+my ($out, $err) = ('', '');
+IPC::Run::run([ '/usr/bin/python3', '-c', $py, zk_hosts(), zk_root(), $super ],
+	'>', \$out, '2>', \$err, IPC::Run::timeout(60));
+note "kazoo: $out $err";
+like($out, qr/^lock_acl sasl:zklock\@ZKLOCK\.TEST$/m, 'the lock node is sasl:zklock@ZKLOCK.TEST\'s alone');
+like($out, qr/^root_acl sasl:zklock\@ZKLOCK\.TEST$/m, 'and so is the root');
+like($out, qr/^anonymous delete denied$/m, 'a client without the principal cannot delete the lock node');
+$s1->query_ok('COMMIT');
+
+# --- a keytab others may read -----------------------------------------------------------
+chmod(0644, "$dir/node3.keytab");
+my $node3 = zk_node('node3', start => 0, extra_conf => krb_conf("$dir/node3.keytab"));
+$node3->start;
+$node3->safe_psql('postgres', 'CREATE EXTENSION zklock');
+my $last = '';
+ok( wait_until(
+		sub {
+			$last = psql1($node3, q{SELECT coalesce(last_error, '') FROM zk_lock_status});
+			$last =~ /zklock.sasl_keytab .* has group or world access/;
+		},
+		timeout => 20),
+	'a keytab with group or world access is refused before connecting')
+  or diag("last_error: $last");
+
+# --- the KDC gone -------------------------------------------------------------------------
+$kdc->kill_kill;
+$kdc = undef;
+chmod(0600, "$dir/node3.keytab");
+$node3->reload;
+my $state = '';
+ok( wait_until(
+		sub {
+			($state, $last) = split /\|/,
+			  psql1($node3, q{SELECT state || '|' || coalesce(last_error, '') FROM zk_lock_status});
+			$state eq 'auth_failed';
+		},
+		timeout => 30),
+	'the KDC unreachable: a new session cannot authenticate (auth_failed)')
+  or diag("state $state, last_error: $last");
+like($last, qr/^authentication failed: .*SASL authentication/, 'last_error says SASL authentication failed');
+ok(zk_wait_log($node3, qr/LOG:  zklock: ZooKeeper authentication failed\n.*DETAIL:  .*SASL authentication.*\n.*HINT:  Check Kerberos: the KDC/, 0, 10),
+	'the log says so, and to check Kerberos');
+my $s3 = zk_session($node3, 'refused');
+my $t0 = time();
+$r = $s3->query(q{SELECT zk_lock_acquire('krb/c')});
+my $took = time() - $t0;
+is($r->{sqlstate}, '08006', 'an acquire on that instance fails with 08006');
+cmp_ok($took, '<', 2 + 3, 'within zklock.connect_timeout (2 s) and some slack')
+  or diag("took ${took}s");
+# the instances that authenticated before keep their sessions
+is(psql1($node1, 'SELECT state FROM zk_lock_status'), 'connected',
+	'an instance authenticated before the KDC went keeps its session');
+
+zk_done_check();
+done_testing();
