@@ -43,7 +43,8 @@ OBJS_RECIPES = \
 	src/worker/recipes/root.o \
 	src/worker/recipes/deadlock_publish.o \
 	src/worker/recipes/election.o \
-	src/worker/recipes/election_query.o
+	src/worker/recipes/election_query.o \
+	src/worker/recipes/queue.o
 OBJS_BACKEND = \
 	src/backend/backend.o \
 	src/backend/acquire.o \
@@ -56,12 +57,14 @@ OBJS_BACKEND = \
 	src/backend/leader.o \
 	src/backend/deadlock.o \
 	src/backend/deadlock_read.o \
-	src/backend/deadlock_graph.o
+	src/backend/deadlock_graph.o \
+	src/backend/queue.o
 OBJS_FUNCTIONS = \
 	src/functions/functions.o \
 	src/functions/status.o \
 	src/functions/advisory.o \
-	src/functions/semaphore.o
+	src/functions/semaphore.o \
+	src/functions/queue.o
 OBJS = src/zklock.o $(OBJS_COMMON) $(OBJS_CLIENT) $(OBJS_WORKER) \
 	$(OBJS_RECIPES) $(OBJS_BACKEND) $(OBJS_FUNCTIONS)
 

@@ -49,6 +49,7 @@ static void xact_callback(XactEvent event, void *arg);
 static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 							 SubTransactionId parentSubid, void *arg);
 static void backend_exit(int code, Datum arg);
+static void queue_xact_event(XactEvent event);
 
 /*
  * Without shared_preload_libraries there is no worker and no shared memory:
@@ -173,6 +174,7 @@ xact_callback(XactEvent event, void *arg)
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PREPARE)
 		zklock_lease_leave_commit();
+	queue_xact_event(event);
 	if (zklock_local_locks == NULL ||
 		hash_get_num_entries(zklock_local_locks) == 0)
 		return;
@@ -201,6 +203,32 @@ xact_callback(XactEvent event, void *arg)
 }
 
 /*
+ * The queue's holds (queue.c): fenced before the commit, consumed after
+ * its record, given back at an abort
+ */
+static void
+queue_xact_event(XactEvent event)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			zklock_queue_fence();
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+			zklock_queue_prepare_check();
+			break;
+		case XACT_EVENT_COMMIT:
+			zklock_queue_xact_end(true);
+			break;
+		case XACT_EVENT_ABORT:
+			zklock_queue_xact_end(false);
+			break;
+		default:
+			break;
+	}
+}
+
+/*
  * Subtransactions: ROLLBACK TO releases what the subtransaction took;
  * RELEASE hands its holds to the parent.
  */
@@ -210,6 +238,9 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 		zklock_extension_guard_reset();	/* as in xact_callback */
+	if (event == SUBXACT_EVENT_ABORT_SUB || event == SUBXACT_EVENT_COMMIT_SUB)
+		zklock_queue_subxact_end(event == SUBXACT_EVENT_COMMIT_SUB, mySubid,
+								 parentSubid);
 	if (zklock_local_locks == NULL)
 		return;
 	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
@@ -232,5 +263,6 @@ backend_exit(int code, Datum arg)
 	zklock_lease_leave_commit();	/* no commit of ours can land now */
 	zklock_withdraw_pending();	/* wait.c */
 	zklock_withdraw_batch();	/* wait.c: acquire.c's batch */
+	zklock_queue_at_exit();		/* queue.c: the items held go back */
 	zklock_forget_all_at_exit();
 }

@@ -49,4 +49,17 @@ extern void zklock_unlock_all_advisory(void);
 extern const char *zklock_advisory_namespace_form(const char *value);
 extern const char *zklock_advisory_namespace_problem(const char *value);
 
+/* queue.c: the distributed queue (1.9) */
+extern char *zklock_queue_put_now(const char *queue, const char *item,
+								  Size len, int priority);
+extern int64 zklock_queue_length(const char *queue);
+extern bool zklock_queue_take(const char *queue, bool wait, int timeout_ms,
+							  char **id, bytea **item, int *priority);
+extern void zklock_queue_fence(void);
+extern void zklock_queue_prepare_check(void);
+extern void zklock_queue_xact_end(bool commit);
+extern void zklock_queue_subxact_end(bool commit, SubTransactionId mySubid,
+									 SubTransactionId parentSubid);
+extern void zklock_queue_at_exit(void);
+
 #endif							/* ZKLOCK_BACKEND_H */

@@ -120,6 +120,7 @@ extern void zklock_note_wait_start(void);
 extern void zklock_wait_a_while(int idx, TimestampTz since,
 								TimestampTz deadline, const char *what,
 								int shown_ms, bool for_lock);
+extern void zklock_wait_pass(int idx, TimestampTz since, TimestampTz deadline);
 extern ZkEntryState zklock_wait_for_answer(int idx, uint32 gen,
 										   const char *what, int timeout_ms,
 										   int shown_ms, bool lock_timeout);

@@ -349,6 +349,29 @@ zklock_wait_a_while(int idx, TimestampTz since, TimestampTz deadline,
 }
 
 /*
+ * One pass of a wait that ends by itself at its deadline (0: none), with
+ * no error there: a queue's take (queue.c), whose timeout answers "no
+ * item".  As zklock_wait_a_while otherwise: the worker must respond, the
+ * client must be there, interrupts are served.
+ */
+void
+zklock_wait_pass(int idx, TimestampTz since, TimestampTz deadline)
+{
+	long		sleep_ms = 1000;
+
+	check_worker_responds(idx, since);
+	if (deadline != 0)
+		sleep_ms = Min(sleep_ms,
+					   Max(1, TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+															  deadline)));
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 sleep_ms, zklock_wait_event(ZKLOCK_WAIT_WORKER));
+	ResetLatch(MyLatch);
+	check_client();
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
  * Wait until the worker has answered the pending request (entry idx of
  * generation gen, just submitted), or until timeout_ms (-1: no limit) has
  * passed: then withdraw it and raise 55P03 (saying shown_ms, the caller's

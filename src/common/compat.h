@@ -18,6 +18,14 @@
 #endif
 
 /*
+ * The varlena macros (VARDATA, VARSIZE_ANY_EXHDR: the queue's bytea items)
+ * have their own header from 16; before, postgres.h defines them.
+ */
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"
+#endif
+
+/*
  * This backend's PGPROC number (the index of its PGPROC in allProcs), and
  * the latch of another's.  17 calls it MyProcNumber; MyBackendId of older
  * versions is not the same number (it counts from 1).

@@ -103,8 +103,13 @@ typedef enum ZkEntryKind
 	ZKR_FORCE_DELETE,			/* delete another holder's node */
 	ZKR_REVOKE,					/* ask another holder to give a lock up */
 	ZKR_ELECTION,				/* list an election group (election_query.c) */
-	ZKR_WAITS					/* read every instance's published long waits
+	ZKR_WAITS,					/* read every instance's published long waits
 								 * (deadlock_publish.c) */
+	/* the distributed queue (1.9: worker/recipes/queue.c) */
+	ZKR_QUEUE_PUT,				/* put an item now; answered as GRANTED */
+	ZKR_QUEUE_TAKE,				/* hold the first free item, waiting */
+	ZKR_QUEUE_TRY_TAKE,			/* the same, or NOT_GRANTED at once */
+	ZKR_QUEUE_LENGTH			/* count the items: DONE, token the count */
 } ZkEntryKind;
 
 typedef enum ZkEntryState

@@ -60,6 +60,7 @@ static const ZkRecipe *const recipes[] = {
 	&zklock_listing_recipe,
 	&zklock_admin_recipe,
 	&zklock_waits_recipe,
+	&zklock_queue_recipe,
 };
 
 #define NRECIPES	lengthof(recipes)

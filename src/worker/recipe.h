@@ -246,6 +246,7 @@ extern const ZkRecipe zklock_orphan_recipe; /* orphan.c */
 extern const ZkRecipe zklock_root_recipe;	/* root.c */
 extern const ZkRecipe zklock_election_recipe;	/* election.c */
 extern const ZkRecipe zklock_waits_recipe;	/* deadlock_publish.c */
+extern const ZkRecipe zklock_queue_recipe;	/* queue.c */
 
 /* recipe.c: the worker's table, one WorkEntry per shared entry */
 extern WorkEntry *zklock_work;

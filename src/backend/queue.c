@@ -1,0 +1,388 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue.c
+ *		The backend side of the distributed queue (issue 31): puts, takes
+ *		and lengths through the channel, and the items this backend holds
+ *		until its transaction ends (doc/design.md "Queues").
+ *
+ * A put or a length is one request, collected at once (the entry freed).
+ * A take is an entry the backend keeps while it holds the item, GRANTED,
+ * listed in holds[] with the subtransaction that took it.  Its end:
+ *	- PRE_COMMIT (zklock_queue_fence): every hold must still stand (of the
+ *	  session the lease covers), else the commit fails (55000); the commit
+ *	  window is then opened for that session, as the lock fence does;
+ *	- COMMIT, after the commit record (zklock_queue_xact_end): each entry
+ *	  gets "consume=1" in its data, then is withdrawn; the worker deletes
+ *	  the item and its hold, and this backend waits (interrupts held, at
+ *	  most a session timeout) until the worker has freed the entries, so
+ *	  that a COMMIT that returned has consumed;
+ *	- ABORT, ROLLBACK TO a savepoint that took it, exit: withdrawn without
+ *	  consume=: the hold alone goes, the item is back in its place.
+ * Nothing here raises an ERROR after the commit record.  Backend-local
+ * state only (holds[] in TopMemoryContext); the entries are the
+ * channel's (channel.c's rules).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "storage/dsm.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "backend.h"
+#include "backend_int.h"
+#include "channel.h"
+#include "lease.h"
+#include "nodedata.h"
+#include "queue_common.h"
+#include "resource.h"
+#include "settings.h"
+#include "wait_events.h"
+
+typedef struct QueueHold
+{
+	int			idx;
+	uint32		generation;
+	int64		session_id;
+	SubTransactionId subid;
+	char		id[ZKLOCK_MAX_NODE_NAME_LEN + 1];
+	char		queue[ZKLOCK_MAX_RESOURCE_LEN + 1];
+} QueueHold;
+
+static QueueHold *holds = NULL;
+static int	nholds = 0;
+static int	maxholds = 0;
+
+/* The queue's resource, after its name's checks (22023, 42622, 22021) */
+static void
+queue_request(ZkChannelRequest *req, ZkEntryKind kind, const char *queue)
+{
+	zklock_backend_init();
+	zklock_check_resource(queue);
+	if (strlen(ZKLOCK_QUEUE_PREFIX) + strlen(queue) > ZKLOCK_MAX_RESOURCE_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("zklock queue name \"%s\" is too long", queue),
+				 errdetail("A queue's name may have at most %d bytes.",
+						   ZKLOCK_MAX_RESOURCE_LEN -
+						   (int) strlen(ZKLOCK_QUEUE_PREFIX))));
+	zklock_request_init(req, kind);
+	snprintf(req->resource, sizeof(req->resource), "%s%s",
+			 ZKLOCK_QUEUE_PREFIX, queue);
+}
+
+/* Wait for the worker's answer to a request that does not wait for others */
+static ZkEntryState
+queue_answer(int idx, uint32 gen, const char *what)
+{
+	ZkEntryState state = zklock_wait_for_answer(idx, gen, what, -1, -1, false);
+
+	if (state == ZKE_FAILED)
+		zklock_raise_failure(idx, gen, what);
+	return state;
+}
+
+char *
+zklock_queue_put_now(const char *queue, const char *item, Size len,
+					 int priority)
+{
+	ZkChannelRequest req;
+	ZkChannelResult result;
+	dsm_segment *seg;
+	int			idx;
+	uint32		gen;
+
+	queue_request(&req, ZKR_QUEUE_PUT, queue);
+	snprintf(req.node, sizeof(req.node), "%s%03d-", ZKLOCK_QUEUE_ENTRY,
+			 priority);
+	seg = dsm_create(Max(len, 1), 0);
+	if (len > 0)
+		memcpy(dsm_segment_address(seg), item, len);
+	req.list_handle = dsm_segment_handle(seg);
+	req.list_size = len;
+	PG_TRY();
+	{
+		idx = zklock_submit(&req, &gen);
+		(void) queue_answer(idx, gen, psprintf("put an item into queue \"%s\"",
+											   queue));
+	}
+	PG_FINALLY();
+	{
+		dsm_detach(seg);
+	}
+	PG_END_TRY();
+	zklock_channel_collect(idx, gen, &result);
+	return pstrdup(result.node);
+}
+
+int64
+zklock_queue_length(const char *queue)
+{
+	ZkChannelRequest req;
+	ZkChannelResult result;
+	int			idx;
+	uint32		gen;
+
+	queue_request(&req, ZKR_QUEUE_LENGTH, queue);
+	idx = zklock_submit(&req, &gen);
+	(void) queue_answer(idx, gen, psprintf("count the items of queue \"%s\"",
+										   queue));
+	zklock_channel_collect(idx, gen, &result);
+	return result.token;
+}
+
+/* The take's wait: the worker's answer, or the caller's timeout (-1: none) */
+static ZkEntryState
+take_wait(int idx, uint32 gen, int timeout_ms)
+{
+	TimestampTz deadline = timeout_ms < 0 ? 0 :
+		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	TimestampTz since = GetCurrentTimestamp();
+	ZkEntryState state;
+
+	zklock_note_wait_start();
+	PG_TRY();
+	{
+		while ((state = zklock_channel_state(idx, gen)) == ZKE_REQUESTED)
+		{
+			if (deadline && GetCurrentTimestamp() >= deadline)
+				break;
+			zklock_wait_pass(idx, since, deadline);
+		}
+	}
+	PG_CATCH();
+	{
+		zklock_channel_withdraw(idx, gen);
+		zklock_set_pending(-1, 0);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return state;
+}
+
+/* Remember a hold, for the end of its transaction */
+static void
+hold_add(int idx, uint32 gen, ZkChannelResult *r, const char *queue)
+{
+	QueueHold  *h;
+
+	if (nholds == maxholds)
+	{
+		maxholds = Max(8, maxholds * 2);
+		holds = holds ? repalloc(holds, sizeof(QueueHold) * maxholds) :
+			MemoryContextAlloc(TopMemoryContext, sizeof(QueueHold) * maxholds);
+	}
+	h = &holds[nholds++];
+	h->idx = idx;
+	h->generation = gen;
+	h->session_id = r->session_id;
+	h->subid = GetCurrentSubTransactionId();
+	strlcpy(h->id, r->node, sizeof(h->id));
+	strlcpy(h->queue, queue, sizeof(h->queue));
+}
+
+/*
+ * Take the first item no one holds (waiting up to timeout_ms, -1 without
+ * limit, when wait): true, with its id, bytes and priority, held by the
+ * transaction; false when there is none.  The request stays the pending
+ * one (withdrawn by an ERROR or FATAL) until it is in holds[].
+ */
+bool
+zklock_queue_take(const char *queue, bool wait, int timeout_ms, char **id,
+				  bytea **item, int *priority)
+{
+	ZkChannelRequest req;
+	ZkChannelResult result;
+	dsm_segment *seg;
+	ZkEntryState state;
+	int			idx;
+	uint32		gen;
+	uint32		len;
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	const char *what = psprintf("take an item from queue \"%s\"", queue);
+
+	queue_request(&req, wait ? ZKR_QUEUE_TAKE : ZKR_QUEUE_TRY_TAKE, queue);
+	zklock_holder_data(data, sizeof(data), "transaction", false, 0);
+	strlcpy(req.data, data, sizeof(req.data));
+	seg = dsm_create(ZKLOCK_QUEUE_SEGMENT, 0);
+	req.list_handle = dsm_segment_handle(seg);
+	req.list_size = ZKLOCK_QUEUE_SEGMENT;
+	*item = NULL;
+	PG_TRY();
+	{
+		idx = zklock_submit(&req, &gen);
+		state = take_wait(idx, gen, wait ? timeout_ms : -1);
+		if (state == ZKE_GRANTED)
+		{
+			memcpy(&len, dsm_segment_address(seg), sizeof(uint32));
+			*item = palloc(VARHDRSZ + len);
+			SET_VARSIZE(*item, VARHDRSZ + len);
+			memcpy(VARDATA(*item),
+				   (char *) dsm_segment_address(seg) + sizeof(uint32), len);
+		}
+	}
+	PG_FINALLY();
+	{
+		dsm_detach(seg);
+	}
+	PG_END_TRY();
+	if (state == ZKE_REQUESTED || state == ZKE_NOT_GRANTED)
+	{
+		zklock_channel_withdraw(idx, gen);	/* frees it, or gives it back */
+		zklock_set_pending(-1, 0);
+		return false;
+	}
+	if (state != ZKE_GRANTED)
+	{
+		zklock_set_pending(-1, 0);
+		zklock_raise_failure(idx, gen, what);
+	}
+	zklock_channel_result(idx, gen, &result);
+	hold_add(idx, gen, &result, queue);
+	zklock_set_pending(-1, 0);
+	*id = pstrdup(result.node);
+	*priority = atoi(result.node + strlen(ZKLOCK_QUEUE_ENTRY));
+	return true;
+}
+
+/*
+ * PRE_COMMIT: every item held must still be held, by the session the
+ * lease covers; then the commit window opens for it (lease.c), so that
+ * zklock does not end that session before the consumption.  The window
+ * may already be open for the lock fence's session: it is the same one.
+ */
+void
+zklock_queue_fence(void)
+{
+	int64		session_id = 0;
+
+	for (int i = 0; i < nholds; i++)
+	{
+		QueueHold  *h = &holds[i];
+		bool		proven;
+
+		if (!zklock_channel_grant_stands(h->idx, h->generation, &proven) ||
+			!proven)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("item \"%s\" of zklock queue \"%s\" is no longer held; the transaction cannot commit",
+							h->id, h->queue),
+					 errdetail("The ZooKeeper session that held it ended or cannot be proven alive: the item is given to another taker."),
+					 errhint("Take it again in a new transaction.")));
+		session_id = h->session_id;
+	}
+	if (session_id != 0 && !zklock_lease_enter_commit(session_id))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the ZooKeeper session holding zklock queue items cannot be proven alive; the transaction cannot commit")));
+}
+
+/* PRE_PREPARE: a prepared transaction would outlive the holds */
+void
+zklock_queue_prepare_check(void)
+{
+	if (nholds > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that holds zklock queue items")));
+}
+
+/*
+ * Wait until the worker has freed the entries given back (consumed), at
+ * most a session timeout; interrupts are held: this runs after the
+ * commit record, where an ERROR would be a PANIC.
+ */
+static void
+wait_consumed(int from)
+{
+	TimestampTz deadline =
+		TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+									zklock_session_timeout);
+
+	HOLD_INTERRUPTS();
+	for (int i = from; i < nholds; i++)
+	{
+		while (zklock_channel_state(holds[i].idx, holds[i].generation) ==
+			   ZKE_RELEASING)
+		{
+			if (GetCurrentTimestamp() >= deadline)
+			{
+				ereport(WARNING,
+						(errmsg("zklock queue item \"%s\" of queue \"%s\" was not consumed within %d ms of the commit",
+								holds[i].id, holds[i].queue,
+								zklock_session_timeout),
+						 errdetail("It is consumed once ZooKeeper answers, or given again to a taker if this instance's session ends first.")));
+				RESUME_INTERRUPTS();
+				return;
+			}
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 10, zklock_wait_event(ZKLOCK_WAIT_WORKER));
+			ResetLatch(MyLatch);
+		}
+	}
+	RESUME_INTERRUPTS();
+}
+
+/* Give back holds[from..]: consumed (the transaction committed) or not */
+static void
+give_back(int from, bool consume)
+{
+	if (from >= nholds)
+		return;
+	zklock_channel_hold_wakes();
+	for (int i = from; i < nholds; i++)
+	{
+		if (consume)
+			zklock_channel_set_data(holds[i].idx, holds[i].generation,
+									"consume=1\n");
+		zklock_channel_withdraw(holds[i].idx, holds[i].generation);
+	}
+	zklock_channel_release_wakes();
+	if (consume)
+		wait_consumed(from);
+	nholds = from;
+}
+
+/* The transaction ended: COMMIT consumes, ABORT gives the items back */
+void
+zklock_queue_xact_end(bool commit)
+{
+	give_back(0, commit);
+}
+
+/* ROLLBACK TO: what the subtransaction took goes back; RELEASE: the parent's */
+void
+zklock_queue_subxact_end(bool commit, SubTransactionId mySubid,
+						 SubTransactionId parentSubid)
+{
+	int			kept = 0;
+
+	for (int i = 0; i < nholds; i++)
+	{
+		QueueHold	h = holds[i];
+
+		if (h.subid == mySubid)
+		{
+			if (commit)
+				h.subid = parentSubid;
+			else
+			{
+				zklock_channel_withdraw(h.idx, h.generation);
+				continue;
+			}
+		}
+		holds[kept++] = h;
+	}
+	nholds = kept;
+}
+
+/* Backend exit: everything held goes back */
+void
+zklock_queue_at_exit(void)
+{
+	give_back(0, false);
+}

@@ -1,0 +1,117 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue.c
+ *		The SQL-callable functions of the distributed queue (1.9, issue
+ *		31): argument checks, then the backend side (backend/queue.c).
+ *
+ * No shared state here.  A queue's name has the rules of a resource name
+ * (zklock_resource_arg); an item is bytea or text (the same varlena: the
+ * text's bytes in the database encoding), not NULL, at most
+ * ZKLOCK_QUEUE_MAX_ITEM bytes (54000); a priority 0..999 (22023), as
+ * Kazoo's.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+
+#include "backend.h"
+#include "functions.h"
+#include "queue_common.h"
+
+PG_FUNCTION_INFO_V1(zklock_queue_put_now_sql);
+PG_FUNCTION_INFO_V1(zklock_queue_take_sql);
+PG_FUNCTION_INFO_V1(zklock_queue_try_take_sql);
+PG_FUNCTION_INFO_V1(zklock_queue_length_sql);
+
+static int
+priority_arg(FunctionCallInfo fcinfo, int argno)
+{
+	int			p;
+
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return ZKLOCK_QUEUE_DEFAULT_PRIORITY;
+	p = PG_GETARG_INT32(argno);
+	if (p < 0 || p > ZKLOCK_QUEUE_MAX_PRIORITY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock queue priority %d is out of range", p),
+				 errdetail("A priority is between 0 and %d; lower is taken first.",
+						   ZKLOCK_QUEUE_MAX_PRIORITY)));
+	return p;
+}
+
+/* zk_queue_put_now(queue, item bytea or text, priority): the item's id */
+Datum
+zklock_queue_put_now_sql(PG_FUNCTION_ARGS)
+{
+	char	   *queue = zklock_resource_arg(fcinfo);
+	bytea	   *item;
+	int			priority;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("a zklock queue item must not be null")));
+	item = PG_GETARG_BYTEA_PP(1);
+	priority = priority_arg(fcinfo, 2);
+	if (VARSIZE_ANY_EXHDR(item) > ZKLOCK_QUEUE_MAX_ITEM)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("zklock queue item is too large"),
+				 errdetail("The item has %zu bytes; an item may have at most %d.",
+						   (size_t) VARSIZE_ANY_EXHDR(item),
+						   ZKLOCK_QUEUE_MAX_ITEM)));
+	PG_RETURN_TEXT_P(cstring_to_text(zklock_queue_put_now(queue,
+														  VARDATA_ANY(item),
+														  VARSIZE_ANY_EXHDR(item),
+														  priority)));
+}
+
+/* (id, item, priority), or a row of NULLs when nothing was taken */
+static Datum
+take_common(FunctionCallInfo fcinfo, bool wait)
+{
+	char	   *queue = zklock_resource_arg(fcinfo);
+	int			timeout_ms = wait ? zklock_timeout_arg(fcinfo, 1) : -1;
+	TupleDesc	tupdesc;
+	Datum		values[3];
+	bool		nulls[3] = {true, true, true};
+	char	   *id;
+	bytea	   *item;
+	int			priority;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (zklock_queue_take(queue, wait, timeout_ms, &id, &item, &priority))
+	{
+		values[0] = CStringGetTextDatum(id);
+		values[1] = PointerGetDatum(item);
+		values[2] = Int32GetDatum(priority);
+		nulls[0] = nulls[1] = nulls[2] = false;
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
+													  values, nulls)));
+}
+
+Datum
+zklock_queue_take_sql(PG_FUNCTION_ARGS)
+{
+	return take_common(fcinfo, true);
+}
+
+Datum
+zklock_queue_try_take_sql(PG_FUNCTION_ARGS)
+{
+	return take_common(fcinfo, false);
+}
+
+Datum
+zklock_queue_length_sql(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(zklock_queue_length(zklock_resource_arg(fcinfo)));
+}

@@ -1,0 +1,776 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue.c
+ *		Recipe: the distributed queue (issue 31), in Kazoo's LockingQueue
+ *		layout (queue_common.h; the design: doc/design.md "Queues").
+ *
+ * Three kinds of request, each an entry of the channel:
+ *	- ZKR_QUEUE_PUT: create entries/entry-PPP- (PERSISTENT_SEQUENTIAL) with
+ *	  the item from the backend's segment; its name (the item's id) is the
+ *	  answer, as a grant the backend collects at once.  A missing queue is
+ *	  made first (persistent nodes, as Kazoo's ensure_path).  A lost reply
+ *	  fails the put with 08006: the entry's name carries nothing of ours,
+ *	  so whether it was made cannot be told (the caller may put again).
+ *	- ZKR_QUEUE_TAKE and ZKR_QUEUE_TRY_TAKE: list entries and taken (one
+ *	  round trip), then for the first entry without a hold create the hold
+ *	  taken/<entry> (EPHEMERAL, the holder's data and our req= line), then
+ *	  read the entry into the backend's segment and grant: the entry is
+ *	  GRANTED while held (PH_HELD).  A hold that exists is skipped; an
+ *	  entry gone under our new hold has its hold deleted, and the next is
+ *	  tried.  No entry left: a try is NOT_GRANTED; a wait lists again with
+ *	  child watches on both (each waiter its own: the shared watch of the
+ *	  design is the next step).  A lost reply of the hold's create is found
+ *	  again once connected by reading the hold: ours when it is of our
+ *	  session and names our request (req=).
+ *	- ZKR_QUEUE_LENGTH: the number of entries (Kazoo's len()), as DONE.
+ * The release of a held take (the backend withdrew it) deletes the hold;
+ * when the backend committed, its entry's data says "consume=1" (written
+ * before the withdrawal, backend/queue.c) and the entry is deleted first,
+ * then the hold, sent back to back (one session: in that order).
+ *
+ * Rules: only the worker's thread runs this; a take's listing lives in
+ * this file's memory (takes[idx], its own context) from the listing to
+ * the grant or the end of the request; everything shared goes through
+ * channel.c.  Every reply checks the request's generation and phase.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "storage/dsm.h"
+#include "utils/memutils.h"
+
+#include "channel.h"
+#include "nodedata.h"
+#include "queue_common.h"
+#include "recipe.h"
+#include "settings.h"
+
+/* operations (tags' op field) */
+enum
+{
+	QOP_PARENT = 1,				/* a node of the queue's path made */
+	QOP_PUT,					/* the entry's create */
+	QOP_ENTRIES,				/* listing of entries */
+	QOP_TAKEN,					/* listing of taken */
+	QOP_HOLD,					/* the hold's create */
+	QOP_FIND,					/* reading our hold after a lost reply */
+	QOP_READ,					/* the entry's data */
+	QOP_SKIP,					/* delete of a hold whose entry went */
+	QOP_CONSUME,				/* delete of the entry at commit */
+	QOP_UNHOLD,					/* delete of the hold at release */
+	QOP_LENGTH,					/* listing of entries for a length */
+	QOP_WATCH					/* a waiter's child watch fired */
+};
+
+#define Q_MAX_PATH	(ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 16)
+
+/* A take's listing: the candidates, in order */
+typedef struct QTake
+{
+	MemoryContext cxt;
+	uint32		generation;
+	bool		have_entries;
+	bool		have_taken;
+	char	  **entries;
+	int			nentries;
+	char	  **taken;
+	int			ntaken;
+	int			next;			/* the next entry to try */
+	bool		watching;		/* a waiter's watches are set */
+} QTake;
+
+static QTake **takes = NULL;
+
+static bool
+queue_kind(ZkEntryKind k)
+{
+	return k == ZKR_QUEUE_PUT || k == ZKR_QUEUE_TAKE ||
+		k == ZKR_QUEUE_TRY_TAKE || k == ZKR_QUEUE_LENGTH;
+}
+
+static void
+sub_path(char *buf, WorkEntry *w, const char *dir, const char *name)
+{
+	snprintf(buf, Q_MAX_PATH, "%s/%s%s%s", w->parent, dir,
+			 name ? "/" : "", name ? name : "");
+}
+
+/* Is name an entry's (entry-<digits>-<digits>)? */
+static bool
+entry_name(const char *name)
+{
+	const char *p = name + strlen(ZKLOCK_QUEUE_ENTRY);
+
+	if (strncmp(name, ZKLOCK_QUEUE_ENTRY, strlen(ZKLOCK_QUEUE_ENTRY)) != 0 ||
+		!isdigit((unsigned char) *p))
+		return false;
+	while (isdigit((unsigned char) *p))
+		p++;
+	if (*p++ != '-' || !isdigit((unsigned char) *p))
+		return false;
+	while (isdigit((unsigned char) *p))
+		p++;
+	return *p == '\0' && strlen(name) <= ZKLOCK_MAX_NODE_NAME_LEN;
+}
+
+static void
+take_drop(int idx)
+{
+	if (takes && takes[idx])
+	{
+		MemoryContextDelete(takes[idx]->cxt);
+		takes[idx] = NULL;
+	}
+}
+
+static const char *
+rc_text(ZkEvent *ev)
+{
+	return ev->rc == ZKC_CONNLOSS ? "connection to ZooKeeper lost" :
+		ev->rc == ZKC_EXPIRED ? "ZooKeeper session expired" :
+		zkc_result_text(ev->zoo_rc);
+}
+
+/* The request ends in failure (or, withdrawn, is released) */
+static void
+q_fail(int idx, int sqlstate, const char *msg)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	take_drop(idx);
+	if (w->release)
+		zklock_recipe_released(idx);
+	else
+		zklock_recipe_fail(idx, sqlstate, msg);
+}
+
+/* A segment's handle and size, if the request is still asked for */
+static dsm_segment *
+q_segment(int idx, Size *size)
+{
+	ZkLockEntry *e = entry(idx);
+	dsm_handle	handle;
+	bool		ok;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	handle = e->list_handle;
+	*size = e->list_size;
+	ok = e->generation == zklock_work[idx].generation &&
+		e->state == ZKE_REQUESTED;
+	LWLockRelease(zklock_shared->lock);
+	return ok ? dsm_attach(handle) : NULL;
+}
+
+/* ---- the queue's nodes, and a put ---- */
+
+/* The queue's path from the root down, entries and taken: persistent */
+static bool
+send_parents(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[Q_MAX_PATH];
+	bool		ok = true;
+
+	for (char *p = w->parent + strlen(zklock_root) + 1; ok; p++)
+	{
+		if (*p == '/' || *p == '\0')
+		{
+			memcpy(path, w->parent, p - w->parent);
+			path[p - w->parent] = '\0';
+			ok = zkc_create(path, NULL, -1, 0,
+							TAG(w->generation, QOP_PARENT, idx));
+			if (*p == '\0')
+				break;
+		}
+	}
+	sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, NULL);
+	ok = ok && zkc_create(path, NULL, -1, 0, TAG(w->generation, QOP_PARENT, idx));
+	sub_path(path, w, ZKLOCK_QUEUE_TAKEN, NULL);
+	return ok && zkc_create(path, NULL, -1, 0,
+							TAG(w->generation, QOP_PARENT, idx));
+}
+
+static void
+send_put(int idx, bool with_parents)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[Q_MAX_PATH];
+	dsm_segment *seg;
+	Size		size;
+	bool		ok;
+
+	seg = q_segment(idx, &size);
+	if (seg == NULL)
+	{
+		q_fail(idx, ERRCODE_CONNECTION_FAILURE, "the put was withdrawn");
+		return;
+	}
+	sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
+	w->phase = PH_CHECKING;
+	w->tries++;
+	ok = (!with_parents || send_parents(idx)) &&
+		zkc_create(path, dsm_segment_address(seg), (int) size,
+				   ZKC_PERSISTENT_SEQUENTIAL, TAG(w->generation, QOP_PUT, idx));
+	dsm_detach(seg);
+	if (!ok)
+		q_fail(idx, ERRCODE_CONNECTION_FAILURE,
+			   "could not send the put to ZooKeeper");
+}
+
+static void
+on_put(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	const char *slash = ev->path ? strrchr(ev->path, '/') : NULL;
+
+	if (ev->rc == ZKC_NONODE && w->tries < 3 && !w->release)
+		send_put(idx, true);
+	else if (ev->rc != ZKC_OK)
+		q_fail(idx, ev->rc == ZKC_NOAUTH ? ERRCODE_INSUFFICIENT_PRIVILEGE :
+			   ERRCODE_CONNECTION_FAILURE,
+			   psprintf("the put's outcome is unknown: %s", rc_text(ev)));
+	else if (w->release)
+		zklock_recipe_released(idx);
+	else
+	{
+		w->phase = PH_IDLE;
+		zklock_channel_grant(idx, w->generation, ev->czxid,
+							 zklock_recipe_session_id(),
+							 slash ? slash + 1 : ev->path);
+	}
+}
+
+/* ---- a take: list, hold, read ---- */
+
+static void
+send_listing(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	QTake	   *t;
+	MemoryContext cxt;
+	char		path[Q_MAX_PATH];
+	bool		wait = w->kind == ZKR_QUEUE_TAKE;
+	bool		ok;
+
+	take_drop(idx);
+	cxt = AllocSetContextCreate(TopMemoryContext, "zklock queue take",
+								ALLOCSET_SMALL_SIZES);
+	t = MemoryContextAllocZero(cxt, sizeof(QTake));
+	t->cxt = cxt;
+	t->generation = w->generation;
+	t->watching = wait;
+	takes[idx] = t;
+	w->phase = PH_CHECKING;
+	w->node[0] = '\0';
+	w->created = false;
+	sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, NULL);
+	ok = wait ? zkc_get_children_watch(path, TAG(w->generation, QOP_ENTRIES, idx),
+									   TAG(w->generation, QOP_WATCH, idx)) :
+		zkc_get_children(path, TAG(w->generation, QOP_ENTRIES, idx));
+	sub_path(path, w, ZKLOCK_QUEUE_TAKEN, NULL);
+	ok = ok && (wait ? zkc_get_children_watch(path, TAG(w->generation, QOP_TAKEN, idx),
+											  TAG(w->generation, QOP_WATCH, idx)) :
+				zkc_get_children(path, TAG(w->generation, QOP_TAKEN, idx)));
+	if (!ok)
+		set_recovering(w);
+}
+
+static int
+name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* A listing's names into the take's memory; entries sorted */
+static void
+keep_names(QTake *t, ZkEvent *ev, bool entries)
+{
+	char	  **names = MemoryContextAllocZero(t->cxt, sizeof(char *) *
+											   Max(ev->nchildren, 1));
+	int			n = 0;
+
+	for (int i = 0; ev->rc == ZKC_OK && i < ev->nchildren; i++)
+		if (entry_name(ev->children[i]))
+			names[n++] = MemoryContextStrdup(t->cxt, ev->children[i]);
+	if (entries)
+	{
+		qsort(names, n, sizeof(char *), name_cmp);
+		t->entries = names;
+		t->nentries = n;
+		t->have_entries = true;
+	}
+	else
+	{
+		t->taken = names;
+		t->ntaken = n;
+		t->have_taken = true;
+	}
+}
+
+static bool
+is_taken(QTake *t, const char *name)
+{
+	for (int i = 0; i < t->ntaken; i++)
+		if (strcmp(t->taken[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* Hold the next entry of the listing without a hold, or say there is none */
+static void
+try_next(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	QTake	   *t = takes[idx];
+	char		path[Q_MAX_PATH];
+	char		data[ZKLOCK_MAX_DATA_LEN + 1];
+	char		mine[ZKLOCK_MAX_DATA_LEN + 1];
+	char		req[24];
+
+	while (t->next < t->nentries && is_taken(t, t->entries[t->next]))
+		t->next++;
+	if (t->next >= t->nentries)
+	{
+		if (w->kind == ZKR_QUEUE_TRY_TAKE)
+		{
+			take_drop(idx);
+			w->phase = PH_IDLE;
+			zklock_channel_not_granted(idx, w->generation);
+		}
+		else
+			w->phase = PH_WATCHING; /* the watches set by the listing */
+		return;
+	}
+	strlcpy(w->node, t->entries[t->next++], sizeof(w->node));
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	strlcpy(data, entry(idx)->data, sizeof(data));
+	LWLockRelease(zklock_shared->lock);
+	snprintf(req, sizeof(req), "%d.%u", idx, w->generation);
+	zklock_nodedata_add(mine, sizeof(mine), data, ZKLOCK_QUEUE_REQ_FIELD, req);
+	sub_path(path, w, ZKLOCK_QUEUE_TAKEN, w->node);
+	w->phase = PH_CHECKING;
+	w->create_unknown = true;
+	if (!zkc_create(path, mine, strlen(mine), ZKC_EPHEMERAL,
+					TAG(w->generation, QOP_HOLD, idx)))
+		set_recovering(w);
+}
+
+static void
+on_listing(int idx, ZkEvent *ev, bool entries)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	QTake	   *t = takes[idx];
+
+	if (t == NULL || w->phase != PH_CHECKING || w->node[0] != '\0')
+		return;
+	if (w->release)
+	{
+		q_fail(idx, 0, NULL);	/* withdrawn: released */
+		return;
+	}
+	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+	{
+		take_drop(idx);
+		set_recovering(w);
+		return;
+	}
+	keep_names(t, ev, entries);
+	if (t->have_entries && t->have_taken)
+		try_next(idx);
+}
+
+static void
+send_read(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[Q_MAX_PATH];
+
+	w->created = true;
+	w->create_unknown = false;
+	sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
+	if (!zkc_get_data(path, TAG(w->generation, QOP_READ, idx)))
+		set_recovering(w);
+}
+
+static void
+send_unhold(int idx, int op)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[Q_MAX_PATH];
+
+	sub_path(path, w, ZKLOCK_QUEUE_TAKEN, w->node);
+	w->phase = PH_DELETING;
+	if (!zkc_delete(path, TAG(w->generation, op, idx)))
+		set_recovering(w);
+}
+
+static void
+on_hold(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (ev->rc == ZKC_OK)
+	{
+		w->czxid = ev->czxid;
+		if (w->release)
+			send_unhold(idx, QOP_UNHOLD);
+		else
+			send_read(idx);
+	}
+	else if (ev->rc == ZKC_NODEEXISTS && !w->release)
+		try_next(idx);			/* held by someone else */
+	else if (ev->rc == ZKC_NONODE && !w->release)
+		q_fail(idx, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+			   "the queue has no \"taken\" node");
+	else if (ev->rc == ZKC_CONNLOSS)
+		set_recovering(w);		/* the hold may exist: find it */
+	else
+	{
+		w->create_unknown = false;
+		q_fail(idx, ERRCODE_CONNECTION_FAILURE, rc_text(ev));
+	}
+}
+
+/* After a lost reply of the hold's create: is the hold ours? */
+static void
+on_find(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		req[24];
+	const char *v = ev->data ? zklock_node_field(ev->data,
+												 ZKLOCK_QUEUE_REQ_FIELD) : NULL;
+
+	snprintf(req, sizeof(req), "%d.%u", idx, w->generation);
+	if (ev->rc == ZKC_OK && v && ev->ephemeral_owner == zklock_recipe_session_id() &&
+		zklock_node_field_len(v) == strlen(req) &&
+		strncmp(v, req, strlen(req)) == 0)
+	{
+		w->czxid = ev->czxid;
+		w->phase = PH_CHECKING;
+		if (w->release)
+			send_unhold(idx, QOP_UNHOLD);
+		else
+			send_read(idx);
+	}
+	else if (ev->rc == ZKC_OK || ev->rc == ZKC_NONODE)
+	{
+		w->create_unknown = false;	/* not made, or not ours */
+		if (w->release)
+			zklock_recipe_released(idx);
+		else
+			send_listing(idx);
+	}
+	else
+		set_recovering(w);
+}
+
+/* The entry's data: the item, to the backend's segment, and the grant */
+static void
+on_read(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	dsm_segment *seg;
+	Size		size;
+	uint32		len = ev->datalen > 0 ? ev->datalen : 0;
+
+	if (ev->rc == ZKC_NONODE && !w->release)
+	{
+		send_unhold(idx, QOP_SKIP); /* consumed meanwhile: the next */
+		return;
+	}
+	if (ev->rc != ZKC_OK || w->release)
+	{
+		if (ev->rc == ZKC_CONNLOSS && !w->release)
+			set_recovering(w);
+		else
+			send_unhold(idx, QOP_UNHOLD);
+		return;
+	}
+	seg = q_segment(idx, &size);
+	if (seg == NULL || len + sizeof(uint32) > size)
+	{
+		if (seg)
+			dsm_detach(seg);
+		w->fail_sqlstate = ERRCODE_PROGRAM_LIMIT_EXCEEDED;
+		send_unhold(idx, QOP_UNHOLD);
+		return;
+	}
+	memcpy(dsm_segment_address(seg), &len, sizeof(uint32));
+	if (len > 0)
+		memcpy((char *) dsm_segment_address(seg) + sizeof(uint32), ev->data, len);
+	dsm_detach(seg);
+	take_drop(idx);
+	w->phase = PH_HELD;
+	zklock_channel_grant(idx, w->generation, w->czxid,
+						 zklock_recipe_session_id(), w->node);
+}
+
+/* A hold deleted: skipped (try the next), or the request's end */
+static void
+on_unhold(int idx, ZkEvent *ev, bool skip)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (ev->rc == ZKC_CONNLOSS)
+	{
+		set_recovering(w);
+		return;
+	}
+	w->created = false;
+	if (skip && !w->release && takes[idx])
+	{
+		w->phase = PH_CHECKING;
+		try_next(idx);
+	}
+	else if (w->release)
+		zklock_recipe_released(idx);
+	else
+		q_fail(idx, w->fail_sqlstate ? w->fail_sqlstate :
+			   ERRCODE_CONNECTION_FAILURE,
+			   w->fail_sqlstate ? "the item is larger than this version of zklock can take" :
+			   "the take could not read its item");
+}
+
+/* ---- release, length, dispatch ---- */
+
+/* The backend is done with a held take: consume it (committed), or not */
+static void
+q_release(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[Q_MAX_PATH];
+	bool		consume;
+
+	if (w->kind != ZKR_QUEUE_TAKE && w->kind != ZKR_QUEUE_TRY_TAKE)
+	{
+		if (w->phase == PH_IDLE)
+			zklock_recipe_released(idx);
+		return;					/* else its reply releases it */
+	}
+	if (w->phase == PH_WATCHING)
+	{
+		zkc_unwatch(TAG(w->generation, QOP_WATCH, idx));
+		take_drop(idx);
+		zklock_recipe_released(idx);
+		return;
+	}
+	if (w->phase != PH_HELD && w->phase != PH_IDLE)
+		return;					/* its reply in flight releases it */
+	if (w->phase == PH_IDLE || !w->created)
+	{
+		zklock_recipe_released(idx);
+		return;
+	}
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	consume = zklock_node_field(entry(idx)->data, "consume=") != NULL;
+	LWLockRelease(zklock_shared->lock);
+	if (consume)
+	{
+		sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
+		if (!zkc_delete(path, TAG(w->generation, QOP_CONSUME, idx)))
+		{
+			set_recovering(w);
+			return;
+		}
+	}
+	send_unhold(idx, QOP_UNHOLD);
+}
+
+static void
+on_length(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	int			n = 0;
+
+	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+	{
+		q_fail(idx, ERRCODE_CONNECTION_FAILURE, rc_text(ev));
+		return;
+	}
+	for (int i = 0; ev->rc == ZKC_OK && i < ev->nchildren; i++)
+		if (entry_name(ev->children[i]))
+			n++;
+	w->phase = PH_IDLE;
+	if (w->release)
+		zklock_recipe_released(idx);
+	else
+		zklock_channel_done(idx, w->generation, n, 0);
+}
+
+static void
+q_start(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[Q_MAX_PATH];
+
+	w->tries = 0;
+	if (w->kind == ZKR_QUEUE_PUT)
+	{
+		LWLockAcquire(zklock_shared->lock, LW_SHARED);
+		strlcpy(w->node, entry(idx)->node, sizeof(w->node));
+		LWLockRelease(zklock_shared->lock);
+		send_put(idx, false);
+	}
+	else if (w->kind == ZKR_QUEUE_LENGTH)
+	{
+		w->phase = PH_CHECKING;
+		sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, NULL);
+		if (!zkc_get_children(path, TAG(w->generation, QOP_LENGTH, idx)))
+			q_fail(idx, ERRCODE_CONNECTION_FAILURE,
+				   "could not ask ZooKeeper for the queue's length");
+	}
+	else
+		send_listing(idx);
+}
+
+/* A waiter's watch fired: list again (keeping our place in nothing) */
+static void
+on_watch(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (w->phase != PH_WATCHING)
+		return;					/* the other watch, or listing already */
+	zkc_unwatch(TAG(w->generation, QOP_WATCH, idx));
+	if (w->release)
+	{
+		take_drop(idx);
+		zklock_recipe_released(idx);
+	}
+	else
+		send_listing(idx);
+}
+
+static void
+q_event(ZkEvent *ev)
+{
+	int			idx = TAG_IDX(ev->tag);
+	WorkEntry  *w;
+
+	if (idx >= zklock_recipe_nentries())
+		return;
+	w = &zklock_work[idx];
+	if (TAG_GEN(ev->tag) != w->generation || !queue_kind(w->kind))
+		return;
+	switch (TAG_OP(ev->tag))
+	{
+		case QOP_PUT:
+			on_put(idx, ev);
+			break;
+		case QOP_ENTRIES:
+		case QOP_TAKEN:
+			on_listing(idx, ev, TAG_OP(ev->tag) == QOP_ENTRIES);
+			break;
+		case QOP_HOLD:
+			on_hold(idx, ev);
+			break;
+		case QOP_FIND:
+			on_find(idx, ev);
+			break;
+		case QOP_READ:
+			on_read(idx, ev);
+			break;
+		case QOP_SKIP:
+		case QOP_UNHOLD:
+			on_unhold(idx, ev, TAG_OP(ev->tag) == QOP_SKIP);
+			break;
+		case QOP_LENGTH:
+			on_length(idx, ev);
+			break;
+		case QOP_WATCH:
+			on_watch(idx);
+			break;
+		default:
+			break;				/* QOP_PARENT, QOP_CONSUME: the next says */
+	}
+}
+
+/* Once connected again: redo what lost its reply */
+static void
+q_retry(void)
+{
+	for (int idx = 0; idx < zklock_recipe_nentries(); idx++)
+	{
+		WorkEntry  *w = &zklock_work[idx];
+		char		path[Q_MAX_PATH];
+
+		if (!queue_kind(w->kind) || w->phase != PH_RECOVERING)
+			continue;
+		if (w->create_unknown)
+		{
+			w->phase = PH_CHECKING;
+			sub_path(path, w, ZKLOCK_QUEUE_TAKEN, w->node);
+			if (!zkc_get_data(path, TAG(w->generation, QOP_FIND, idx)))
+				set_recovering(w);
+		}
+		else if (w->created)
+		{
+			w->phase = PH_HELD;
+			if (w->release)
+				q_release(idx);
+			else
+				send_read(idx);
+		}
+		else if (w->release)
+			zklock_recipe_released(idx);
+		else
+			send_listing(idx);
+	}
+}
+
+static void
+q_connected(int64 session_id)
+{
+	q_retry();
+}
+
+/* The session is gone, and every hold with it */
+static void
+q_session_lost(void)
+{
+	const char *why = zklock_recipe_loss_why();
+
+	for (int idx = 0; idx < zklock_recipe_nentries(); idx++)
+	{
+		WorkEntry  *w = &zklock_work[idx];
+		int			pid;
+
+		if (!queue_kind(w->kind) || w->phase == PH_IDLE ||
+			w->phase == PH_DEFERRED)
+			continue;
+		take_drop(idx);
+		w->created = false;
+		w->create_unknown = false;
+		if (w->phase == PH_HELD)
+		{
+			if (zklock_channel_session_lost(idx, w->generation, &pid))
+				zklock_recipe_lost_lock(pid);
+			w->phase = PH_IDLE;
+		}
+		else
+			q_fail(idx, ERRCODE_CONNECTION_FAILURE,
+				   psprintf("ZooKeeper session lost during a queue request: %s",
+							why));
+	}
+}
+
+static void
+q_init(void)
+{
+	takes = MemoryContextAllocZero(TopMemoryContext,
+								   sizeof(QTake *) * zklock_recipe_nentries());
+}
+
+const ZkRecipe zklock_queue_recipe = {
+	.name = "queue",
+	.kinds = RECIPE_KIND(ZKR_QUEUE_PUT) | RECIPE_KIND(ZKR_QUEUE_TAKE) |
+	RECIPE_KIND(ZKR_QUEUE_TRY_TAKE) | RECIPE_KIND(ZKR_QUEUE_LENGTH),
+	.init = q_init,
+	.start = q_start,
+	.release = q_release,
+	.event = q_event,
+	.connected = q_connected,
+	.session_lost = q_session_lost,
+	.retry = q_retry,
+};

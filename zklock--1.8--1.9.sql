@@ -1,0 +1,50 @@
+/* zklock--1.8--1.9.sql */
+
+-- complain if script is sourced in psql, rather than via ALTER EXTENSION
+\echo Use "ALTER EXTENSION zklock UPDATE TO '1.9'" to load this file. \quit
+
+-- The distributed queue (issue 31; doc/sql.md "Queues").  Kazoo's
+-- LockingQueue layout under <zklock.root>/zklock.queues/<queue>.
+
+CREATE FUNCTION zk_queue_put_now(queue text, item bytea,
+                                 priority integer DEFAULT 100)
+RETURNS text
+AS 'MODULE_PATHNAME', 'zklock_queue_put_now_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_queue_put_now(text, bytea, integer) IS
+  'Put an item into the queue at once, outside the transaction; returns its id (its entry''s name).';
+
+CREATE FUNCTION zk_queue_put_now(queue text, item text,
+                                 priority integer DEFAULT 100)
+RETURNS text
+AS 'MODULE_PATHNAME', 'zklock_queue_put_now_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_queue_put_now(text, text, integer) IS
+  'Put a text item (its bytes in the database encoding) into the queue at once, outside the transaction; returns its id.';
+
+CREATE FUNCTION zk_queue_try_take(queue text,
+                                  OUT id text, OUT item bytea,
+                                  OUT priority integer)
+RETURNS record
+AS 'MODULE_PATHNAME', 'zklock_queue_try_take_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_queue_try_take(text) IS
+  'Take the first item no one holds, now, held until the end of the transaction (consumed at COMMIT); NULLs when there is none.';
+
+CREATE FUNCTION zk_queue_take(queue text, timeout interval DEFAULT NULL,
+                              OUT id text, OUT item bytea,
+                              OUT priority integer)
+RETURNS record
+AS 'MODULE_PATHNAME', 'zklock_queue_take_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_queue_take(text, interval) IS
+  'Wait for the first item no one holds (up to timeout; NULL: no limit), held until the end of the transaction (consumed at COMMIT); NULLs at the timeout.';
+
+CREATE FUNCTION zk_queue_length(queue text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zklock_queue_length_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_queue_length(text) IS
+  'The number of items in the queue, waiting and held.';
+
+SELECT @extschema@.zk_lock_settle_privileges();
