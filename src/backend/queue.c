@@ -250,6 +250,36 @@ zklock_queue_take(const char *queue, bool wait, int timeout_ms, char **id,
 }
 
 /*
+ * The hold still stands (GRANTED, of a session the worker has not begun to
+ * end), and the lease covers its session: waiting for the lease until
+ * bound_ms after start, as the lock fence does (fence.c).  Else 55000.
+ */
+static void
+prove_hold(QueueHold *h, TimestampTz start, int bound_ms)
+{
+	bool		proven;
+
+	while (zklock_channel_grant_stands(h->idx, h->generation, &proven) &&
+		   !proven)
+	{
+		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), bound_ms))
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 50, zklock_wait_event(ZKLOCK_WAIT_LEASE));
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (!proven)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("item \"%s\" of zklock queue \"%s\" is no longer held; the transaction cannot commit",
+						h->id, h->queue),
+				 errdetail("The ZooKeeper session that held it ended, or could not be proven alive within %d ms: the item goes to another taker.",
+						   bound_ms),
+				 errhint("Take it again in a new transaction.")));
+}
+
+/*
  * PRE_COMMIT: every item held must still be held, by the session the
  * lease covers; then the commit window opens for it (lease.c), so that
  * zklock does not end that session before the consumption.  The window
@@ -259,26 +289,18 @@ void
 zklock_queue_fence(void)
 {
 	int64		session_id = 0;
+	TimestampTz start = GetCurrentTimestamp();
+	int			bound_ms = zklock_session_timeout + zklock_connect_timeout;
 
 	for (int i = 0; i < nholds; i++)
 	{
-		QueueHold  *h = &holds[i];
-		bool		proven;
-
-		if (!zklock_channel_grant_stands(h->idx, h->generation, &proven) ||
-			!proven)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("item \"%s\" of zklock queue \"%s\" is no longer held; the transaction cannot commit",
-							h->id, h->queue),
-					 errdetail("The ZooKeeper session that held it ended or cannot be proven alive: the item is given to another taker."),
-					 errhint("Take it again in a new transaction.")));
-		session_id = h->session_id;
+		session_id = holds[i].session_id;
+		prove_hold(&holds[i], start, bound_ms);
 	}
-	if (session_id != 0 && !zklock_lease_enter_commit(session_id))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the ZooKeeper session holding zklock queue items cannot be proven alive; the transaction cannot commit")));
+	/* the window, in one look at the lease; withdrawn meanwhile: again */
+	while (session_id != 0 && !zklock_lease_enter_commit(session_id))
+		for (int i = 0; i < nholds; i++)
+			prove_hold(&holds[i], start, bound_ms);
 }
 
 /* PRE_PREPARE: a prepared transaction would outlive the holds */
