@@ -11,7 +11,9 @@
 #  - bad input (NULL item, priority out of range, a queue name that breaks
 #    the rules, an item too large) is each a clear error, with nothing left
 #    in ZooKeeper
-#  - the nodes are Kazoo's LockingQueue layout under <root>/zklock.queues
+#  - the nodes are Kazoo's LockingQueue layout under <root>/zklock.queues:
+#    Kazoo's LockingQueue (test/interop/kazoo_queue.py) and SQL take each
+#    other's items, in order, and each skips the item the other holds
 # The SQL objects are those of zklock--1.8--1.9.sql, created here from the
 # script (the extension's version that installs them is the lead's to set).
 use strict;
@@ -22,6 +24,7 @@ use lib "$FindBin::RealBin/../..";
 use ZkLockTest;
 
 use Test::More;
+use IPC::Run;
 use Time::HiRes qw(time);
 
 zk_start();
@@ -187,6 +190,56 @@ $a1->query_ok(q{SELECT zk_lock_acquire('jobs')});
 is($b1->query_ok(q{SELECT zk_queue_length('jobs')}), 0,
 	'a lock on "jobs" is no item of the queue "jobs"');
 $a1->query_ok('COMMIT');
+
+# ---------------------------------------------------------------------------
+# Kazoo's LockingQueue on the same queue, both ways, holds respected both
+# ways (Debian's python3-kazoo; a missing Kazoo is a failure, not a skip).
+{
+	my ($in, $out, $err) = ('', '', '');
+	my $kz = IPC::Run::start(
+		[
+			$ENV{ZKLOCK_TEST_PYTHON} || '/usr/bin/python3',
+			"$FindBin::RealBin/../../interop/kazoo_queue.py",
+			zk_hosts(), "$root/zklock.queues/kz"
+		],
+		'<', \$in, '>', \$out, '2>', \$err);
+	my $say = sub {
+		my ($cmd) = @_;
+		$in .= "$cmd\n" if defined $cmd;
+		my $deadline = time() + 30;
+		while ($out !~ /\n/ && time() < $deadline)
+		{
+			$kz->pump_nb;
+			Time::HiRes::sleep(0.02);
+		}
+		return $out =~ s/\A([^\n]*)\n// ? $1 : "(nothing; stderr: $err)";
+	};
+	is($say->(undef), 'READY', 'Kazoo connected');
+
+	$a1->query_ok(q{SELECT zk_queue_put_now('kz', 'from-sql-1')});
+	$a1->query_ok(q{SELECT zk_queue_put_now('kz', 'from-sql-2')});
+	is($say->('get 10'), 'GOT from-sql-1',
+		"Kazoo's get takes SQL's first item");
+	$b1->query_ok('BEGIN');
+	is($b1->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_try_take('kz')}),
+		'from-sql-2', "SQL skips the item Kazoo holds");
+	is($say->('consume'), 'CONSUMED True', "Kazoo consumes its item");
+	is($say->('get 1'), 'NONE', "Kazoo skips the item SQL holds");
+	$b1->query_ok('COMMIT');
+	is($say->('len'), 'LEN 0', "SQL's COMMIT consumed its item, as Kazoo counts");
+
+	is($say->('put 100 from-kazoo'), 'PUT', 'Kazoo puts an item');
+	is($say->('put 7 kazoo-urgent'), 'PUT', 'and one of priority 7');
+	like(
+		$a1->query_ok(q{SELECT id || ' ' || priority || ' ' || convert_from(item, 'UTF8') FROM zk_queue_try_take('kz')}),
+		qr/^entry-007-\d{10} 7 kazoo-urgent$/,
+		"SQL takes Kazoo's items in Kazoo's order, with their priority");
+	is($a1->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_try_take('kz')}),
+		'from-kazoo', 'then the next');
+	is($say->('len'), 'LEN 0', 'both consumed, as Kazoo counts');
+	$in .= "quit\n";
+	eval { $kz->finish; 1 } or diag("Kazoo's process: $@ $err");
+}
 
 zk_done_check();
 done_testing();
