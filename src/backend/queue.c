@@ -9,7 +9,7 @@
  * A take is an entry the backend keeps while it holds the item, GRANTED,
  * listed in holds[] with the subtransaction that took it.  Its end:
  *	- PRE_COMMIT (zklock_queue_fence): every hold must still stand (of the
- *	  session the lease covers), else the commit fails (55000); the commit
+ *	  session the lease covers), else the commit fails (55P03, as for a lock); the commit
  *	  window is then opened for that session, as the lock fence does;
  *	- COMMIT, after the commit record (zklock_queue_xact_end): each entry
  *	  gets "consume=1" in its data, then is withdrawn; the worker deletes
@@ -252,7 +252,7 @@ zklock_queue_take(const char *queue, bool wait, int timeout_ms, char **id,
 /*
  * The hold still stands (GRANTED, of a session the worker has not begun to
  * end), and the lease covers its session: waiting for the lease until
- * bound_ms after start, as the lock fence does (fence.c).  Else 55000.
+ * bound_ms after start, as the lock fence does (fence.c).  Else 55P03.
  */
 static void
 prove_hold(QueueHold *h, TimestampTz start, int bound_ms)
@@ -271,7 +271,7 @@ prove_hold(QueueHold *h, TimestampTz start, int bound_ms)
 	}
 	if (!proven)
 		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("item \"%s\" of zklock queue \"%s\" is no longer held; the transaction cannot commit",
 						h->id, h->queue),
 				 errdetail("The ZooKeeper session that held it ended, or could not be proven alive within %d ms: the item goes to another taker.",
@@ -281,7 +281,7 @@ prove_hold(QueueHold *h, TimestampTz start, int bound_ms)
 
 /*
  * PRE_COMMIT: every item held must still be held, by the session the
- * lease covers; then the commit window opens for it (lease.c), so that
+ * lease covers (else 55P03, as a lock lost); then the commit window opens for it (lease.c), so that
  * zklock does not end that session before the consumption.  The window
  * may already be open for the lock fence's session: it is the same one.
  */

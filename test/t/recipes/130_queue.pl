@@ -192,6 +192,39 @@ is($b1->query_ok(q{SELECT zk_queue_length('jobs')}), 0,
 $a1->query_ok('COMMIT');
 
 # ---------------------------------------------------------------------------
+# The commit fence: node2's worker stopped past its session timeout, its
+# hold goes with the session; node1's waiting taker gets the item, with
+# the same id, and node2's COMMIT fails (55P03) instead of consuming.
+{
+	my $fid = $a1->query_ok(q{SELECT zk_queue_put_now('fq', 'fenced')});
+	my $b2 = zk_session($node2, 'B2');
+	$b2->query_ok('BEGIN');
+	is($b2->query_ok(q{SELECT id FROM zk_queue_try_take('fq')}), $fid,
+		'node2 holds the item');
+	$a2->query_ok('BEGIN');
+	$a2->send(q{SELECT id FROM zk_queue_take('fq', '60 s')});
+	my $worker = $node2->safe_psql('postgres',
+		'SELECT worker_pid FROM zk_lock_status');
+	kill 'STOP', $worker;
+	my $t_stop = time();
+	my $got = $a2->wait(60);
+	my $redelivered = time() - $t_stop;
+	is($got && $got->{out}, $fid,
+		"node1's waiting taker gets the item once node2's session is gone, same id");
+	diag sprintf('redelivered %.1f s after the worker stopped (session timeout 4 s)',
+		$redelivered);
+	my $r = $b2->query('COMMIT', 60);
+	kill 'CONT', $worker;
+	is($r->{sqlstate}, '55P03', "node2's COMMIT fails: the hold is not proven held");
+	like($r->{err}, qr/no longer held; the transaction cannot commit/,
+		'... saying so');
+	$a2->query_ok('COMMIT');
+	is($a1->query_ok(q{SELECT zk_queue_length('fq')}), 0,
+		'node1 consumed it; node2 did not');
+	ok(zk_wait_connected($node2, 30), "node2's worker has a new session");
+}
+
+# ---------------------------------------------------------------------------
 # Kazoo's LockingQueue on the same queue, both ways, holds respected both
 # ways (Debian's python3-kazoo; a missing Kazoo is a failure, not a skip).
 {
