@@ -58,7 +58,8 @@ OBJS_BACKEND = \
 	src/backend/deadlock.o \
 	src/backend/deadlock_read.o \
 	src/backend/deadlock_graph.o \
-	src/backend/queue.o
+	src/backend/queue.o \
+	src/backend/queue_put.o
 OBJS_FUNCTIONS = \
 	src/functions/functions.o \
 	src/functions/status.o \

@@ -22,6 +22,22 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION zk_queue_put_now(text, text, integer) IS
   'Put a text item (its bytes in the database encoding) into the queue at once, outside the transaction; returns its id.';
 
+CREATE FUNCTION zk_queue_put(queue text, item bytea,
+                             priority integer DEFAULT 100)
+RETURNS text
+AS 'MODULE_PATHNAME', 'zklock_queue_put_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_queue_put(text, bytea, integer) IS
+  'Put an item into the queue when the transaction commits (nothing if it rolls back); returns the put''s key (its node under pending/ until the commit).';
+
+CREATE FUNCTION zk_queue_put(queue text, item text,
+                             priority integer DEFAULT 100)
+RETURNS text
+AS 'MODULE_PATHNAME', 'zklock_queue_put_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_queue_put(text, text, integer) IS
+  'Put a text item (its bytes in the database encoding) into the queue when the transaction commits; returns the put''s key.';
+
 CREATE FUNCTION zk_queue_try_take(queue text,
                                   OUT id text, OUT item bytea,
                                   OUT priority integer)

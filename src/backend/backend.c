@@ -212,16 +212,20 @@ queue_xact_event(XactEvent event)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
+			zklock_queue_puts_pend();
 			zklock_queue_fence();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
 			zklock_queue_prepare_check();
+			zklock_queue_puts_prepare_check();
 			break;
 		case XACT_EVENT_COMMIT:
 			zklock_queue_xact_end(true);
+			zklock_queue_puts_end(true);
 			break;
 		case XACT_EVENT_ABORT:
 			zklock_queue_xact_end(false);
+			zklock_queue_puts_end(false);
 			break;
 		default:
 			break;
@@ -239,8 +243,12 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 		zklock_extension_guard_reset();	/* as in xact_callback */
 	if (event == SUBXACT_EVENT_ABORT_SUB || event == SUBXACT_EVENT_COMMIT_SUB)
+	{
 		zklock_queue_subxact_end(event == SUBXACT_EVENT_COMMIT_SUB, mySubid,
 								 parentSubid);
+		zklock_queue_puts_subxact_end(event == SUBXACT_EVENT_COMMIT_SUB,
+									  mySubid, parentSubid);
+	}
 	if (zklock_local_locks == NULL)
 		return;
 	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)

@@ -62,4 +62,14 @@ extern void zklock_queue_subxact_end(bool commit, SubTransactionId mySubid,
 									 SubTransactionId parentSubid);
 extern void zklock_queue_at_exit(void);
 
+/* queue_put.c: the transactional put */
+extern char *zklock_queue_put(const char *queue, const char *item, Size len,
+							  int priority);
+extern void zklock_queue_puts_pend(void);
+extern void zklock_queue_puts_prepare_check(void);
+extern void zklock_queue_puts_end(bool commit);
+extern void zklock_queue_puts_subxact_end(bool commit,
+										  SubTransactionId mySubid,
+										  SubTransactionId parentSubid);
+
 #endif							/* ZKLOCK_BACKEND_H */

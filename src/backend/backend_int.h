@@ -169,4 +169,9 @@ extern bool zklock_xact_has_effects(void);
 extern void zklock_commit_fence(void);
 extern void zklock_prepare_check(void);
 
+/* queue.c, for queue_put.c */
+extern void zklock_queue_request(ZkChannelRequest *req, ZkEntryKind kind,
+								 const char *queue);
+extern ZkEntryState zklock_queue_answer(int idx, uint32 gen, const char *what);
+
 #endif							/* ZKLOCK_BACKEND_INT_H */

@@ -58,8 +58,9 @@ static int	nholds = 0;
 static int	maxholds = 0;
 
 /* The queue's resource, after its name's checks (22023, 42622, 22021) */
-static void
-queue_request(ZkChannelRequest *req, ZkEntryKind kind, const char *queue)
+void
+zklock_queue_request(ZkChannelRequest *req, ZkEntryKind kind,
+					 const char *queue)
 {
 	zklock_backend_init();
 	zklock_check_resource(queue);
@@ -76,8 +77,8 @@ queue_request(ZkChannelRequest *req, ZkEntryKind kind, const char *queue)
 }
 
 /* Wait for the worker's answer to a request that does not wait for others */
-static ZkEntryState
-queue_answer(int idx, uint32 gen, const char *what)
+ZkEntryState
+zklock_queue_answer(int idx, uint32 gen, const char *what)
 {
 	ZkEntryState state = zklock_wait_for_answer(idx, gen, what, -1, -1, false);
 
@@ -96,7 +97,7 @@ zklock_queue_put_now(const char *queue, const char *item, Size len,
 	int			idx;
 	uint32		gen;
 
-	queue_request(&req, ZKR_QUEUE_PUT, queue);
+	zklock_queue_request(&req, ZKR_QUEUE_PUT, queue);
 	snprintf(req.node, sizeof(req.node), "%s%03d-", ZKLOCK_QUEUE_ENTRY,
 			 priority);
 	seg = dsm_create(Max(len, 1), 0);
@@ -107,7 +108,7 @@ zklock_queue_put_now(const char *queue, const char *item, Size len,
 	PG_TRY();
 	{
 		idx = zklock_submit(&req, &gen);
-		(void) queue_answer(idx, gen, psprintf("put an item into queue \"%s\"",
+		(void) zklock_queue_answer(idx, gen, psprintf("put an item into queue \"%s\"",
 											   queue));
 	}
 	PG_FINALLY();
@@ -127,9 +128,9 @@ zklock_queue_length(const char *queue)
 	int			idx;
 	uint32		gen;
 
-	queue_request(&req, ZKR_QUEUE_LENGTH, queue);
+	zklock_queue_request(&req, ZKR_QUEUE_LENGTH, queue);
 	idx = zklock_submit(&req, &gen);
-	(void) queue_answer(idx, gen, psprintf("count the items of queue \"%s\"",
+	(void) zklock_queue_answer(idx, gen, psprintf("count the items of queue \"%s\"",
 										   queue));
 	zklock_channel_collect(idx, gen, &result);
 	return result.token;
@@ -205,7 +206,7 @@ zklock_queue_take(const char *queue, bool wait, int timeout_ms, char **id,
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
 	const char *what = psprintf("take an item from queue \"%s\"", queue);
 
-	queue_request(&req, wait ? ZKR_QUEUE_TAKE : ZKR_QUEUE_TRY_TAKE, queue);
+	zklock_queue_request(&req, wait ? ZKR_QUEUE_TAKE : ZKR_QUEUE_TRY_TAKE, queue);
 	zklock_holder_data(data, sizeof(data), "transaction", false, 0);
 	strlcpy(req.data, data, sizeof(req.data));
 	seg = dsm_create(ZKLOCK_QUEUE_SEGMENT, 0);

@@ -8,6 +8,8 @@
  * Layout (Kazoo's LockingQueue, doc/design.md "Queues"):
  *	<root>/zklock.queues/<queue>/entries/entry-PPP-<seq>	the items
  *	<root>/zklock.queues/<queue>/taken/entry-PPP-<seq>		their holds
+ *	<root>/zklock.queues/<queue>/pending/<sysid>-<xid>-<n>	puts of
+ *		transactions committing (zklock only; Kazoo never reads it)
  * A request's resource is ZKLOCK_QUEUE_PREFIX "<queue>".
  *
  * An item travels in a DSM segment the backend creates: a put's holds
@@ -25,6 +27,15 @@
 #define ZKLOCK_QUEUE_ENTRIES	"entries"
 #define ZKLOCK_QUEUE_TAKEN		"taken"
 #define ZKLOCK_QUEUE_ENTRY		"entry-"
+#define ZKLOCK_QUEUE_PENDING	"pending"
+
+/*
+ * A ZKR_QUEUE_PUT's data line saying what it does (worker/recipes/queue.c):
+ * none, a put at once; "pend", pending/<node> made (PRE_COMMIT); "move",
+ * entries/<node> made and pending/<ignore_node> deleted in one multi
+ * (after the commit record); "drop", pending/<node> deleted (aborted)
+ */
+#define ZKLOCK_QUEUE_OP_FIELD	"qop="
 
 /* the largest item zklock puts (ZooKeeper's jute.maxbuffer is 1 MB) */
 #define ZKLOCK_QUEUE_MAX_ITEM	1000000

@@ -24,6 +24,7 @@
 #include "queue_common.h"
 
 PG_FUNCTION_INFO_V1(zklock_queue_put_now_sql);
+PG_FUNCTION_INFO_V1(zklock_queue_put_sql);
 PG_FUNCTION_INFO_V1(zklock_queue_take_sql);
 PG_FUNCTION_INFO_V1(zklock_queue_try_take_sql);
 PG_FUNCTION_INFO_V1(zklock_queue_length_sql);
@@ -45,20 +46,17 @@ priority_arg(FunctionCallInfo fcinfo, int argno)
 	return p;
 }
 
-/* zk_queue_put_now(queue, item bytea or text, priority): the item's id */
-Datum
-zklock_queue_put_now_sql(PG_FUNCTION_ARGS)
+/* The item argument: not NULL, at most ZKLOCK_QUEUE_MAX_ITEM bytes */
+static bytea *
+item_arg(FunctionCallInfo fcinfo)
 {
-	char	   *queue = zklock_resource_arg(fcinfo);
 	bytea	   *item;
-	int			priority;
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("a zklock queue item must not be null")));
 	item = PG_GETARG_BYTEA_PP(1);
-	priority = priority_arg(fcinfo, 2);
 	if (VARSIZE_ANY_EXHDR(item) > ZKLOCK_QUEUE_MAX_ITEM)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -66,10 +64,35 @@ zklock_queue_put_now_sql(PG_FUNCTION_ARGS)
 				 errdetail("The item has %zu bytes; an item may have at most %d.",
 						   (size_t) VARSIZE_ANY_EXHDR(item),
 						   ZKLOCK_QUEUE_MAX_ITEM)));
+	return item;
+}
+
+/* zk_queue_put_now(queue, item bytea or text, priority): the item's id */
+Datum
+zklock_queue_put_now_sql(PG_FUNCTION_ARGS)
+{
+	char	   *queue = zklock_resource_arg(fcinfo);
+	bytea	   *item = item_arg(fcinfo);
+	int			priority = priority_arg(fcinfo, 2);
+
 	PG_RETURN_TEXT_P(cstring_to_text(zklock_queue_put_now(queue,
 														  VARDATA_ANY(item),
 														  VARSIZE_ANY_EXHDR(item),
 														  priority)));
+}
+
+/* zk_queue_put(queue, item, priority): at commit; the put's key */
+Datum
+zklock_queue_put_sql(PG_FUNCTION_ARGS)
+{
+	char	   *queue = zklock_resource_arg(fcinfo);
+	bytea	   *item = item_arg(fcinfo);
+	int			priority = priority_arg(fcinfo, 2);
+
+	PG_RETURN_TEXT_P(cstring_to_text(zklock_queue_put(queue,
+													  VARDATA_ANY(item),
+													  VARSIZE_ANY_EXHDR(item),
+													  priority)));
 }
 
 /* (id, item, priority), or a row of NULLs when nothing was taken */

@@ -60,8 +60,19 @@ enum
 	QOP_CONSUME,				/* delete of the entry at commit */
 	QOP_UNHOLD,					/* delete of the hold at release */
 	QOP_LENGTH,					/* listing of entries for a length */
-	QOP_WATCH					/* a waiter's child watch fired */
+	QOP_WATCH,					/* a waiter's child watch fired */
+	QOP_MOVED,					/* a move's delete of its pending node */
+	QOP_DROP					/* the delete of a pending node at abort */
 };
+
+/* what a ZKR_QUEUE_PUT does (its data's "qop=" line, queue_common.h) */
+typedef enum QPutMode
+{
+	QPUT_NOW,					/* entries/entry-PPP-, at once */
+	QPUT_PEND,					/* pending/<key>, persistent, at PRE_COMMIT */
+	QPUT_MOVE,					/* one multi: the entry, minus pending/<key> */
+	QPUT_DROP					/* delete pending/<key> (aborted) */
+} QPutMode;
 
 #define Q_MAX_PATH	(ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 16)
 
@@ -81,6 +92,7 @@ typedef struct QTake
 } QTake;
 
 static QTake **takes = NULL;
+static char *put_modes = NULL;	/* QPutMode of each ZKR_QUEUE_PUT, by idx */
 
 static bool
 queue_kind(ZkEntryKind k)
@@ -187,15 +199,65 @@ send_parents(int idx)
 	sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, NULL);
 	ok = ok && zkc_create(path, NULL, -1, 0, TAG(w->generation, QOP_PARENT, idx));
 	sub_path(path, w, ZKLOCK_QUEUE_TAKEN, NULL);
+	ok = ok && zkc_create(path, NULL, -1, 0, TAG(w->generation, QOP_PARENT, idx));
+	sub_path(path, w, ZKLOCK_QUEUE_PENDING, NULL);
 	return ok && zkc_create(path, NULL, -1, 0,
 							TAG(w->generation, QOP_PARENT, idx));
+}
+
+/* A move: the entry's create and the pending node's delete, one multi */
+static bool
+send_move(int idx, const char *item, int len)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		entry_path[Q_MAX_PATH];
+	char		pending_path[Q_MAX_PATH];
+	ZkcMultiOp	ops[2];
+
+	sub_path(entry_path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
+	sub_path(pending_path, w, ZKLOCK_QUEUE_PENDING, w->ignore_node);
+	memset(ops, 0, sizeof(ops));
+	ops[0].create = true;
+	ops[0].path = entry_path;
+	ops[0].data = item;
+	ops[0].datalen = len;
+	ops[0].flags = ZKC_PERSISTENT_SEQUENTIAL;
+	ops[0].tag = TAG(w->generation, QOP_PUT, idx);
+	ops[1].path = pending_path;
+	ops[1].tag = TAG(w->generation, QOP_MOVED, idx);
+	/* the queue's node is the multi's anchor: its setData gives the zxid */
+	return zkc_multi(ops, 2, w->parent);
+}
+
+/* The write of a put, by its mode */
+static bool
+send_put_write(int idx, const char *item, int len)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[Q_MAX_PATH];
+
+	switch ((QPutMode) put_modes[idx])
+	{
+		case QPUT_PEND:
+			sub_path(path, w, ZKLOCK_QUEUE_PENDING, w->node);
+			return zkc_create(path, item, len, 0,
+							  TAG(w->generation, QOP_PUT, idx));
+		case QPUT_MOVE:
+			return send_move(idx, item, len);
+		case QPUT_DROP:
+			sub_path(path, w, ZKLOCK_QUEUE_PENDING, w->node);
+			return zkc_delete(path, TAG(w->generation, QOP_DROP, idx));
+		default:
+			sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
+			return zkc_create(path, item, len, ZKC_PERSISTENT_SEQUENTIAL,
+							  TAG(w->generation, QOP_PUT, idx));
+	}
 }
 
 static void
 send_put(int idx, bool with_parents)
 {
 	WorkEntry  *w = &zklock_work[idx];
-	char		path[Q_MAX_PATH];
 	dsm_segment *seg;
 	Size		size;
 	bool		ok;
@@ -206,12 +268,10 @@ send_put(int idx, bool with_parents)
 		q_fail(idx, ERRCODE_CONNECTION_FAILURE, "the put was withdrawn");
 		return;
 	}
-	sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
 	w->phase = PH_CHECKING;
 	w->tries++;
 	ok = (!with_parents || send_parents(idx)) &&
-		zkc_create(path, dsm_segment_address(seg), (int) size,
-				   ZKC_PERSISTENT_SEQUENTIAL, TAG(w->generation, QOP_PUT, idx));
+		send_put_write(idx, dsm_segment_address(seg), (int) size);
 	dsm_detach(seg);
 	if (!ok)
 		q_fail(idx, ERRCODE_CONNECTION_FAILURE,
@@ -224,7 +284,8 @@ on_put(int idx, ZkEvent *ev)
 	WorkEntry  *w = &zklock_work[idx];
 	const char *slash = ev->path ? strrchr(ev->path, '/') : NULL;
 
-	if (ev->rc == ZKC_NONODE && w->tries < 3 && !w->release)
+	if (ev->rc == ZKC_NONODE && w->tries < 3 && !w->release &&
+		put_modes[idx] != QPUT_MOVE)
 		send_put(idx, true);
 	else if (ev->rc != ZKC_OK)
 		q_fail(idx, ev->rc == ZKC_NOAUTH ? ERRCODE_INSUFFICIENT_PRIVILEGE :
@@ -238,6 +299,24 @@ on_put(int idx, ZkEvent *ev)
 		zklock_channel_grant(idx, w->generation, ev->czxid,
 							 zklock_recipe_session_id(),
 							 slash ? slash + 1 : ev->path);
+	}
+}
+
+/* A pending node deleted (the transaction aborted): gone either way */
+static void
+on_drop(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+		q_fail(idx, ERRCODE_CONNECTION_FAILURE,
+			   psprintf("the pending item was not deleted: %s", rc_text(ev)));
+	else if (w->release)
+		zklock_recipe_released(idx);
+	else
+	{
+		w->phase = PH_IDLE;
+		zklock_channel_done(idx, w->generation, 0, 0);
 	}
 }
 
@@ -607,8 +686,14 @@ q_start(int idx)
 	w->tries = 0;
 	if (w->kind == ZKR_QUEUE_PUT)
 	{
+		const char *qop;
+
 		LWLockAcquire(zklock_shared->lock, LW_SHARED);
 		strlcpy(w->node, entry(idx)->node, sizeof(w->node));
+		qop = zklock_node_field(entry(idx)->data, ZKLOCK_QUEUE_OP_FIELD);
+		put_modes[idx] = qop == NULL ? QPUT_NOW :
+			strncmp(qop, "pend", 4) == 0 ? QPUT_PEND :
+			strncmp(qop, "move", 4) == 0 ? QPUT_MOVE : QPUT_DROP;
 		LWLockRelease(zklock_shared->lock);
 		send_put(idx, false);
 	}
@@ -680,6 +765,9 @@ q_event(ZkEvent *ev)
 			break;
 		case QOP_WATCH:
 			on_watch(idx);
+			break;
+		case QOP_DROP:
+			on_drop(idx, ev);
 			break;
 		default:
 			break;				/* QOP_PARENT, QOP_CONSUME: the next says */
@@ -760,6 +848,8 @@ q_init(void)
 {
 	takes = MemoryContextAllocZero(TopMemoryContext,
 								   sizeof(QTake *) * zklock_recipe_nentries());
+	put_modes = MemoryContextAllocZero(TopMemoryContext,
+									   zklock_recipe_nentries());
 }
 
 const ZkRecipe zklock_queue_recipe = {

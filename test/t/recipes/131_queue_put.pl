@@ -1,0 +1,126 @@
+
+# The transactional put of the distributed queue (issue 31), across two
+# instances:
+#  - an item put inside a transaction is not in the queue (nothing under
+#    entries or pending) before COMMIT: the other instance cannot take it;
+#    after COMMIT it is an entry, taken by the other instance, and no
+#    pending node is left
+#  - ROLLBACK, and ROLLBACK TO a savepoint, leave nothing in ZooKeeper;
+#    what was put outside the savepoint is still put at COMMIT
+#  - an item put at once (zk_queue_put_now) and items put by transactions
+#    keep the order of their commits
+# The SQL objects are those of zklock--1.8--1.9.sql, created here from the
+# script (the extension's version that installs them is the lead's to set).
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../..";
+use ZkLockTest;
+
+use Test::More;
+
+zk_start();
+my $node1 = zk_node('node1');
+my $node2 = zk_node('node2');
+
+{
+	my $file = "$FindBin::RealBin/../../../zklock--1.8--1.9.sql";
+	open my $fh, '<', $file or die "$file: $!";
+	local $/;
+	my $sql = <$fh>;
+	close $fh;
+	$sql =~ s/^\\echo.*$//m;
+	$sql =~ s/^SELECT \@extschema\@.*$//m;
+	$sql =~ s/MODULE_PATHNAME/\$libdir\/zklock/g;
+	$node1->safe_psql('postgres', $sql);
+	$node2->safe_psql('postgres', $sql);
+}
+
+my $root = zk_root();
+my $q = "$root/zklock.queues/tx";
+
+sub children
+{
+	my ($dir) = @_;
+	return sort map { m{/([^/]+)$} ? $1 : () }
+	  grep { m{^\Q$q/$dir\E/} } zk_list_znodes("$root/zklock.queues");
+}
+
+my $a1 = zk_session($node1, 'A1');
+my $b1 = zk_session($node2, 'B1');
+
+sub take_b
+{
+	return $b1->query_ok(
+		q{SELECT coalesce(convert_from(item, 'UTF8'), 'none') FROM zk_queue_try_take('tx')});
+}
+
+# ---------------------------------------------------------------------------
+# Not in the queue before COMMIT; in it after.
+$a1->query_ok('BEGIN');
+my $key = $a1->query_ok(q{SELECT zk_queue_put('tx', 'first'::text)});
+like($key, qr/^\d+-\d+-\d+-100$/,
+	'zk_queue_put returns its key: <system id>-<xid>-<n>-<priority>');
+is(take_b(), 'none', 'before COMMIT, the other instance takes nothing');
+is_deeply([ children('entries') ], [], 'before COMMIT, no entry in ZooKeeper');
+is_deeply([ children('pending') ], [], 'nor a pending node (made at COMMIT)');
+$a1->query_ok('COMMIT');
+my @e = children('entries');
+is(scalar(@e), 1, 'after COMMIT, the item is an entry');
+like($e[0] // '', qr/^entry-100-\d{10}$/, "with Kazoo's name");
+is_deeply([ children('pending') ], [], 'and its pending node is gone');
+is(take_b(), 'first', 'the other instance takes it after COMMIT');
+
+# ---------------------------------------------------------------------------
+# ROLLBACK leaves nothing; ROLLBACK TO forgets the savepoint's items only.
+$a1->query_ok('BEGIN');
+$a1->query_ok(q{SELECT zk_queue_put('tx', 'rolled back'::text)});
+$a1->query_ok('ROLLBACK');
+is_deeply([ children('entries'), children('pending') ], [],
+	'ROLLBACK leaves nothing in ZooKeeper');
+is(take_b(), 'none', 'and nothing to take');
+
+$a1->query_ok('BEGIN');
+$a1->query_ok(q{SELECT zk_queue_put('tx', 'kept'::text, 5)});
+$a1->query_ok('SAVEPOINT s');
+$a1->query_ok(q{SELECT zk_queue_put('tx', 'in the savepoint'::text)});
+$a1->query_ok('ROLLBACK TO SAVEPOINT s');
+$a1->query_ok('COMMIT');
+is_deeply([ map { s/-\d+$//r } children('entries') ], ['entry-005'],
+	'ROLLBACK TO SAVEPOINT: only the item put outside it is in the queue');
+is(take_b(), 'kept', 'and it is taken');
+is(take_b(), 'none', 'nothing else');
+
+# an error at the put (bad input) aborts nothing in ZooKeeper either
+$a1->query_ok('BEGIN');
+$a1->query_ok(q{SELECT zk_queue_put('tx', 'lost with the error'::text)});
+my $r = $a1->query(q{SELECT zk_queue_put('tx', NULL::bytea)});
+is($r->{sqlstate}, '22004', 'a NULL item: an error (22004)');
+$a1->query('COMMIT');
+is_deeply([ children('entries'), children('pending') ], [],
+	'the failed transaction put nothing');
+
+# ---------------------------------------------------------------------------
+# Order: the commit's, not the put's.
+$a1->query_ok('BEGIN');
+$a1->query_ok(q{SELECT zk_queue_put('tx', 'committed second'::text)});
+$node1->safe_psql('postgres', q{SELECT zk_queue_put('tx', 'committed first'::text)});
+$a1->query_ok('COMMIT');
+is(take_b(), 'committed first', 'items are in the order of their commits');
+is(take_b(), 'committed second', 'then the next');
+
+# PREPARE TRANSACTION with a put is refused
+$a1->query_ok('BEGIN');
+$a1->query_ok(q{SELECT zk_queue_put('tx', 'prepared'::text)});
+$r = $a1->query(q{PREPARE TRANSACTION 'p'});
+like($r->{err}, qr/cannot PREPARE a transaction that puts zklock queue items/,
+	'PREPARE TRANSACTION with a put is refused');
+$a1->query('ROLLBACK');
+is_deeply([ children('entries'), children('pending') ], [],
+	'and puts nothing');
+
+$a1->quit;
+$b1->quit;
+zk_done_check();
+done_testing();
