@@ -44,7 +44,9 @@ OBJS_RECIPES = \
 	src/worker/recipes/deadlock_publish.o \
 	src/worker/recipes/election.o \
 	src/worker/recipes/election_query.o \
-	src/worker/recipes/queue.o
+	src/worker/recipes/queue.o \
+	src/worker/recipes/queue_write.o \
+	src/worker/recipes/queue_pending.o
 OBJS_BACKEND = \
 	src/backend/backend.o \
 	src/backend/acquire.o \

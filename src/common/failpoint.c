@@ -50,6 +50,10 @@
  *	explicit-grant-sent	an explicit request's granting write (and the
  *						delete of its waiter child) was sent, its reply not
  *						read yet (no "fail"; "exit" ends the worker there)
+ *	queue-before-move	worker/recipes/queue.c: a committed transaction's
+ *						queue item is about to be moved from pending into
+ *						entries (no "fail"; "pause", then a crash, leaves
+ *						it to queue_pending.c's walk)
  *	orphans-loaded		orphan.c: the next worker read the orphans' file and
  *						deleted nothing yet (no "fail")
  *	session-lost-before-close	held locks are marked lost, the session

@@ -61,6 +61,7 @@ static const ZkRecipe *const recipes[] = {
 	&zklock_admin_recipe,
 	&zklock_waits_recipe,
 	&zklock_queue_recipe,
+	&zklock_queue_pending_recipe,
 };
 
 #define NRECIPES	lengthof(recipes)

@@ -82,8 +82,11 @@
 #define WAITS_IDX			(MAILBOX_IDX - 1)
 #define ZKLOCK_WAITS_NODE	"zklock.waits"
 
+/* queue_pending.c: the walk of this instance's pending queue items */
+#define QPENDING_IDX		(WAITS_IDX - 1)
+
 /* Entries' indexes are below every reserved one */
-#define RECIPE_FIRST_RESERVED_IDX	WAITS_IDX
+#define RECIPE_FIRST_RESERVED_IDX	QPENDING_IDX
 
 
 /* Where the worker is with one entry; the worker's own memory */
@@ -247,6 +250,7 @@ extern const ZkRecipe zklock_root_recipe;	/* root.c */
 extern const ZkRecipe zklock_election_recipe;	/* election.c */
 extern const ZkRecipe zklock_waits_recipe;	/* deadlock_publish.c */
 extern const ZkRecipe zklock_queue_recipe;	/* queue.c */
+extern const ZkRecipe zklock_queue_pending_recipe;	/* queue_pending.c */
 
 /* recipe.c: the worker's table, one WorkEntry per shared entry */
 extern WorkEntry *zklock_work;

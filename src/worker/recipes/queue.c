@@ -4,8 +4,10 @@
  *		Recipe: the distributed queue (issue 31), in Kazoo's LockingQueue
  *		layout (queue_common.h; the design: doc/design.md "Queues").
  *
- * Three kinds of request, each an entry of the channel:
- *	- ZKR_QUEUE_PUT: create entries/entry-PPP- (PERSISTENT_SEQUENTIAL) with
+ * Four kinds of request, each an entry of the channel:
+ *	- ZKR_QUEUE_PUT (its writes in queue_write.c): at once, or a
+ *	  transactional put's pending node, move or drop; at once, create
+ *	  entries/entry-PPP- (PERSISTENT_SEQUENTIAL) with
  *	  the item from the backend's segment; its name (the item's id) is the
  *	  answer, as a grant the backend collects at once.  A missing queue is
  *	  made first (persistent nodes, as Kazoo's ensure_path).  A lost reply
@@ -15,7 +17,9 @@
  *	  round trip), then for the first entry without a hold create the hold
  *	  taken/<entry> (EPHEMERAL, the holder's data and our req= line), then
  *	  read the entry into the backend's segment and grant: the entry is
- *	  GRANTED while held (PH_HELD).  A hold that exists is skipped; an
+ *	  GRANTED while held (PH_HELD), guarded by an exists with a watch on
+ *	  the hold: deleted by someone else, the take is LOST (the fence
+ *	  fails its commit); the watch is dropped at the release.  A hold that exists is skipped; an
  *	  entry gone under our new hold has its hold deleted, and the next is
  *	  tried.  No entry left: a try is NOT_GRANTED; a wait lists again with
  *	  child watches on both (each waiter its own: the shared watch of the
@@ -43,38 +47,9 @@
 #include "channel.h"
 #include "nodedata.h"
 #include "queue_common.h"
+#include "queue_int.h"
 #include "recipe.h"
 #include "settings.h"
-
-/* operations (tags' op field) */
-enum
-{
-	QOP_PARENT = 1,				/* a node of the queue's path made */
-	QOP_PUT,					/* the entry's create */
-	QOP_ENTRIES,				/* listing of entries */
-	QOP_TAKEN,					/* listing of taken */
-	QOP_HOLD,					/* the hold's create */
-	QOP_FIND,					/* reading our hold after a lost reply */
-	QOP_READ,					/* the entry's data */
-	QOP_SKIP,					/* delete of a hold whose entry went */
-	QOP_CONSUME,				/* delete of the entry at commit */
-	QOP_UNHOLD,					/* delete of the hold at release */
-	QOP_LENGTH,					/* listing of entries for a length */
-	QOP_WATCH,					/* a waiter's child watch fired */
-	QOP_MOVED,					/* a move's delete of its pending node */
-	QOP_DROP					/* the delete of a pending node at abort */
-};
-
-/* what a ZKR_QUEUE_PUT does (its data's "qop=" line, queue_common.h) */
-typedef enum QPutMode
-{
-	QPUT_NOW,					/* entries/entry-PPP-, at once */
-	QPUT_PEND,					/* pending/<key>, persistent, at PRE_COMMIT */
-	QPUT_MOVE,					/* one multi: the entry, minus pending/<key> */
-	QPUT_DROP					/* delete pending/<key> (aborted) */
-} QPutMode;
-
-#define Q_MAX_PATH	(ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 16)
 
 /* A take's listing: the candidates, in order */
 typedef struct QTake
@@ -92,7 +67,7 @@ typedef struct QTake
 } QTake;
 
 static QTake **takes = NULL;
-static char *put_modes = NULL;	/* QPutMode of each ZKR_QUEUE_PUT, by idx */
+char	   *zklock_queue_put_modes = NULL; /* QPutMode of each put, by idx */
 
 static bool
 queue_kind(ZkEntryKind k)
@@ -101,8 +76,9 @@ queue_kind(ZkEntryKind k)
 		k == ZKR_QUEUE_TRY_TAKE || k == ZKR_QUEUE_LENGTH;
 }
 
-static void
-sub_path(char *buf, WorkEntry *w, const char *dir, const char *name)
+void
+zklock_queue_sub_path(char *buf, WorkEntry *w, const char *dir,
+					  const char *name)
 {
 	snprintf(buf, Q_MAX_PATH, "%s/%s%s%s", w->parent, dir,
 			 name ? "/" : "", name ? name : "");
@@ -136,8 +112,8 @@ take_drop(int idx)
 	}
 }
 
-static const char *
-rc_text(ZkEvent *ev)
+const char *
+zklock_queue_rc_text(ZkEvent *ev)
 {
 	return ev->rc == ZKC_CONNLOSS ? "connection to ZooKeeper lost" :
 		ev->rc == ZKC_EXPIRED ? "ZooKeeper session expired" :
@@ -145,8 +121,8 @@ rc_text(ZkEvent *ev)
 }
 
 /* The request ends in failure (or, withdrawn, is released) */
-static void
-q_fail(int idx, int sqlstate, const char *msg)
+void
+zklock_queue_fail(int idx, int sqlstate, const char *msg)
 {
 	WorkEntry  *w = &zklock_work[idx];
 
@@ -158,8 +134,8 @@ q_fail(int idx, int sqlstate, const char *msg)
 }
 
 /* A segment's handle and size, if the request is still asked for */
-static dsm_segment *
-q_segment(int idx, Size *size)
+dsm_segment *
+zklock_queue_segment(int idx, Size *size)
 {
 	ZkLockEntry *e = entry(idx);
 	dsm_handle	handle;
@@ -172,152 +148,6 @@ q_segment(int idx, Size *size)
 		e->state == ZKE_REQUESTED;
 	LWLockRelease(zklock_shared->lock);
 	return ok ? dsm_attach(handle) : NULL;
-}
-
-/* ---- the queue's nodes, and a put ---- */
-
-/* The queue's path from the root down, entries and taken: persistent */
-static bool
-send_parents(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	char		path[Q_MAX_PATH];
-	bool		ok = true;
-
-	for (char *p = w->parent + strlen(zklock_root) + 1; ok; p++)
-	{
-		if (*p == '/' || *p == '\0')
-		{
-			memcpy(path, w->parent, p - w->parent);
-			path[p - w->parent] = '\0';
-			ok = zkc_create(path, NULL, -1, 0,
-							TAG(w->generation, QOP_PARENT, idx));
-			if (*p == '\0')
-				break;
-		}
-	}
-	sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, NULL);
-	ok = ok && zkc_create(path, NULL, -1, 0, TAG(w->generation, QOP_PARENT, idx));
-	sub_path(path, w, ZKLOCK_QUEUE_TAKEN, NULL);
-	ok = ok && zkc_create(path, NULL, -1, 0, TAG(w->generation, QOP_PARENT, idx));
-	sub_path(path, w, ZKLOCK_QUEUE_PENDING, NULL);
-	return ok && zkc_create(path, NULL, -1, 0,
-							TAG(w->generation, QOP_PARENT, idx));
-}
-
-/* A move: the entry's create and the pending node's delete, one multi */
-static bool
-send_move(int idx, const char *item, int len)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	char		entry_path[Q_MAX_PATH];
-	char		pending_path[Q_MAX_PATH];
-	ZkcMultiOp	ops[2];
-
-	sub_path(entry_path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
-	sub_path(pending_path, w, ZKLOCK_QUEUE_PENDING, w->ignore_node);
-	memset(ops, 0, sizeof(ops));
-	ops[0].create = true;
-	ops[0].path = entry_path;
-	ops[0].data = item;
-	ops[0].datalen = len;
-	ops[0].flags = ZKC_PERSISTENT_SEQUENTIAL;
-	ops[0].tag = TAG(w->generation, QOP_PUT, idx);
-	ops[1].path = pending_path;
-	ops[1].tag = TAG(w->generation, QOP_MOVED, idx);
-	/* the queue's node is the multi's anchor: its setData gives the zxid */
-	return zkc_multi(ops, 2, w->parent);
-}
-
-/* The write of a put, by its mode */
-static bool
-send_put_write(int idx, const char *item, int len)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	char		path[Q_MAX_PATH];
-
-	switch ((QPutMode) put_modes[idx])
-	{
-		case QPUT_PEND:
-			sub_path(path, w, ZKLOCK_QUEUE_PENDING, w->node);
-			return zkc_create(path, item, len, 0,
-							  TAG(w->generation, QOP_PUT, idx));
-		case QPUT_MOVE:
-			return send_move(idx, item, len);
-		case QPUT_DROP:
-			sub_path(path, w, ZKLOCK_QUEUE_PENDING, w->node);
-			return zkc_delete(path, TAG(w->generation, QOP_DROP, idx));
-		default:
-			sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
-			return zkc_create(path, item, len, ZKC_PERSISTENT_SEQUENTIAL,
-							  TAG(w->generation, QOP_PUT, idx));
-	}
-}
-
-static void
-send_put(int idx, bool with_parents)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	dsm_segment *seg;
-	Size		size;
-	bool		ok;
-
-	seg = q_segment(idx, &size);
-	if (seg == NULL)
-	{
-		q_fail(idx, ERRCODE_CONNECTION_FAILURE, "the put was withdrawn");
-		return;
-	}
-	w->phase = PH_CHECKING;
-	w->tries++;
-	ok = (!with_parents || send_parents(idx)) &&
-		send_put_write(idx, dsm_segment_address(seg), (int) size);
-	dsm_detach(seg);
-	if (!ok)
-		q_fail(idx, ERRCODE_CONNECTION_FAILURE,
-			   "could not send the put to ZooKeeper");
-}
-
-static void
-on_put(int idx, ZkEvent *ev)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	const char *slash = ev->path ? strrchr(ev->path, '/') : NULL;
-
-	if (ev->rc == ZKC_NONODE && w->tries < 3 && !w->release &&
-		put_modes[idx] != QPUT_MOVE)
-		send_put(idx, true);
-	else if (ev->rc != ZKC_OK)
-		q_fail(idx, ev->rc == ZKC_NOAUTH ? ERRCODE_INSUFFICIENT_PRIVILEGE :
-			   ERRCODE_CONNECTION_FAILURE,
-			   psprintf("the put's outcome is unknown: %s", rc_text(ev)));
-	else if (w->release)
-		zklock_recipe_released(idx);
-	else
-	{
-		w->phase = PH_IDLE;
-		zklock_channel_grant(idx, w->generation, ev->czxid,
-							 zklock_recipe_session_id(),
-							 slash ? slash + 1 : ev->path);
-	}
-}
-
-/* A pending node deleted (the transaction aborted): gone either way */
-static void
-on_drop(int idx, ZkEvent *ev)
-{
-	WorkEntry  *w = &zklock_work[idx];
-
-	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
-		q_fail(idx, ERRCODE_CONNECTION_FAILURE,
-			   psprintf("the pending item was not deleted: %s", rc_text(ev)));
-	else if (w->release)
-		zklock_recipe_released(idx);
-	else
-	{
-		w->phase = PH_IDLE;
-		zklock_channel_done(idx, w->generation, 0, 0);
-	}
 }
 
 /* ---- a take: list, hold, read ---- */
@@ -343,11 +173,11 @@ send_listing(int idx)
 	w->phase = PH_CHECKING;
 	w->node[0] = '\0';
 	w->created = false;
-	sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, NULL);
+	zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, NULL);
 	ok = wait ? zkc_get_children_watch(path, TAG(w->generation, QOP_ENTRIES, idx),
 									   TAG(w->generation, QOP_WATCH, idx)) :
 		zkc_get_children(path, TAG(w->generation, QOP_ENTRIES, idx));
-	sub_path(path, w, ZKLOCK_QUEUE_TAKEN, NULL);
+	zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_TAKEN, NULL);
 	ok = ok && (wait ? zkc_get_children_watch(path, TAG(w->generation, QOP_TAKEN, idx),
 											  TAG(w->generation, QOP_WATCH, idx)) :
 				zkc_get_children(path, TAG(w->generation, QOP_TAKEN, idx)));
@@ -427,7 +257,7 @@ try_next(int idx)
 	LWLockRelease(zklock_shared->lock);
 	snprintf(req, sizeof(req), "%d.%u", idx, w->generation);
 	zklock_nodedata_add(mine, sizeof(mine), data, ZKLOCK_QUEUE_REQ_FIELD, req);
-	sub_path(path, w, ZKLOCK_QUEUE_TAKEN, w->node);
+	zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_TAKEN, w->node);
 	w->phase = PH_CHECKING;
 	w->create_unknown = true;
 	if (!zkc_create(path, mine, strlen(mine), ZKC_EPHEMERAL,
@@ -445,7 +275,7 @@ on_listing(int idx, ZkEvent *ev, bool entries)
 		return;
 	if (w->release)
 	{
-		q_fail(idx, 0, NULL);	/* withdrawn: released */
+		zklock_queue_fail(idx, 0, NULL);	/* withdrawn: released */
 		return;
 	}
 	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
@@ -467,7 +297,7 @@ send_read(int idx)
 
 	w->created = true;
 	w->create_unknown = false;
-	sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
+	zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
 	if (!zkc_get_data(path, TAG(w->generation, QOP_READ, idx)))
 		set_recovering(w);
 }
@@ -478,7 +308,7 @@ send_unhold(int idx, int op)
 	WorkEntry  *w = &zklock_work[idx];
 	char		path[Q_MAX_PATH];
 
-	sub_path(path, w, ZKLOCK_QUEUE_TAKEN, w->node);
+	zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_TAKEN, w->node);
 	w->phase = PH_DELETING;
 	if (!zkc_delete(path, TAG(w->generation, op, idx)))
 		set_recovering(w);
@@ -500,14 +330,14 @@ on_hold(int idx, ZkEvent *ev)
 	else if (ev->rc == ZKC_NODEEXISTS && !w->release)
 		try_next(idx);			/* held by someone else */
 	else if (ev->rc == ZKC_NONODE && !w->release)
-		q_fail(idx, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+		zklock_queue_fail(idx, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 			   "the queue has no \"taken\" node");
 	else if (ev->rc == ZKC_CONNLOSS)
 		set_recovering(w);		/* the hold may exist: find it */
 	else
 	{
 		w->create_unknown = false;
-		q_fail(idx, ERRCODE_CONNECTION_FAILURE, rc_text(ev));
+		zklock_queue_fail(idx, ERRCODE_CONNECTION_FAILURE, zklock_queue_rc_text(ev));
 	}
 }
 
@@ -544,6 +374,47 @@ on_find(int idx, ZkEvent *ev)
 		set_recovering(w);
 }
 
+/*
+ * The hold's guard: an exists with a watch on taken/<entry> while held, so
+ * that a hold deleted by someone else marks the take LOST (its commit then
+ * fails at the fence, as a lock's whose node went).  One request per take,
+ * sent with the grant (no round trip waited for); nothing per commit.
+ * Not sent: the fence cannot tell (a LOG line says so).
+ */
+static void
+send_guard(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[Q_MAX_PATH];
+
+	zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_TAKEN, w->node);
+	if (!zkc_watch_node(path, TAG(w->generation, QOP_GUARD, idx)))
+		ereport(LOG,
+				(errmsg("zklock: could not watch the hold \"%s\"", path)));
+}
+
+/* The guard: the hold is gone (or changed: watch it again) */
+static void
+on_guard(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (w->phase != PH_HELD || w->release || !w->created)
+		return;					/* our own delete, or not held any more */
+	if (ev->kind == ZKEV_WATCH && ev->watch_type != ZKC_WATCH_DELETED)
+	{
+		send_guard(idx);
+		return;
+	}
+	if (!(ev->kind == ZKEV_WATCH || ev->rc == ZKC_NONODE))
+		return;					/* there: the watch is set */
+	w->created = false;
+	(void) zklock_channel_lost(idx, w->generation, NULL);
+	ereport(LOG,
+			(errmsg("zklock: the hold \"%s/%s/%s\" of a queue item was deleted while held",
+					w->parent, ZKLOCK_QUEUE_TAKEN, w->node)));
+}
+
 /* The entry's data: the item, to the backend's segment, and the grant */
 static void
 on_read(int idx, ZkEvent *ev)
@@ -566,7 +437,7 @@ on_read(int idx, ZkEvent *ev)
 			send_unhold(idx, QOP_UNHOLD);
 		return;
 	}
-	seg = q_segment(idx, &size);
+	seg = zklock_queue_segment(idx, &size);
 	if (seg == NULL || len + sizeof(uint32) > size)
 	{
 		if (seg)
@@ -581,6 +452,7 @@ on_read(int idx, ZkEvent *ev)
 	dsm_detach(seg);
 	take_drop(idx);
 	w->phase = PH_HELD;
+	send_guard(idx);
 	zklock_channel_grant(idx, w->generation, w->czxid,
 						 zklock_recipe_session_id(), w->node);
 }
@@ -605,7 +477,7 @@ on_unhold(int idx, ZkEvent *ev, bool skip)
 	else if (w->release)
 		zklock_recipe_released(idx);
 	else
-		q_fail(idx, w->fail_sqlstate ? w->fail_sqlstate :
+		zklock_queue_fail(idx, w->fail_sqlstate ? w->fail_sqlstate :
 			   ERRCODE_CONNECTION_FAILURE,
 			   w->fail_sqlstate ? "the item is larger than this version of zklock can take" :
 			   "the take could not read its item");
@@ -636,6 +508,7 @@ q_release(int idx)
 	}
 	if (w->phase != PH_HELD && w->phase != PH_IDLE)
 		return;					/* its reply in flight releases it */
+	zkc_unwatch(TAG(w->generation, QOP_GUARD, idx));
 	if (w->phase == PH_IDLE || !w->created)
 	{
 		zklock_recipe_released(idx);
@@ -646,7 +519,7 @@ q_release(int idx)
 	LWLockRelease(zklock_shared->lock);
 	if (consume)
 	{
-		sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
+		zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
 		if (!zkc_delete(path, TAG(w->generation, QOP_CONSUME, idx)))
 		{
 			set_recovering(w);
@@ -664,7 +537,7 @@ on_length(int idx, ZkEvent *ev)
 
 	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
 	{
-		q_fail(idx, ERRCODE_CONNECTION_FAILURE, rc_text(ev));
+		zklock_queue_fail(idx, ERRCODE_CONNECTION_FAILURE, zklock_queue_rc_text(ev));
 		return;
 	}
 	for (int i = 0; ev->rc == ZKC_OK && i < ev->nchildren; i++)
@@ -691,18 +564,18 @@ q_start(int idx)
 		LWLockAcquire(zklock_shared->lock, LW_SHARED);
 		strlcpy(w->node, entry(idx)->node, sizeof(w->node));
 		qop = zklock_node_field(entry(idx)->data, ZKLOCK_QUEUE_OP_FIELD);
-		put_modes[idx] = qop == NULL ? QPUT_NOW :
+		zklock_queue_put_modes[idx] = qop == NULL ? QPUT_NOW :
 			strncmp(qop, "pend", 4) == 0 ? QPUT_PEND :
 			strncmp(qop, "move", 4) == 0 ? QPUT_MOVE : QPUT_DROP;
 		LWLockRelease(zklock_shared->lock);
-		send_put(idx, false);
+		zklock_queue_send_put(idx, false);
 	}
 	else if (w->kind == ZKR_QUEUE_LENGTH)
 	{
 		w->phase = PH_CHECKING;
-		sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, NULL);
+		zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, NULL);
 		if (!zkc_get_children(path, TAG(w->generation, QOP_LENGTH, idx)))
-			q_fail(idx, ERRCODE_CONNECTION_FAILURE,
+			zklock_queue_fail(idx, ERRCODE_CONNECTION_FAILURE,
 				   "could not ask ZooKeeper for the queue's length");
 	}
 	else
@@ -741,7 +614,7 @@ q_event(ZkEvent *ev)
 	switch (TAG_OP(ev->tag))
 	{
 		case QOP_PUT:
-			on_put(idx, ev);
+			zklock_queue_on_put(idx, ev);
 			break;
 		case QOP_ENTRIES:
 		case QOP_TAKEN:
@@ -767,7 +640,10 @@ q_event(ZkEvent *ev)
 			on_watch(idx);
 			break;
 		case QOP_DROP:
-			on_drop(idx, ev);
+			zklock_queue_on_drop(idx, ev);
+			break;
+		case QOP_GUARD:
+			on_guard(idx, ev);
 			break;
 		default:
 			break;				/* QOP_PARENT, QOP_CONSUME: the next says */
@@ -788,7 +664,7 @@ q_retry(void)
 		if (w->create_unknown)
 		{
 			w->phase = PH_CHECKING;
-			sub_path(path, w, ZKLOCK_QUEUE_TAKEN, w->node);
+			zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_TAKEN, w->node);
 			if (!zkc_get_data(path, TAG(w->generation, QOP_FIND, idx)))
 				set_recovering(w);
 		}
@@ -837,7 +713,7 @@ q_session_lost(void)
 			w->phase = PH_IDLE;
 		}
 		else
-			q_fail(idx, ERRCODE_CONNECTION_FAILURE,
+			zklock_queue_fail(idx, ERRCODE_CONNECTION_FAILURE,
 				   psprintf("ZooKeeper session lost during a queue request: %s",
 							why));
 	}
@@ -848,7 +724,7 @@ q_init(void)
 {
 	takes = MemoryContextAllocZero(TopMemoryContext,
 								   sizeof(QTake *) * zklock_recipe_nentries());
-	put_modes = MemoryContextAllocZero(TopMemoryContext,
+	zklock_queue_put_modes = MemoryContextAllocZero(TopMemoryContext,
 									   zklock_recipe_nentries());
 }
 

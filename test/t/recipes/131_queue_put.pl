@@ -7,8 +7,12 @@
 #    pending node is left
 #  - ROLLBACK, and ROLLBACK TO a savepoint, leave nothing in ZooKeeper;
 #    what was put outside the savepoint is still put at COMMIT
-#  - an item put at once (zk_queue_put_now) and items put by transactions
-#    keep the order of their commits
+#  - items put by transactions keep the order of their commits
+#  - PREPARE TRANSACTION with a put is refused
+#  - a hold deleted from outside ZooKeeper: the taker's COMMIT fails with
+#    55P03 and consumes nothing; the item is taken again, same id
+#  - the instance killed between the commit record and the move (failpoint
+#    queue-before-move): its restarted worker moves the item
 # The SQL objects are those of zklock--1.8--1.9.sql, created here from the
 # script (the extension's version that installs them is the lead's to set).
 use strict;
@@ -43,8 +47,9 @@ my $q = "$root/zklock.queues/tx";
 sub children
 {
 	my ($dir) = @_;
-	return sort map { m{/([^/]+)$} ? $1 : () }
+	my @names = sort map { m{/([^/]+)$} ? $1 : () }
 	  grep { m{^\Q$q/$dir\E/} } zk_list_znodes("$root/zklock.queues");
+	return @names;
 }
 
 my $a1 = zk_session($node1, 'A1');
@@ -120,7 +125,46 @@ $a1->query('ROLLBACK');
 is_deeply([ children('entries'), children('pending') ], [],
 	'and puts nothing');
 
-$a1->quit;
+# ---------------------------------------------------------------------------
+# A hold deleted from outside: the commit fails (55P03), nothing consumed.
+$node1->safe_psql('postgres', q{SELECT zk_queue_put_now('tx', 'guarded'::text)});
+$b1->query_ok('BEGIN');
+my $id = $b1->query_ok(q{SELECT id FROM zk_queue_try_take('tx')});
+like($id, qr/^entry-100-\d{10}$/, 'node2 holds an item');
+my ($rc, undef, $zerr) = ZkLockTest::zkutil('delete-r', "$q/taken/$id");
+is($rc, 0, 'its hold deleted from outside') or diag($zerr);
+ok(zk_wait_log($node2, qr/hold .* of a queue item was deleted while held/),
+	'the worker noticed');
+$r = $b1->query('COMMIT');
+is($r->{sqlstate}, '55P03', 'COMMIT fails with 55P03, as for a lost lock');
+is_deeply([ children('entries') ], [$id], 'the item was not consumed');
+is($a1->query_ok(q{SELECT id FROM zk_queue_try_take('tx')}), $id,
+	'and is taken again, with the same id');
+
+# ---------------------------------------------------------------------------
+# The instance crashes between the commit record and the move: the item
+# is pending; the restarted worker asks the commit log and moves it.
+ok(zk_set_failpoints($node1, 'queue-before-move=pause'),
+	'failpoint queue-before-move=pause');
+my $from = -s $node1->logfile;
+$a1->query_ok('BEGIN');
+$a1->query_ok(q{SELECT zk_queue_put('tx', 'survives the crash'::text)});
+$a1->send('COMMIT');
+ok(zk_wait_log($node1, qr/failpoint "queue-before-move" reached/, $from),
+	'COMMIT wrote its record; the move is paused');
+is(scalar(children('pending')), 1, 'the item is a pending node');
+is_deeply([ children('entries') ], [], 'not an entry yet');
+$node1->stop('immediate');
+$node1->start;
+ok(zk_set_failpoints($node1, ''), 'failpoint cleared');
+ok( wait_until(sub { children('entries') == 1 && !children('pending') },
+		timeout => 60),
+	'after the crash the worker moved the committed item into the queue');
+is(take_b(), 'survives the crash', 'and the other instance takes it');
+ok(zk_log_count($node1, qr/moving the queue item .* of a committed transaction/,
+		$from) >= 1,
+	'the worker said so in its log');
+
 $b1->quit;
 zk_done_check();
 done_testing();

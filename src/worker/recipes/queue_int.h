@@ -1,0 +1,63 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue_int.h
+ *		What the queue recipe's two files share (worker/recipes/queue.c:
+ *		takes, releases, the dispatch; queue_write.c: puts and the moves
+ *		and drops of transactional puts).  Only the worker's thread.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_QUEUE_INT_H
+#define ZKLOCK_QUEUE_INT_H
+
+#include "storage/dsm.h"
+
+#include "recipe.h"
+
+/* operations (tags' op field) */
+enum
+{
+	QOP_PARENT = 1,				/* a node of the queue's path made */
+	QOP_PUT,					/* the entry's create */
+	QOP_ENTRIES,				/* listing of entries */
+	QOP_TAKEN,					/* listing of taken */
+	QOP_HOLD,					/* the hold's create */
+	QOP_FIND,					/* reading our hold after a lost reply */
+	QOP_READ,					/* the entry's data */
+	QOP_SKIP,					/* delete of a hold whose entry went */
+	QOP_CONSUME,				/* delete of the entry at commit */
+	QOP_UNHOLD,					/* delete of the hold at release */
+	QOP_LENGTH,					/* listing of entries for a length */
+	QOP_WATCH,					/* a waiter's child watch fired */
+	QOP_MOVED,					/* a move's delete of its pending node */
+	QOP_GUARD,					/* a held hold's exists and its watch */
+	QOP_DROP					/* the delete of a pending node at abort */
+};
+
+/* what a ZKR_QUEUE_PUT does (its data's "qop=" line, queue_common.h) */
+typedef enum QPutMode
+{
+	QPUT_NOW,					/* entries/entry-PPP-, at once */
+	QPUT_PEND,					/* pending/<key>, persistent, at PRE_COMMIT */
+	QPUT_MOVE,					/* one multi: the entry, minus pending/<key> */
+	QPUT_DROP					/* delete pending/<key> (aborted) */
+} QPutMode;
+
+#define Q_MAX_PATH	(ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 16)
+
+/* each put's mode, by idx (queue.c allocates it; set at the start) */
+extern char *zklock_queue_put_modes;
+
+/* queue.c */
+extern void zklock_queue_sub_path(char *buf, WorkEntry *w, const char *dir,
+								  const char *name);
+extern const char *zklock_queue_rc_text(ZkEvent *ev);
+extern void zklock_queue_fail(int idx, int sqlstate, const char *msg);
+extern dsm_segment *zklock_queue_segment(int idx, Size *size);
+
+/* queue_write.c */
+extern void zklock_queue_send_put(int idx, bool with_parents);
+extern void zklock_queue_on_put(int idx, ZkEvent *ev);
+extern void zklock_queue_on_drop(int idx, ZkEvent *ev);
+
+#endif							/* ZKLOCK_QUEUE_INT_H */

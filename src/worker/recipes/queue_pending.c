@@ -1,0 +1,228 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue_pending.c
+ *		Recipe: the pending puts of this instance's transactions that no
+ *		backend finished (issue 31; doc/design.md "Queues").
+ *
+ * A transactional put is the persistent node
+ * <root>/zklock.queues/<queue>/pending/<system id>-<full xid>-<n>-<PPP>
+ * from PRE_COMMIT until its backend moves it into entries (one multi,
+ * after the commit record) or deletes it (abort): backend/queue_put.c.
+ * When that did not happen (the instance crashed between the commit
+ * record and the move, the worker or the connection went, the backend's
+ * wait ran out), the node stays.  At every connection this recipe lists
+ * <root>/zklock.queues, then each queue's pending, and for each node of
+ * this system id whose transaction is no longer in progress asks the
+ * commit log: committed, it reads the node and moves it (the same multi
+ * as the backend's: the entry made, the pending node deleted, all or
+ * nothing, so a move raced by the backend's own happens once); not
+ * committed (aborted, or never committed before a crash), it deletes it.
+ * A transaction still in progress is its backend's.  A transaction whose
+ * commit log is gone (older than the oldest xid it keeps) is left, with a
+ * LOG line.  Pending nodes of an instance (system id) never started again
+ * are not this recipe's: nobody else can read that commit log; they stay
+ * invisible to takers until an administrator removes them.
+ *
+ * The worker starts with the postmaster: while the instance recovers the
+ * walk waits (walk_owed) and runs at the first tick after.  Rules: only
+ * the worker's thread runs this; it keeps no state beyond the generation
+ * of its walk (a reply of an older walk is ignored) and walk_owed.  Cost:
+ * one listing of the queues and one per queue at each connection.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/transam.h"
+#include "access/xlog.h"
+#include "storage/procarray.h"
+
+#include "queue_common.h"
+#include "recipe.h"
+#include "settings.h"
+#include "zklock.h"
+
+enum
+{
+	POP_QUEUES = 1,				/* listing of <root>/zklock.queues */
+	POP_PENDING,				/* listing of a queue's pending */
+	POP_READ,					/* a committed item's data */
+	POP_DONE					/* a move's or a delete's reply */
+};
+
+static uint32 walk_gen = 0;
+static bool walk_owed = false;	/* connected during recovery: walk after */
+
+#define QP_MAX_PATH	(ZKLOCK_MAX_PATH + 2 * ZKLOCK_MAX_NODE_NAME_LEN + 32)
+
+/* Our system id's node: its transaction's xid and its priority */
+static bool
+pending_parse(const char *name, FullTransactionId *fxid, int *priority)
+{
+	char		mine[32];
+	unsigned long long x;
+	int			n;
+
+	snprintf(mine, sizeof(mine), UINT64_FORMAT "-", GetSystemIdentifier());
+	if (strncmp(name, mine, strlen(mine)) != 0 ||
+		sscanf(name + strlen(mine), "%llu-%d-%d", &x, &n, priority) != 3)
+		return false;
+	*fxid = FullTransactionIdFromU64((uint64) x);
+	return true;
+}
+
+/*
+ * The commit log's verdict: 1 committed, 0 not (aborted, or never
+ * committed before a crash), -1 undecided (in progress, or unknown)
+ */
+static int
+pending_verdict(FullTransactionId fxid)
+{
+	TransactionId xid = XidFromFullTransactionId(fxid);
+	FullTransactionId next = ReadNextFullTransactionId();
+
+	if (!FullTransactionIdPrecedes(fxid, next) ||
+		U64FromFullTransactionId(next) - U64FromFullTransactionId(fxid) >
+		(uint64) (MaxTransactionId >> 2))
+		return -1;				/* not ours to judge, or its log may be gone */
+	if (TransactionIdIsInProgress(xid))
+		return -1;
+	return TransactionIdDidCommit(xid) ? 1 : 0;
+}
+
+static void
+on_queues(ZkEvent *ev)
+{
+	char		path[QP_MAX_PATH];
+
+	for (int i = 0; ev->rc == ZKC_OK && i < ev->nchildren; i++)
+	{
+		snprintf(path, sizeof(path), "%s/%s/%s", ev->path, ev->children[i],
+				 ZKLOCK_QUEUE_PENDING);
+		(void) zkc_get_children(path, TAG(walk_gen, POP_PENDING, QPENDING_IDX));
+	}
+}
+
+static void
+on_pending(ZkEvent *ev)
+{
+	char		path[QP_MAX_PATH];
+
+	for (int i = 0; ev->rc == ZKC_OK && i < ev->nchildren; i++)
+	{
+		FullTransactionId fxid;
+		int			priority;
+		int			verdict;
+
+		if (!pending_parse(ev->children[i], &fxid, &priority))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", ev->path, ev->children[i]);
+		verdict = pending_verdict(fxid);
+		if (verdict == 1)
+			(void) zkc_get_data(path, TAG(walk_gen, POP_READ, QPENDING_IDX));
+		else if (verdict == 0)
+		{
+			ereport(LOG,
+					(errmsg("zklock: deleting the queue item \"%s\" of a transaction that did not commit",
+							path)));
+			(void) zkc_delete(path, TAG(walk_gen, POP_DONE, QPENDING_IDX));
+		}
+	}
+}
+
+/* A committed item: the entry made and the pending node deleted, at once */
+static void
+on_read(ZkEvent *ev)
+{
+	char		queue[QP_MAX_PATH];
+	char		entry[QP_MAX_PATH];
+	char	   *slash;
+	FullTransactionId fxid;
+	int			priority;
+	ZkcMultiOp	ops[2];
+
+	if (ev->rc != ZKC_OK || (slash = strrchr(ev->path, '/')) == NULL ||
+		!pending_parse(slash + 1, &fxid, &priority))
+		return;
+	strlcpy(queue, ev->path, sizeof(queue));
+	*strrchr(queue, '/') = '\0';	/* .../<queue>/pending */
+	*strrchr(queue, '/') = '\0';	/* .../<queue> */
+	snprintf(entry, sizeof(entry), "%s/%s/%s%03d-", queue,
+			 ZKLOCK_QUEUE_ENTRIES, ZKLOCK_QUEUE_ENTRY, priority);
+	memset(ops, 0, sizeof(ops));
+	ops[0].create = true;
+	ops[0].path = entry;
+	ops[0].data = ev->data;
+	ops[0].datalen = Max(ev->datalen, 0);
+	ops[0].flags = ZKC_PERSISTENT_SEQUENTIAL;
+	ops[0].tag = TAG(walk_gen, POP_DONE, QPENDING_IDX);
+	ops[1].path = ev->path;
+	ops[1].tag = TAG(walk_gen, POP_DONE, QPENDING_IDX);
+	ereport(LOG,
+			(errmsg("zklock: moving the queue item \"%s\" of a committed transaction into the queue",
+					ev->path)));
+	(void) zkc_multi(ops, 2, queue);
+}
+
+static void
+qp_event(ZkEvent *ev)
+{
+	if (TAG_GEN(ev->tag) != walk_gen)
+		return;
+	switch (TAG_OP(ev->tag))
+	{
+		case POP_QUEUES:
+			on_queues(ev);
+			break;
+		case POP_PENDING:
+			on_pending(ev);
+			break;
+		case POP_READ:
+			on_read(ev);
+			break;
+		default:
+			break;				/* POP_DONE: the next walk sees what stays */
+	}
+}
+
+/*
+ * Walk the queues' pending nodes; not while the instance recovers (the
+ * worker starts with the postmaster, before crash recovery ends, when the
+ * commit log is not yet final): then at the first tick after
+ */
+static void
+qp_walk(void)
+{
+	char		path[QP_MAX_PATH];
+
+	walk_owed = RecoveryInProgress();
+	if (walk_owed)
+		return;
+	walk_gen++;
+	snprintf(path, sizeof(path), "%s/%.*s", zklock_root,
+			 (int) strlen(ZKLOCK_QUEUE_PREFIX) - 1, ZKLOCK_QUEUE_PREFIX);
+	(void) zkc_get_children(path, TAG(walk_gen, POP_QUEUES, QPENDING_IDX));
+}
+
+static void
+qp_connected(int64 session_id)
+{
+	qp_walk();
+}
+
+static long
+qp_tick(void)
+{
+	if (walk_owed && zklock_connected)
+		qp_walk();
+	return walk_owed ? 1000 : -1;
+}
+
+const ZkRecipe zklock_queue_pending_recipe = {
+	.name = "queue pending",
+	.idx_first = QPENDING_IDX,
+	.idx_count = 1,
+	.event = qp_event,
+	.connected = qp_connected,
+	.tick = qp_tick,
+};
