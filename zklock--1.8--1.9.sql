@@ -63,4 +63,22 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION zk_queue_length(text) IS
   'The number of items in the queue, waiting and held.';
 
+CREATE FUNCTION zk_queue_peek(queue text,
+                              OUT id text, OUT item bytea,
+                              OUT priority integer)
+RETURNS record
+AS 'MODULE_PATHNAME', 'zklock_queue_peek_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_queue_peek(text) IS
+  'The first item no one holds, read without taking it; NULLs when there is none.';
+
+-- Administrators only: any role could otherwise empty any queue.
+CREATE FUNCTION zk_queue_purge(queue text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zklock_queue_purge_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION zk_queue_purge(text) IS
+  'Delete the items of the queue that no one holds (held items stay with their holders); returns the number deleted.';
+REVOKE ALL ON FUNCTION zk_queue_purge(text) FROM PUBLIC;
+
 SELECT @extschema@.zk_lock_settle_privileges();

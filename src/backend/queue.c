@@ -54,6 +54,10 @@ typedef struct QueueHold
 } QueueHold;
 
 static QueueHold *holds = NULL;
+
+static bool queue_take(const char *queue, bool wait, bool peek,
+					   int timeout_ms, char **id, bytea **item,
+					   int *priority);
 static int	nholds = 0;
 static int	maxholds = 0;
 
@@ -136,6 +140,27 @@ zklock_queue_length(const char *queue)
 	return result.token;
 }
 
+/*
+ * Delete the items of a queue that no one holds (administrators: the SQL
+ * function is not granted to PUBLIC); held items stay with their holders.
+ * The number deleted.
+ */
+int64
+zklock_queue_purge(const char *queue)
+{
+	ZkChannelRequest req;
+	ZkChannelResult result;
+	int			idx;
+	uint32		gen;
+
+	zklock_queue_request(&req, ZKR_QUEUE_LENGTH, queue);
+	snprintf(req.data, sizeof(req.data), "%spurge\n", ZKLOCK_QUEUE_OP_FIELD);
+	idx = zklock_submit(&req, &gen);
+	(void) zklock_queue_answer(idx, gen, psprintf("purge queue \"%s\"", queue));
+	zklock_channel_collect(idx, gen, &result);
+	return result.token;
+}
+
 /* The take's wait: the worker's answer, or the caller's timeout (-1: none) */
 static ZkEntryState
 take_wait(int idx, uint32 gen, int timeout_ms)
@@ -196,6 +221,23 @@ bool
 zklock_queue_take(const char *queue, bool wait, int timeout_ms, char **id,
 				  bytea **item, int *priority)
 {
+	return queue_take(queue, wait, false, timeout_ms, id, item, priority);
+}
+
+/*
+ * The first item no one holds, read and not held (a try-take the worker
+ * answers without a hold, withdrawn at once); false when there is none.
+ */
+bool
+zklock_queue_peek(const char *queue, char **id, bytea **item, int *priority)
+{
+	return queue_take(queue, false, true, -1, id, item, priority);
+}
+
+static bool
+queue_take(const char *queue, bool wait, bool peek, int timeout_ms,
+		   char **id, bytea **item, int *priority)
+{
 	ZkChannelRequest req;
 	ZkChannelResult result;
 	dsm_segment *seg;
@@ -208,7 +250,11 @@ zklock_queue_take(const char *queue, bool wait, int timeout_ms, char **id,
 
 	zklock_queue_request(&req, wait ? ZKR_QUEUE_TAKE : ZKR_QUEUE_TRY_TAKE, queue);
 	zklock_holder_data(data, sizeof(data), "transaction", false, 0);
-	strlcpy(req.data, data, sizeof(req.data));
+	if (peek)
+		zklock_nodedata_add(req.data, sizeof(req.data), data,
+							ZKLOCK_QUEUE_OP_FIELD, "peek");
+	else
+		strlcpy(req.data, data, sizeof(req.data));
 	seg = dsm_create(ZKLOCK_QUEUE_SEGMENT, 0);
 	req.list_handle = dsm_segment_handle(seg);
 	req.list_size = ZKLOCK_QUEUE_SEGMENT;
@@ -243,7 +289,10 @@ zklock_queue_take(const char *queue, bool wait, int timeout_ms, char **id,
 		zklock_raise_failure(idx, gen, what);
 	}
 	zklock_channel_result(idx, gen, &result);
-	hold_add(idx, gen, &result, queue);
+	if (peek)
+		zklock_channel_withdraw(idx, gen);	/* nothing held: freed */
+	else
+		hold_add(idx, gen, &result, queue);
 	zklock_set_pending(-1, 0);
 	*id = pstrdup(result.node);
 	*priority = atoi(result.node + strlen(ZKLOCK_QUEUE_ENTRY));

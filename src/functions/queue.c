@@ -28,6 +28,8 @@ PG_FUNCTION_INFO_V1(zklock_queue_put_sql);
 PG_FUNCTION_INFO_V1(zklock_queue_take_sql);
 PG_FUNCTION_INFO_V1(zklock_queue_try_take_sql);
 PG_FUNCTION_INFO_V1(zklock_queue_length_sql);
+PG_FUNCTION_INFO_V1(zklock_queue_peek_sql);
+PG_FUNCTION_INFO_V1(zklock_queue_purge_sql);
 
 static int
 priority_arg(FunctionCallInfo fcinfo, int argno)
@@ -95,12 +97,16 @@ zklock_queue_put_sql(PG_FUNCTION_ARGS)
 													  priority)));
 }
 
-/* (id, item, priority), or a row of NULLs when nothing was taken */
+/*
+ * (id, item, priority), or a row of NULLs when nothing was taken (a peek:
+ * read, not held)
+ */
 static Datum
-take_common(FunctionCallInfo fcinfo, bool wait)
+take_common(FunctionCallInfo fcinfo, bool wait, bool peek)
 {
 	char	   *queue = zklock_resource_arg(fcinfo);
 	int			timeout_ms = wait ? zklock_timeout_arg(fcinfo, 1) : -1;
+	bool		found;
 	TupleDesc	tupdesc;
 	Datum		values[3];
 	bool		nulls[3] = {true, true, true};
@@ -110,7 +116,9 @@ take_common(FunctionCallInfo fcinfo, bool wait)
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	if (zklock_queue_take(queue, wait, timeout_ms, &id, &item, &priority))
+	found = peek ? zklock_queue_peek(queue, &id, &item, &priority) :
+		zklock_queue_take(queue, wait, timeout_ms, &id, &item, &priority);
+	if (found)
 	{
 		values[0] = CStringGetTextDatum(id);
 		values[1] = PointerGetDatum(item);
@@ -124,17 +132,30 @@ take_common(FunctionCallInfo fcinfo, bool wait)
 Datum
 zklock_queue_take_sql(PG_FUNCTION_ARGS)
 {
-	return take_common(fcinfo, true);
+	return take_common(fcinfo, true, false);
 }
 
 Datum
 zklock_queue_try_take_sql(PG_FUNCTION_ARGS)
 {
-	return take_common(fcinfo, false);
+	return take_common(fcinfo, false, false);
 }
 
 Datum
 zklock_queue_length_sql(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_INT64(zklock_queue_length(zklock_resource_arg(fcinfo)));
+}
+
+Datum
+zklock_queue_peek_sql(PG_FUNCTION_ARGS)
+{
+	return take_common(fcinfo, false, true);
+}
+
+/* zk_queue_purge(queue): the items deleted (those no one holds) */
+Datum
+zklock_queue_purge_sql(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(zklock_queue_purge(zklock_resource_arg(fcinfo)));
 }

@@ -64,9 +64,14 @@ typedef struct QTake
 	int			ntaken;
 	int			next;			/* the next entry to try */
 	bool		watching;		/* a waiter's watches are set */
+	bool		peek;			/* a peek: read the entry, hold nothing */
+	bool		purge;			/* a purge: delete the entries not held */
+	int64		purged;			/* a purge's entries deleted so far */
 } QTake;
 
 static QTake **takes = NULL;
+
+static void try_next(int idx);
 char	   *zklock_queue_put_modes = NULL; /* QPutMode of each put, by idx */
 
 static bool
@@ -161,6 +166,7 @@ send_listing(int idx)
 	char		path[Q_MAX_PATH];
 	bool		wait = w->kind == ZKR_QUEUE_TAKE;
 	bool		ok;
+	const char *qop;
 
 	take_drop(idx);
 	cxt = AllocSetContextCreate(TopMemoryContext, "zklock queue take",
@@ -169,6 +175,11 @@ send_listing(int idx)
 	t->cxt = cxt;
 	t->generation = w->generation;
 	t->watching = wait;
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	qop = zklock_node_field(entry(idx)->data, ZKLOCK_QUEUE_OP_FIELD);
+	t->peek = qop != NULL && strncmp(qop, "peek", 4) == 0;
+	t->purge = qop != NULL && strncmp(qop, "purge", 5) == 0;
+	LWLockRelease(zklock_shared->lock);
 	takes[idx] = t;
 	w->phase = PH_CHECKING;
 	w->node[0] = '\0';
@@ -226,6 +237,75 @@ is_taken(QTake *t, const char *name)
 	return false;
 }
 
+/*
+ * A peek reads the first entry without a hold, as a take would hold it,
+ * and holds nothing: answered as GRANTED with the item in the segment,
+ * then withdrawn by the backend at once (released as PH_IDLE).
+ */
+static void
+send_peek(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[Q_MAX_PATH];
+
+	w->created = false;
+	w->create_unknown = false;
+	w->phase = PH_CHECKING;
+	zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
+	if (!zkc_get_data(path, TAG(w->generation, QOP_READ, idx)))
+		set_recovering(w);
+}
+
+/*
+ * A purge deletes, one at a time, the entries the listing found without a
+ * hold; held ones stay (their holder's COMMIT consumes them, a ROLLBACK
+ * gives them back).  Done: DONE with the count deleted.
+ */
+static void
+purge_next(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	QTake	   *t = takes[idx];
+	char		path[Q_MAX_PATH];
+
+	if (t->next >= t->nentries)
+	{
+		int64		n = t->purged;
+
+		take_drop(idx);
+		w->phase = PH_IDLE;
+		zklock_channel_done(idx, w->generation, n, 0);
+		return;
+	}
+	zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, t->entries[t->next++]);
+	w->phase = PH_CHECKING;
+	if (!zkc_delete(path, TAG(w->generation, QOP_PURGE, idx)))
+		zklock_queue_fail(idx, ERRCODE_CONNECTION_FAILURE,
+						  "not connected to ZooKeeper");
+}
+
+/* A purge's delete answered: the next (an entry gone meanwhile counts not) */
+static void
+on_purge(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	QTake	   *t = takes[idx];
+
+	if (t == NULL || !t->purge || w->phase != PH_CHECKING)
+		return;
+	if (w->release)
+		zklock_queue_fail(idx, 0, NULL);	/* withdrawn: released */
+	else if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+		zklock_queue_fail(idx, ERRCODE_CONNECTION_FAILURE,
+						  zklock_queue_rc_text(ev));
+	else
+	{
+		if (ev->rc == ZKC_OK)
+			t->purged++;
+		try_next(idx);
+	}
+}
+
 /* Hold the next entry of the listing without a hold, or say there is none */
 static void
 try_next(int idx)
@@ -239,6 +319,11 @@ try_next(int idx)
 
 	while (t->next < t->nentries && is_taken(t, t->entries[t->next]))
 		t->next++;
+	if (t->purge)
+	{
+		purge_next(idx);
+		return;
+	}
 	if (t->next >= t->nentries)
 	{
 		if (w->kind == ZKR_QUEUE_TRY_TAKE)
@@ -252,6 +337,11 @@ try_next(int idx)
 		return;
 	}
 	strlcpy(w->node, t->entries[t->next++], sizeof(w->node));
+	if (t->peek)
+	{
+		send_peek(idx);
+		return;
+	}
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	strlcpy(data, entry(idx)->data, sizeof(data));
 	LWLockRelease(zklock_shared->lock);
@@ -280,6 +370,12 @@ on_listing(int idx, ZkEvent *ev, bool entries)
 	}
 	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
 	{
+		if (t->purge)
+		{
+			zklock_queue_fail(idx, ERRCODE_CONNECTION_FAILURE,
+							  zklock_queue_rc_text(ev));
+			return;
+		}
 		take_drop(idx);
 		set_recovering(w);
 		return;
@@ -423,7 +519,19 @@ on_read(int idx, ZkEvent *ev)
 	dsm_segment *seg;
 	Size		size;
 	uint32		len = ev->datalen > 0 ? ev->datalen : 0;
+	bool		peek = takes[idx] != NULL && takes[idx]->peek;
 
+	if (peek && (w->release || ev->rc != ZKC_OK))
+	{
+		if (ev->rc == ZKC_NONODE && !w->release)
+			try_next(idx);		/* consumed meanwhile: the next */
+		else if (ev->rc == ZKC_CONNLOSS && !w->release)
+			set_recovering(w);
+		else
+			zklock_queue_fail(idx, ERRCODE_CONNECTION_FAILURE,
+							  zklock_queue_rc_text(ev));
+		return;
+	}
 	if (ev->rc == ZKC_NONODE && !w->release)
 	{
 		send_unhold(idx, QOP_SKIP); /* consumed meanwhile: the next */
@@ -438,6 +546,14 @@ on_read(int idx, ZkEvent *ev)
 		return;
 	}
 	seg = zklock_queue_segment(idx, &size);
+	if (peek && (seg == NULL || len + sizeof(uint32) > size))
+	{
+		if (seg)
+			dsm_detach(seg);
+		zklock_queue_fail(idx, ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+						  "the item is larger than this version of zklock can take");
+		return;
+	}
 	if (seg == NULL || len + sizeof(uint32) > size)
 	{
 		if (seg)
@@ -451,6 +567,14 @@ on_read(int idx, ZkEvent *ev)
 		memcpy((char *) dsm_segment_address(seg) + sizeof(uint32), ev->data, len);
 	dsm_detach(seg);
 	take_drop(idx);
+	if (peek)
+	{
+		/* nothing held: the backend collects the item and withdraws */
+		w->phase = PH_IDLE;
+		zklock_channel_grant(idx, w->generation, ev->czxid,
+							 zklock_recipe_session_id(), w->node);
+		return;
+	}
 	w->phase = PH_HELD;
 	send_guard(idx);
 	zklock_channel_grant(idx, w->generation, w->czxid,
@@ -550,6 +674,20 @@ on_length(int idx, ZkEvent *ev)
 		zklock_channel_done(idx, w->generation, n, 0);
 }
 
+/* A ZKR_QUEUE_LENGTH whose data says "qop=purge" */
+static bool
+purge_asked(int idx)
+{
+	const char *qop;
+	bool		purge;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	qop = zklock_node_field(entry(idx)->data, ZKLOCK_QUEUE_OP_FIELD);
+	purge = qop != NULL && strncmp(qop, "purge", 5) == 0;
+	LWLockRelease(zklock_shared->lock);
+	return purge;
+}
+
 static void
 q_start(int idx)
 {
@@ -570,6 +708,8 @@ q_start(int idx)
 		LWLockRelease(zklock_shared->lock);
 		zklock_queue_send_put(idx, false);
 	}
+	else if (w->kind == ZKR_QUEUE_LENGTH && purge_asked(idx))
+		send_listing(idx);
 	else if (w->kind == ZKR_QUEUE_LENGTH)
 	{
 		w->phase = PH_CHECKING;
@@ -644,6 +784,9 @@ q_event(ZkEvent *ev)
 			break;
 		case QOP_GUARD:
 			on_guard(idx, ev);
+			break;
+		case QOP_PURGE:
+			on_purge(idx, ev);
 			break;
 		default:
 			break;				/* QOP_PARENT, QOP_CONSUME: the next says */

@@ -31,7 +31,8 @@ enum
 	QOP_WATCH,					/* a waiter's child watch fired */
 	QOP_MOVED,					/* a move's delete of its pending node */
 	QOP_GUARD,					/* a held hold's exists and its watch */
-	QOP_DROP					/* the delete of a pending node at abort */
+	QOP_DROP,					/* the delete of a pending node at abort */
+	QOP_PURGE					/* a purge's delete of an entry not held */
 };
 
 /* what a ZKR_QUEUE_PUT does (its data's "qop=" line, queue_common.h) */

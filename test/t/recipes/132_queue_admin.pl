@@ -1,0 +1,104 @@
+
+# The distributed queue's administration (issue 31), on two instances:
+#  - zk_queue_peek shows the first item no one holds without taking it
+#    (nothing held, nothing consumed; a held item is skipped; NULLs when
+#    none is free)
+#  - zk_queue_purge deletes the items no one holds and returns how many;
+#    an item held by a transaction at that moment stays with it: its
+#    COMMIT consumes it, a ROLLBACK gives it back; a role that is not an
+#    administrator may not purge (42501), since zk_queue_purge is not
+#    granted to PUBLIC
+# The SQL objects are those of zklock--1.8--1.9.sql, created here from the
+# script, as 130 does.
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../..";
+use ZkLockTest;
+
+use Test::More;
+
+zk_start();
+my $node1 = zk_node('node1');
+my $node2 = zk_node('node2');
+
+{
+	my $file = "$FindBin::RealBin/../../../zklock--1.8--1.9.sql";
+	open my $fh, '<', $file or die "$file: $!";
+	local $/;
+	my $sql = <$fh>;
+	close $fh;
+	$sql =~ s/^\\echo.*$//m;
+	$sql =~ s/^SELECT \@extschema\@.*$//m;
+	$sql =~ s/MODULE_PATHNAME/\$libdir\/zklock/g;
+	$node1->safe_psql('postgres', $sql);
+	$node2->safe_psql('postgres', $sql);
+}
+$node1->safe_psql('postgres', 'CREATE ROLE alice LOGIN');
+
+my $root = zk_root();
+my $q = "$root/zklock.queues/adm";
+
+sub entries
+{
+	my ($dir) = @_;
+	return sort map { m{/([^/]+)$} ? $1 : () }
+	  grep { m{^\Q$q/$dir\E/} } zk_list_znodes("$root/zklock.queues");
+}
+
+my $a1 = zk_session($node1, 'A1');
+my $b1 = zk_session($node2, 'B1');
+
+# ---------------------------------------------------------------------------
+# Peek.
+is($a1->query_ok(q{SELECT coalesce(id, 'none') FROM zk_queue_peek('adm')}),
+	'none', 'peek on a queue that does not exist: NULLs');
+my @ids = map { $a1->query_ok("SELECT zk_queue_put_now('adm', '$_', $_)") }
+  qw(300 200 400);
+is($b1->query_ok(q{SELECT id || ' ' || convert_from(item, 'UTF8') || ' ' || priority
+	FROM zk_queue_peek('adm')}),
+	"$ids[1] 200 200", 'peek: the first item by priority, its bytes and priority');
+is_deeply([ entries('taken') ], [], 'peek holds nothing');
+is($b1->query_ok("SELECT zk_queue_length('adm')"), 3, 'and consumes nothing');
+is($b1->query_ok(q{SELECT id FROM zk_queue_peek('adm')}),
+	$ids[1], 'a second peek sees the same item');
+
+$b1->query_ok('BEGIN');
+is($b1->query_ok(q{SELECT id FROM zk_queue_try_take('adm')}),
+	$ids[1], 'the item peeked is the one a take gets');
+is($a1->query_ok(q{SELECT id FROM zk_queue_peek('adm')}),
+	$ids[0], 'while it is held, peek on the other instance skips it');
+
+# ---------------------------------------------------------------------------
+# Purge: administrators only; held items stay with their holder.
+my $alice = zk_session_as($node1, 'ALICE', 'alice');
+my $r = $alice->query(q{SELECT zk_queue_purge('adm')});
+is($r->{sqlstate}, '42501', 'a role with no grant may not purge (42501)');
+is($a1->query_ok("SELECT zk_queue_length('adm')"), 3, 'and nothing was purged');
+
+is($a1->query_ok(q{SELECT zk_queue_purge('adm')}), 2,
+	'purge deletes the two items no one holds, and says so');
+is_deeply([ entries('entries') ], [ $ids[1] ],
+	'the held item is still in ZooKeeper');
+is($a1->query_ok(q{SELECT coalesce(id, 'none') FROM zk_queue_peek('adm')}),
+	'none', 'nothing free to peek after the purge');
+$b1->query_ok('ROLLBACK');
+is($a1->query_ok(q{SELECT id FROM zk_queue_peek('adm')}),
+	$ids[1], 'the holder\'s ROLLBACK gives the held item back, same id');
+
+$b1->query_ok('BEGIN');
+is($b1->query_ok(q{SELECT id FROM zk_queue_try_take('adm')}), $ids[1],
+	'taken again');
+is($a1->query_ok(q{SELECT zk_queue_purge('adm')}), 0,
+	'a purge with only a held item deletes nothing');
+$b1->query_ok('COMMIT');
+is_deeply([ entries('entries'), entries('taken') ], [],
+	'the holder\'s COMMIT consumes it: the queue is empty in ZooKeeper');
+is($a1->query_ok(q{SELECT zk_queue_purge('nosuchqueue')}), 0,
+	'purging a queue that does not exist: 0');
+
+$alice->quit;
+$a1->quit;
+$b1->quit;
+done_testing();
