@@ -67,7 +67,8 @@ OBJS_FUNCTIONS = \
 	src/functions/status.o \
 	src/functions/advisory.o \
 	src/functions/semaphore.o \
-	src/functions/queue.o
+	src/functions/queue.o \
+	src/functions/queue_items.o
 OBJS = src/zklock.o $(OBJS_COMMON) $(OBJS_CLIENT) $(OBJS_WORKER) \
 	$(OBJS_RECIPES) $(OBJS_BACKEND) $(OBJS_FUNCTIONS)
 

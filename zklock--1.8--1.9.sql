@@ -81,4 +81,48 @@ COMMENT ON FUNCTION zk_queue_purge(text) IS
   'Delete the items of the queue that no one holds (held items stay with their holders); returns the number deleted.';
 REVOKE ALL ON FUNCTION zk_queue_purge(text) FROM PUBLIC;
 
+-- Every queue item under <root>/zklock.queues (every instance and client),
+-- with its hold; not granted to PUBLIC, as zk_lock_nodes.  The views below
+-- are what users read.
+CREATE FUNCTION zk_queue_item_nodes(
+    OUT queue text, OUT id text, OUT priority integer, OUT held boolean,
+    OUT instance text, OUT pid integer, OUT username text,
+    OUT since timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zklock_queue_item_nodes'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION zk_queue_item_nodes() FROM PUBLIC;
+
+-- The items, in the order they are taken, and who holds each: the pid of a
+-- holder is shown as zk_locks shows it (superusers, pg_read_all_stats, and
+-- the roles whose privileges the caller has; others see NULL).
+CREATE FUNCTION zk_queue_items(
+    OUT queue text, OUT id text, OUT priority integer, OUT held boolean,
+    OUT instance text, OUT pid integer, OUT since timestamptz)
+RETURNS SETOF record
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT i.queue, i.id, i.priority, i.held, i.instance,
+         CASE WHEN (SELECT rolsuper FROM pg_roles WHERE oid = @extschema@.zk_lock_outer_role())
+                OR pg_has_role(@extschema@.zk_lock_outer_role(), 'pg_read_all_stats', 'USAGE')
+                OR EXISTS (SELECT 1 FROM pg_roles o
+                           WHERE o.rolname = i.username
+                             AND pg_has_role(@extschema@.zk_lock_outer_role(), o.oid, 'USAGE'))
+              THEN i.pid END,
+         i.since
+  FROM @extschema@.zk_queue_item_nodes() AS i
+  ORDER BY i.queue, i.id
+$$;
+CREATE VIEW zk_queue_items AS SELECT * FROM zk_queue_items();
+GRANT SELECT ON zk_queue_items TO PUBLIC;
+
+-- Each queue with items: how many wait, how many are held.
+CREATE VIEW zk_queues AS
+  SELECT queue, count(*) FILTER (WHERE NOT held) AS waiting,
+         count(*) FILTER (WHERE held) AS held
+  FROM zk_queue_items() GROUP BY queue ORDER BY queue;
+GRANT SELECT ON zk_queues TO PUBLIC;
+
 SELECT @extschema@.zk_lock_settle_privileges();

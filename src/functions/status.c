@@ -578,7 +578,7 @@ typedef struct LocalRow
 
 /*
  * What zk_lock_local shows of an entry's state, or NULL for an entry it
- * does not show (free, a finished request, a listing).  Caller holds the
+ * does not show (free, a finished request, a listing, a queue's request).  Caller holds the
  * lock (the lease is read under it).
  */
 static const char *
@@ -587,6 +587,10 @@ local_state(ZkLockEntry *e)
 	int64		left;
 
 	if (e->kind == ZKR_LIST || e->kind == ZKR_ELECTION || e->kind == ZKR_WAITS)
+		return NULL;
+	/* a queue's requests are no locks: zk_queue_items shows the holds */
+	if (e->kind == ZKR_QUEUE_PUT || e->kind == ZKR_QUEUE_TAKE ||
+		e->kind == ZKR_QUEUE_TRY_TAKE || e->kind == ZKR_QUEUE_LENGTH)
 		return NULL;
 	switch (e->state)
 	{

@@ -33,6 +33,13 @@
  * (prefix "zx"), as the sweep does: one getChildren per resource node and
  * one getData per explicit node.
  *
+ * Queues (1.9, worker/recipes/queue.c) live under <root>/zklock.queues:
+ * no lock listing walks there (the root's listing skips it; a subtree
+ * under it cannot be named).  The queues' listing (zk_queue_items, asked
+ * with the subtree "zklock.queues") is its own mode: an entry is a row by
+ * its name alone (its data, the item, up to 1 MB, is not read), a hold
+ * is read (its holder's data); pending/ is not walked.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -50,6 +57,7 @@
 #include "resource.h"
 #include "zk_client.h"
 #include "lease.h"
+#include "queue_common.h"
 
 /* The listing's operations, as carried in a tag */
 typedef enum ListOp
@@ -81,6 +89,7 @@ typedef struct Listing
 	Size		needed;			/* bytes of all rows so far */
 	bool		overflow;		/* rows no longer kept, only counted */
 	int			noauth;			/* nodes ZooKeeper would not show us */
+	bool		queues;			/* the queues' listing (below) */
 	StringInfoData rows;
 } Listing;
 
@@ -94,6 +103,7 @@ static void list_drop(int idx);
 static bool list_issue(int idx);
 static void list_finish(int idx, bool ok, int sqlstate, const char *why);
 static void list_next(void);
+static void list_row(Listing *l, ZkEvent *ev);
 
 static void
 list_push(Listing *l, const char *dir, const char *name, bool data)
@@ -110,6 +120,66 @@ list_push(Listing *l, const char *dir, const char *name, bool data)
 		strcpy(item->path, dir);
 	l->queue = lappend(l->queue, item);
 	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Is path (its first len bytes, or all when 0) <root>/zklock.queues, the
+ * home of the queues?
+ */
+static bool
+queues_path(const char *path, size_t len)
+{
+	/* e.g. "/zklock" and "zklock.queues/": "/zklock/zklock.queues" */
+	size_t		rootlen = strlen(zklock_root);
+	size_t		qlen = strlen(ZKLOCK_QUEUE_PREFIX) - 1;	/* no '/' */
+
+	if (len == 0)
+		len = strlen(path);
+	while (rootlen > 1 && zklock_root[rootlen - 1] == '/')
+		rootlen--;
+	return len == rootlen + 1 + qlen &&
+		strncmp(path, zklock_root, rootlen) == 0 && path[rootlen] == '/' &&
+		strncmp(path + rootlen + 1, ZKLOCK_QUEUE_PREFIX, qlen) == 0;
+}
+
+/* A row by a node's name alone (a queue's entry: its data is the item) */
+static void
+list_name_row(Listing *l, const char *dir, const char *name)
+{
+	ZkEvent		ev;
+	char	   *path = psprintf("%s/%s", dir, name);
+
+	memset(&ev, 0, sizeof(ev));
+	ev.path = path;
+	list_row(l, &ev);
+	pfree(path);
+}
+
+/*
+ * The children of a path in the queues' listing: entries are rows, holds
+ * are read, pending puts skipped, anything else walked.
+ */
+static void
+list_queue_children(Listing *l, ZkEvent *ev)
+{
+	const char *base = strrchr(ev->path, '/');
+
+	base = base ? base + 1 : ev->path;
+	if (strcmp(base, ZKLOCK_QUEUE_PENDING) == 0)
+		return;
+	for (int i = 0; i < ev->nchildren; i++)
+	{
+		const char *c = ev->children[i];
+		bool		entry = strncmp(c, ZKLOCK_QUEUE_ENTRY,
+									strlen(ZKLOCK_QUEUE_ENTRY)) == 0;
+
+		if (entry && strcmp(base, ZKLOCK_QUEUE_ENTRIES) == 0)
+			list_name_row(l, ev->path, c);
+		else if (entry && strcmp(base, ZKLOCK_QUEUE_TAKEN) == 0)
+			list_push(l, ev->path, c, true);
+		else
+			list_push(l, ev->path, c, false);
+	}
 }
 
 /* A backend asks for a listing: start it, or queue it for a slot */
@@ -136,6 +206,7 @@ listing_start(int idx)
 	l->room = entry(idx)->list_size;
 	LWLockRelease(zklock_shared->lock);
 	w->listing = l;
+	l->queues = queues_path(w->parent, 0);
 	w->phase = PH_LISTING;
 
 	/* w->parent is the root, or the subtree asked for, "<root>/<subtree>" */
@@ -285,13 +356,25 @@ listing_event(ZkEvent *ev)
 		return;
 	}
 
-	if (ev->rc == ZKC_OK && TAG_OP(ev->tag) == OP_LIST_CHILDREN)
+	if (ev->rc == ZKC_OK && TAG_OP(ev->tag) == OP_LIST_CHILDREN && l->queues)
+		list_queue_children(l, ev);
+	else if (ev->rc == ZKC_OK && TAG_OP(ev->tag) == OP_LIST_CHILDREN)
 	{
 		for (int i = 0; i < ev->nchildren; i++)
 		{
 			const char *c = ev->children[i];
 
 			bool		lock = zklock_parse_node_name(c, NULL, NULL);
+
+			/* the queues are no locks: not walked (queue_common.h) */
+			if (strcmp(c, "zklock.queues") == 0)
+			{
+				char		path[ZKLOCK_MAX_PATH + 32];
+
+				snprintf(path, sizeof(path), "%s/%s", ev->path, c);
+				if (queues_path(path, 0))
+					continue;
+			}
 
 			/* an explicit nodes' listing reads zklock's explicit ones only */
 			if (lock && w->persistent && !zklock_node_has_prefix(c, "zx"))

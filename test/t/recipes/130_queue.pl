@@ -40,6 +40,7 @@ my $node2 = zk_node('node2');
 	close $fh;
 	$sql =~ s/^\\echo.*$//m;
 	$sql =~ s/^SELECT \@extschema\@.*$//m;
+	$sql =~ s/\@extschema\@/public/g;
 	$sql =~ s/MODULE_PATHNAME/\$libdir\/zklock/g;
 	$node1->safe_psql('postgres', $sql);
 	$node2->safe_psql('postgres', $sql);
@@ -139,7 +140,8 @@ $a1->send(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('jobs', '60 s')
 ok( wait_until(
 		sub {
 			$node1->safe_psql('postgres',
-				q{SELECT count(*) FROM zk_lock_local WHERE resource = 'zklock.queues/jobs' AND state = 'waiting'}
+				'SELECT count(*) FROM pg_stat_activity WHERE pid = ' . $a1->pid
+				  . q{ AND (wait_event LIKE 'Zklock%' OR wait_event_type = 'Extension')}
 			) == 1;
 		},
 		timeout => 10),

@@ -36,6 +36,7 @@ my $node2 = zk_node('node2');
 	close $fh;
 	$sql =~ s/^\\echo.*$//m;
 	$sql =~ s/^SELECT \@extschema\@.*$//m;
+	$sql =~ s/\@extschema\@/public/g;
 	$sql =~ s/MODULE_PATHNAME/\$libdir\/zklock/g;
 	$node1->safe_psql('postgres', $sql);
 	$node2->safe_psql('postgres', $sql);

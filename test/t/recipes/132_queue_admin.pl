@@ -31,6 +31,7 @@ my $node2 = zk_node('node2');
 	close $fh;
 	$sql =~ s/^\\echo.*$//m;
 	$sql =~ s/^SELECT \@extschema\@.*$//m;
+	$sql =~ s/\@extschema\@/public/g;
 	$sql =~ s/MODULE_PATHNAME/\$libdir\/zklock/g;
 	$node1->safe_psql('postgres', $sql);
 	$node2->safe_psql('postgres', $sql);
@@ -71,9 +72,46 @@ is($a1->query_ok(q{SELECT id FROM zk_queue_peek('adm')}),
 	$ids[0], 'while it is held, peek on the other instance skips it');
 
 # ---------------------------------------------------------------------------
-# Purge: administrators only; held items stay with their holder.
+# The views, on the other instance: the items in the order they are taken,
+# the hold with its holder; zk_queues counts.
+my $b1pid = $b1->pid;
+is($a1->query_ok(q{SELECT string_agg(concat_ws(' ', queue, id, priority, held,
+	instance, pid, since IS NOT NULL), ',' ORDER BY id) FROM zk_queue_items}),
+	"adm $ids[1] 200 t node2 $b1pid t,adm $ids[0] 300 f f,adm $ids[2] 400 f f",
+	'zk_queue_items: each item, its priority, and the holder (instance, pid, since)');
+is($a1->query_ok(q{SELECT concat_ws(' ', queue, waiting, held) FROM zk_queues}),
+	'adm 2 1', 'zk_queues: two waiting, one held');
 my $alice = zk_session_as($node1, 'ALICE', 'alice');
-my $r = $alice->query(q{SELECT zk_queue_purge('adm')});
+is($alice->query_ok(q{SELECT concat_ws(' ', id, held, instance, coalesce(pid, 0))
+	FROM zk_queue_items WHERE held}),
+	"$ids[1] t node2 0", 'a role that is not the holder\'s sees the hold, not its pid');
+my $r = $alice->query(q{SELECT * FROM zk_queue_item_nodes()});
+is($r->{sqlstate}, '42501', 'zk_queue_item_nodes is not granted to PUBLIC');
+$alice->query_ok('BEGIN');
+is($alice->query_ok(q{SELECT priority FROM zk_queue_try_take('adm')}), 300,
+	'alice takes an item');
+is($alice->query_ok(q{SELECT string_agg(coalesce(pid, 0)::text, ',' ORDER BY id)
+	FROM zk_queue_items WHERE held}),
+	'0,' . $alice->pid, 'and sees the pid of her own hold only');
+$alice->query_ok('ROLLBACK');
+
+# ---------------------------------------------------------------------------
+# Queues are no locks: zk_locks, zk_lock_nodes, zk_lock_queue and
+# zk_lock_local show nothing of them (a lock beside them still shows).
+$a1->query_ok('BEGIN');
+$a1->query_ok(q{SELECT zk_lock_acquire('reallock')});
+for my $v (qw(zk_locks zk_lock_nodes() zk_lock_queue()))
+{
+	is($a1->query_ok("SELECT string_agg(resource, ',') FROM $v"),
+		'reallock', "$v: the lock only, not the queue's entries or holds");
+}
+is($b1->query_ok(q{SELECT count(*) FROM zk_lock_local}), 0,
+	'zk_lock_local on the holder\'s instance: no queue take');
+$a1->query_ok('COMMIT');
+
+# ---------------------------------------------------------------------------
+# Purge: administrators only; held items stay with their holder.
+$r = $alice->query(q{SELECT zk_queue_purge('adm')});
 is($r->{sqlstate}, '42501', 'a role with no grant may not purge (42501)');
 is($a1->query_ok("SELECT zk_queue_length('adm')"), 3, 'and nothing was purged');
 
