@@ -59,6 +59,7 @@ int			zklock_deadlock_timeout = -1;
 bool		zklock_guard_by_listing = true;
 int			zklock_lease_margin = 2000;
 int			zklock_max_explicit_locks_per_role = 100;
+int			zklock_max_queue_items = -1;
 char	   *zklock_advisory_namespace = NULL;
 char	   *zklock_elections = NULL;
 bool		zklock_track_stats = true;
@@ -511,6 +512,15 @@ zklock_define_settings(void)
 							"Counts the explicit lock nodes under zklock.root whose holder is the role (by name), granted or waiting, with a listing at each explicit acquire.  Superusers are not limited.  -1 means no limit.",
 							&zklock_max_explicit_locks_per_role,
 							100, -1, 1000000,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.max_queue_items",
+							"Items a queue may have when an item is put into it.",
+							"A put (zk_queue_put_now, zk_queue_put) into a queue with this many items, waiting or held, fails.  -1 means no limit.",
+							&zklock_max_queue_items,
+							-1, -1, INT_MAX,
 							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);

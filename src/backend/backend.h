@@ -54,6 +54,7 @@ extern char *zklock_queue_put_now(const char *queue, const char *item,
 								  Size len, int priority);
 extern int64 zklock_queue_length(const char *queue);
 extern int64 zklock_queue_purge(const char *queue);
+extern void zklock_queue_check_room(const char *queue);
 extern bool zklock_queue_peek(const char *queue, char **id, bytea **item,
 							  int *priority);
 extern bool zklock_queue_take(const char *queue, bool wait, int timeout_ms,

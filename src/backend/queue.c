@@ -91,6 +91,32 @@ zklock_queue_answer(int idx, uint32 gen, const char *what)
 	return state;
 }
 
+/*
+ * zklock.max_queue_items: a put into a queue that has that many items
+ * (waiting and held; a transactional put counts at its call, as the items
+ * are then) fails with 53400, before anything is written.  Counted with a
+ * listing of entries/ at each put (one round trip more); puts at the same
+ * moment may each pass before the others' entries exist: the queue can go
+ * over by their number less one, and transactional puts committing later
+ * are not counted at all.  -1: no limit, no listing.
+ */
+void
+zklock_queue_check_room(const char *queue)
+{
+	int64		n;
+
+	if (zklock_max_queue_items < 0)
+		return;
+	n = zklock_queue_length(queue);
+	if (n >= zklock_max_queue_items)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("zklock queue \"%s\" is full", queue),
+				 errdetail("It has " INT64_FORMAT " items; zklock.max_queue_items is %d.",
+						   n, zklock_max_queue_items),
+				 errhint("Take items from it, or raise zklock.max_queue_items.")));
+}
+
 char *
 zklock_queue_put_now(const char *queue, const char *item, Size len,
 					 int priority)
@@ -102,6 +128,7 @@ zklock_queue_put_now(const char *queue, const char *item, Size len,
 	uint32		gen;
 
 	zklock_queue_request(&req, ZKR_QUEUE_PUT, queue);
+	zklock_queue_check_room(queue);
 	snprintf(req.node, sizeof(req.node), "%s%03d-", ZKLOCK_QUEUE_ENTRY,
 			 priority);
 	seg = dsm_create(Max(len, 1), 0);

@@ -70,6 +70,7 @@ zklock_queue_put(const char *queue, const char *item, Size len, int priority)
 	FullTransactionId fxid;
 
 	zklock_queue_request(&req, ZKR_QUEUE_PUT, queue);	/* the checks */
+	zklock_queue_check_room(queue);
 	fxid = GetTopFullTransactionId();
 	if (nqputs == maxqputs)
 	{

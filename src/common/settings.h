@@ -26,6 +26,7 @@ extern int	zklock_deadlock_timeout;
 extern bool zklock_guard_by_listing;
 extern int	zklock_lease_margin;
 extern int	zklock_max_explicit_locks_per_role;
+extern int	zklock_max_queue_items;
 extern char *zklock_advisory_namespace;
 extern char *zklock_elections;
 extern bool zklock_track_stats;

@@ -136,6 +136,32 @@ is_deeply([ entries('entries'), entries('taken') ], [],
 is($a1->query_ok(q{SELECT zk_queue_purge('nosuchqueue')}), 0,
 	'purging a queue that does not exist: 0');
 
+# ---------------------------------------------------------------------------
+# zklock.max_queue_items: a put into a full queue fails (53400), and leaves
+# nothing in ZooKeeper; only a superuser sets it.
+$r = $alice->query(q{SET zklock.max_queue_items = 1000});
+is($r->{sqlstate}, '42501', 'a role that is not a superuser may not set it');
+$a1->query_ok(q{SET zklock.max_queue_items = 2});
+$a1->query_ok(q{SELECT zk_queue_put_now('adm', 'a')});
+$a1->query_ok(q{SELECT zk_queue_put_now('adm', 'b')});
+my @before = sort(zk_list_znodes("$root/zklock.queues"));
+$r = $a1->query(q{SELECT zk_queue_put_now('adm', 'c')});
+is($r->{sqlstate}, '53400', 'a third put_now into a queue of 2: 53400');
+like($r->{err}, qr/zklock queue "adm" is full/, 'the error names the queue');
+$a1->query_ok('BEGIN');
+$r = $a1->query(q{SELECT zk_queue_put('adm', 'd')});
+is($r->{sqlstate}, '53400', 'a transactional put into it: 53400 at the call');
+$a1->query_ok('ROLLBACK');
+is_deeply([ sort(zk_list_znodes("$root/zklock.queues")) ], [@before],
+	'nothing of the refused puts in ZooKeeper (no entry, no pending node)');
+$b1->query_ok('BEGIN');
+$b1->query_ok(q{SELECT id FROM zk_queue_try_take('adm')});
+$b1->query_ok('COMMIT');
+like($a1->query_ok(q{SELECT zk_queue_put_now('adm', 'c')}), qr/^entry-100-/,
+	'once an item is consumed, a put fits again');
+$a1->query_ok(q{RESET zklock.max_queue_items});
+is($a1->query_ok(q{SELECT zk_queue_purge('adm')}), 2, 'purged');
+
 $alice->quit;
 $a1->quit;
 $b1->quit;
