@@ -26,7 +26,12 @@
  *	  design is the next step).  A lost reply of the hold's create is found
  *	  again once connected by reading the hold: ours when it is of our
  *	  session and names our request (req=).
- *	- ZKR_QUEUE_LENGTH: the number of entries (Kazoo's len()), as DONE.
+ *	- ZKR_QUEUE_LENGTH: the number of entries (Kazoo's len()), as DONE;
+ *	  with "qop=purge", the entries without a hold deleted one at a time
+ *	  after the take's listing (held ones stay), DONE with their number.
+ *	- a ZKR_QUEUE_TRY_TAKE with "qop=peek": the take's listing, then the
+ *	  first entry without a hold read, no hold made: GRANTED with the
+ *	  item, the entry PH_IDLE (the backend withdraws it at once).
  * The release of a held take (the backend withdrew it) deletes the hold;
  * when the backend committed, its entry's data says "consume=1" (written
  * before the withdrawal, backend/queue.c) and the entry is deleted first,
