@@ -37,6 +37,13 @@
 #endif
 #define ZKLOCK_PROC_LATCH(no)	(&ProcGlobal->allProcs[(no)].procLatch)
 
+/* the shared transaction counters (access/transam.h): 17 renamed them */
+#if PG_VERSION_NUM >= 170000
+#define ZKLOCK_TRANSAM_VARIABLES	TransamVariables
+#else
+#define ZKLOCK_TRANSAM_VARIABLES	ShmemVariableCache
+#endif
+
 /* the two halves of this backend's virtual transaction id, as pg_locks */
 #if PG_VERSION_NUM >= 170000
 #define ZKLOCK_MY_VXID_PROC		(MyProc->vxid.procNumber)

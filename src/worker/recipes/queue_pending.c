@@ -35,12 +35,14 @@
 
 #include "access/transam.h"
 #include "access/xlog.h"
+#include "storage/lwlock.h"
 #include "storage/procarray.h"
 
 #include "queue_common.h"
 #include "recipe.h"
 #include "settings.h"
 #include "zklock.h"
+#include "compat.h"
 
 enum
 {
@@ -73,21 +75,39 @@ pending_parse(const char *name, FullTransactionId *fxid, int *priority)
 
 /*
  * The commit log's verdict: 1 committed, 0 not (aborted, or never
- * committed before a crash), -1 undecided (in progress, or unknown)
+ * committed before a crash), -1 undecided (in progress, not an xid of
+ * ours, or older than the oldest the commit log keeps: its status would
+ * be an ERROR, "could not access status of transaction", which would end
+ * the worker at every connection).  As pg_xact_status: the oldest kept
+ * (oldestClogXid) read and the commit log looked at under
+ * XactTruncationLock, so that no truncation comes in between.
  */
 static int
 pending_verdict(FullTransactionId fxid)
 {
 	TransactionId xid = XidFromFullTransactionId(fxid);
 	FullTransactionId next = ReadNextFullTransactionId();
+	TransactionId oldest;
+	FullTransactionId oldest_fxid;
+	uint32		epoch = EpochFromFullTransactionId(next);
+	int			verdict;
 
-	if (!FullTransactionIdPrecedes(fxid, next) ||
-		U64FromFullTransactionId(next) - U64FromFullTransactionId(fxid) >
-		(uint64) (MaxTransactionId >> 2))
-		return -1;				/* not ours to judge, or its log may be gone */
+	if (!TransactionIdIsNormal(xid) || !FullTransactionIdPrecedes(fxid, next))
+		return -1;				/* not ours to judge */
 	if (TransactionIdIsInProgress(xid))
 		return -1;
-	return TransactionIdDidCommit(xid) ? 1 : 0;
+	LWLockAcquire(XactTruncationLock, LW_SHARED);
+	oldest = ZKLOCK_TRANSAM_VARIABLES->oldestClogXid;
+	if (oldest <= XidFromFullTransactionId(next) || epoch == 0)
+		oldest_fxid = FullTransactionIdFromEpochAndXid(epoch, oldest);
+	else
+		oldest_fxid = FullTransactionIdFromEpochAndXid(epoch - 1, oldest);
+	if (FullTransactionIdPrecedes(fxid, oldest_fxid))
+		verdict = -2;
+	else
+		verdict = TransactionIdDidCommit(xid) ? 1 : 0;
+	LWLockRelease(XactTruncationLock);
+	return verdict;
 }
 
 static void
@@ -118,7 +138,12 @@ on_pending(ZkEvent *ev)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", ev->path, ev->children[i]);
 		verdict = pending_verdict(fxid);
-		if (verdict == 1)
+		if (verdict == -2)
+			ereport(LOG,
+					(errmsg("zklock: leaving the queue item \"%s\": its transaction is older than the commit log",
+							path),
+					 errdetail("Whether it committed cannot be told; an administrator removes it.")));
+		else if (verdict == 1)
 			(void) zkc_get_data(path, TAG(walk_gen, POP_READ, QPENDING_IDX));
 		else if (verdict == 0)
 		{
