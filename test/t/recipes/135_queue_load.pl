@@ -52,7 +52,11 @@ foreach my $node ($node1, $node2)
 	$node->safe_psql('postgres', $setup);
 	$node->safe_psql('postgres', <<'EOS');
 CREATE TABLE taken (id text NOT NULL, item text NOT NULL, priority int NOT NULL,
-                    consumer text NOT NULL, n int NOT NULL);
+                    consumer text NOT NULL, n int NOT NULL,
+                    t float8 NOT NULL DEFAULT extract(epoch FROM clock_timestamp()));
+-- the take that ended each consumer: it waited from t_begin to t_end
+CREATE TABLE idle (consumer text, t_call float8, t_first float8,
+                   t_begin float8, t_end float8, t_done float8);
 CREATE PROCEDURE produce(who text, nitems int, transactional bool)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -73,14 +77,27 @@ LANGUAGE plpgsql AS $$
 DECLARE
   r record;
   n int := 0;
+  t0 float8;
+  t_call float8 := extract(epoch FROM clock_timestamp());
+  t_first float8;
 BEGIN
   LOOP
+    t0 := extract(epoch FROM clock_timestamp());
+    t_first := coalesce(t_first, t0);
     SELECT * INTO r FROM zk_queue_take('load', idle);
-    EXIT WHEN r.id IS NULL;
+    IF r.id IS NULL THEN
+      INSERT INTO idle VALUES (who, t_call, t_first, t0,
+                               extract(epoch FROM clock_timestamp()));
+      EXIT;
+    END IF;
     n := n + 1;
-    INSERT INTO taken VALUES (r.id, convert_from(r.item, 'UTF8'), r.priority, who, n);
+    INSERT INTO taken (id, item, priority, consumer, n)
+      VALUES (r.id, convert_from(r.item, 'UTF8'), r.priority, who, n);
     COMMIT;
   END LOOP;
+  COMMIT;
+  -- when that last transaction's COMMIT returned
+  UPDATE idle SET t_done = extract(epoch FROM clock_timestamp()) WHERE consumer = who;
   COMMIT;
 END $$;
 EOS
@@ -130,8 +147,37 @@ foreach my $node ($node1, $node2)
 {
 	push @rows, map { [ split /\|/ ] } split /\n/,
 	  $node->safe_psql('postgres',
-		'SELECT id, item, priority, consumer, n FROM taken ORDER BY consumer, n');
+		'SELECT id, item, priority, consumer, n, t FROM taken ORDER BY consumer, n');
 }
+# each consumer's last take (the one that found nothing for 10 s): once
+# the producers are done every item is in the queue, so a take that gives
+# up after that while items are still untaken (more than the 3 the other
+# consumers may hold) slept through items it could take
+my @idle;
+foreach my $node ($node1, $node2)
+{
+	push @idle, map { [ split /\|/ ] } split /\n/,
+	  $node->safe_psql('postgres',
+		'SELECT consumer, t_begin, t_end, t_call, t_first, t_done FROM idle');
+}
+my $t_put_end = $t0 + $t_put;
+my @slept;
+foreach my $w (sort { $a->[0] cmp $b->[0] } @idle)
+{
+	my ($who, $b, $e, $call, $first, $done) = @$w;
+	my $mine = grep { $_->[3] eq $who } @rows;
+	my $before = grep { $_->[5] < $e } @rows;
+	my $line = sprintf('%s: %d items taken; CALL at +%.1f s, first zk_queue_take '
+		  . 'at +%.1f s, the last from +%.1f s to +%.1f s (NULL), when %d of %d '
+		  . 'items were taken (all put at +%.1f s); its COMMIT returned at +%.1f s',
+		$who, $mine, (map { $_ - $t0 } $call, $first, $b, $e), $before, $items,
+		$t_put, $done - $t0);
+	diag($line);
+	push @slept, $line if $e > $t_put_end && $before < $items - 3;
+}
+is(scalar(@slept), 0,
+	'no waiting taker gives up while items are in the queue')
+  or diag(join("\n", @slept));
 my (%count, %id_of, $id_changed);
 foreach my $r (@rows)
 {
@@ -161,7 +207,7 @@ is($id_changed // 0, 0, 'an item has one id');
 my %per;
 foreach my $r (@rows)
 {
-	my ($id, $item, $prio, $who, $n) = @$r;
+	my ($id, $item, $prio, $who) = @$r;
 	push @{ $per{$who}{$prio} }, [ $id, $item ];
 }
 my @out_of_order;
@@ -186,7 +232,6 @@ foreach my $who (sort keys %per)
 is(scalar(@out_of_order), 0, 'FIFO within a priority as each consumer sees it')
   or diag(join("\n", @out_of_order[ 0 .. ($#out_of_order < 9 ? $#out_of_order : 9) ]));
 is(scalar(keys %per), 4, 'all four consumers took items');
-diag(join(', ', map { my $w = $_; "$w " . scalar(grep { $_->[3] eq $w } @rows) } sort keys %per));
 
 is($node1->safe_psql('postgres', q{SELECT zk_queue_length('load')}), 0,
 	'the queue is empty');
