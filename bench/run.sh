@@ -8,7 +8,7 @@
 #
 #   bash bench/run.sh [--quick] [--csv FILE] [--png FILE] [--keep] [--secs S]
 #                      [--ensemble | --standalone]
-#                      [--only s1,s32,excl8,shared8,handoff,sem,idle,scale,many]
+#                      [--only s1,s32,excl8,shared8,handoff,sem,queue,idle,scale,many]
 #
 #   --quick     about 2 s per measurement, scale scenarios skipped, the
 #               standalone server only (CI)

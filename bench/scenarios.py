@@ -8,6 +8,7 @@ import time
 from common import BenchError, join_notes, log, pct, plural
 from runner_curator import curator_cmd
 from runner_floor import floor
+from queue_bench import scenario_queue
 from runner_kazoo import kazoo_cmd
 from runner_pg import Pgbench, pg_handoff, pgbench_cycles, session_script, xact_script
 from servers import (PsqlSession, ZkCounter, kill_group, mntr, mntr_sum, notifications,
@@ -712,6 +713,7 @@ SCENARIOS = {
     "handoff": lambda env, res: scenario_handoff(env, res),
     "sem": lambda env, res: scenario_semaphore(env, res),
     "stats": lambda env, res: scenario_stats(env, res),
+    "queue": lambda env, res: scenario_queue(env, res),
     # after the cycles: the scenarios that leave many resource nodes behind
     # for a while (which every sweep lists: the idle rate subtracted from
     # the counts would no longer hold)
