@@ -18,6 +18,7 @@ OBJS_COMMON = \
 OBJS_CLIENT = \
 	src/client/zk_client.o \
 	src/client/zk_secure.o \
+	src/client/zk_krb5.o \
 	src/client/zk_unwatch.o \
 	src/client/zk_events.o \
 	src/client/zk_multi.o
@@ -88,7 +89,7 @@ PGFILEDESC = "zklock - ZooKeeper locks for PostgreSQL"
 ifdef ZK_CLIENT
 PG_CPPFLAGS_ZK = -I$(ZK_CLIENT)/include -DHAVE_OPENSSL_H -DHAVE_CYRUS_SASL_H -DZKLOCK_SECURE_CLIENT
 SHLIB_LINK = $(ZK_CLIENT)/lib/libzookeeper_mt.a -Wl,--exclude-libs,libzookeeper_mt.a \
-	-lssl -lcrypto -lsasl2 -lm -lpthread
+	-lssl -lcrypto -lsasl2 -lkrb5 -lm -lpthread
 else
 PG_CPPFLAGS_ZK =
 SHLIB_LINK = -lzookeeper_mt -lpthread

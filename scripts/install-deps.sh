@@ -66,6 +66,7 @@ PACKAGE=(
 	pkg-config
 	libssl-dev
 	libsasl2-dev
+	libkrb5-dev
 	libzookeeper-java
 	default-jre-headless
 )

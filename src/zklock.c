@@ -73,6 +73,7 @@ char	   *zklock_sasl_password_file = NULL;
 char	   *zklock_sasl_service = NULL;
 char	   *zklock_sasl_host = NULL;
 char	   *zklock_sasl_keytab = NULL;
+char	   *zklock_sasl_principal = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -435,9 +436,18 @@ zklock_define_settings(void)
 							   NULL, NULL, NULL);
 
 	DefineCustomStringVariable("zklock.sasl_keytab",
-							   "Kerberos keytab of zklock's principal (GSSAPI): its first principal is used.",
+							   "Kerberos keytab of zklock's principal (GSSAPI).",
 							   "Owned by the server's OS user with mode 0600 or less, or by root with 0640 or less, as ssl_key_file.",
 							   &zklock_sasl_keytab,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_principal",
+							   "Kerberos principal zklock authenticates as (GSSAPI), from zklock.sasl_keytab.",
+							   "Empty: the keytab's first principal.",
+							   &zklock_sasl_principal,
 							   "",
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,

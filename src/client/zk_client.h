@@ -119,6 +119,7 @@ typedef struct ZkcSasl
 	const char *user;			/* DIGEST-MD5 */
 	const char *password_file;	/* DIGEST-MD5 */
 	const char *keytab;			/* GSSAPI: the client keytab */
+	const char *principal;		/* GSSAPI: its principal, "" = the first */
 } ZkcSasl;
 
 extern bool zkc_has_tls(void);

@@ -46,6 +46,14 @@ static uint64 mark_seen = 0;
 static char last_log[256];
 
 /*
+ * Cyrus SASL's detail of the last failed SASL exchange (the client's
+ * "Starting SASL negotiation: ..." line; for GSSAPI, Kerberos's own words),
+ * which the client's next line ("SASL authentication ... failed: system
+ * error") would hide; guarded by queue_mutex.
+ */
+static char sasl_detail[256];
+
+/*
  * Wake pipe: created once, non-blocking at both ends.
  */
 int
@@ -225,8 +233,22 @@ zkc_free_event(ZkEvent *ev)
 void
 zkc_log_callback(const char *message)
 {
+	const char *neg = strstr(message, "SASL negotiation: ");
+	const char *krb = strstr(message, "Minor code may provide more information (");
+
 	pthread_mutex_lock(&queue_mutex);
 	strlcpy(last_log, message, sizeof(last_log));
+	if (krb)
+	{
+		/* GSSAPI: "... (Cannot contact any KDC for realm 'X')" */
+		krb += strlen("Minor code may provide more information (");
+		snprintf(sasl_detail, sizeof(sasl_detail), "Kerberos: %.*s",
+				 (int) (strrchr(krb, ')') ? strrchr(krb, ')') - krb : strlen(krb)),
+				 krb);
+	}
+	else if (neg)
+		strlcpy(sasl_detail, neg + strlen("SASL negotiation: "),
+				sizeof(sasl_detail));
 	pthread_mutex_unlock(&queue_mutex);
 }
 
@@ -244,7 +266,18 @@ zkc_last_error(char *buf, int buflen)
 		const char *p = strstr(last_log, ": ");
 
 		strlcpy(buf, p ? p + 2 : last_log, buflen);
+		/* a failed SASL exchange: with Cyrus's (Kerberos's) detail */
+		if (sasl_detail[0] != '\0' && strstr(buf, "SASL authentication"))
+		{
+			char	   *colon = strstr(strstr(buf, "SASL authentication"), ": ");
+
+			if (colon)
+				*colon = '\0';
+			snprintf(buf + strlen(buf), buflen - strlen(buf), ": %s",
+					 sasl_detail);
+		}
 		last_log[0] = '\0';
+		sasl_detail[0] = '\0';
 	}
 	pthread_mutex_unlock(&queue_mutex);
 	return found;

@@ -107,16 +107,15 @@ zklock_zkc_secure_prepare(const ZkcTls *tls, const ZkcSasl *sasl,
 			sasl_ready = true;
 		}
 		Assert(sasl_callbacks == NULL);
-		if (sasl->keytab)
-		{
-			/*
-			 * Kerberos: MIT's GSSAPI takes the client's credentials from
-			 * the client keytab (its first principal), into a credential
-			 * cache of this process alone.
-			 */
-			setenv("KRB5_CLIENT_KTNAME", sasl->keytab, 1);
-			setenv("KRB5CCNAME", "MEMORY:zklock", 1);
-		}
+		/*
+		 * Kerberos: MIT's GSSAPI takes the client's credentials from the
+		 * client keytab, for the principal of a credential cache of this
+		 * process alone (zk_krb5.c)
+		 */
+		if (sasl->keytab &&
+			!zklock_zkc_krb5_prepare(sasl->keytab, sasl->principal,
+									 errbuf, errlen))
+			return false;
 		sasl_callbacks = zoo_sasl_make_basic_callbacks(sasl->user, NULL,
 													   sasl->password_file);
 		if (sasl_callbacks == NULL)

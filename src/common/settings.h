@@ -40,5 +40,6 @@ extern char *zklock_sasl_password_file;
 extern char *zklock_sasl_service;
 extern char *zklock_sasl_host;
 extern char *zklock_sasl_keytab;
+extern char *zklock_sasl_principal;
 
 #endif							/* ZKLOCK_SETTINGS_H */

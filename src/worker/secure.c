@@ -133,6 +133,7 @@ zklock_sasl_config(ZkcSasl *sasl, char *err, int errlen, bool *failed)
 		sasl->user = NULL;
 		sasl->password_file = NULL;
 		sasl->keytab = zklock_sasl_keytab;
+		sasl->principal = zklock_sasl_principal;
 		*failed = false;
 		return sasl;
 	}
@@ -150,6 +151,7 @@ zklock_sasl_config(ZkcSasl *sasl, char *err, int errlen, bool *failed)
 	sasl->user = zklock_sasl_user;
 	sasl->password_file = zklock_sasl_password_file;
 	sasl->keytab = NULL;
+	sasl->principal = NULL;
 	*failed = false;
 	return sasl;
 }
@@ -168,9 +170,10 @@ zklock_transport_signature(void)
 		appendStringInfo(&s, "ssl ca=%s cert=%s key=%s", zklock_ssl_ca_file,
 						 zklock_ssl_cert_file, zklock_ssl_key_file);
 	if (zklock_sasl_mechanism[0])
-		appendStringInfo(&s, " sasl=%s service=%s host=%s user=%s file=%s keytab=%s",
+		appendStringInfo(&s, " sasl=%s service=%s host=%s user=%s file=%s keytab=%s principal=%s",
 						 zklock_sasl_mechanism, zklock_sasl_service,
 						 zklock_sasl_host, zklock_sasl_user,
-						 zklock_sasl_password_file, zklock_sasl_keytab);
+						 zklock_sasl_password_file, zklock_sasl_keytab,
+						 zklock_sasl_principal);
 	return s.data;
 }

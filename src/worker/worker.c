@@ -805,12 +805,15 @@ handle_session_event(ZkEvent *ev)
 					psprintf("authentication failed: %s", why) :
 					pstrdup("authentication failed");
 
-				ereport(LOG,
-						(errmsg("zklock: ZooKeeper authentication failed"),
-						 said ? errdetail("The ZooKeeper client says: %s", why) : 0,
-						 pg_strcasecmp(zklock_sasl_mechanism, "GSSAPI") == 0 ?
-						 errhint("Check Kerberos: the KDC (krb5.conf), zklock.sasl_keytab, and the servers' principal against zklock.sasl_service/zklock.sasl_host.") :
-						 errhint("Check the credentials: zklock.sasl_user and the password in zklock.sasl_password_file against the servers' JAAS configuration, or zklock.auth_file.")));
+				const char *hint = zklock_auth_failure_hint(said ? why : NULL,
+															pg_strcasecmp(zklock_sasl_mechanism, "GSSAPI") == 0);
+
+				/* once per kind and outage: it is tried again every 5 s */
+				if (hint)
+					ereport(LOG,
+							(errmsg("zklock: ZooKeeper authentication failed"),
+							 said ? errdetail("The ZooKeeper client says: %s", why) : 0,
+							 errhint("%s", hint)));
 				mark_session_lost(id, "ZooKeeper authentication failed");
 				zklock_status_set(ZKS_AUTH_FAILED, 0, error);
 				pfree(error);

@@ -211,8 +211,21 @@ ok( wait_until(
 	'the KDC unreachable: a new session cannot authenticate (auth_failed)')
   or diag("state $state, last_error: $last");
 like($last, qr/^authentication failed: .*SASL authentication/, 'last_error says SASL authentication failed');
-ok(zk_wait_log($node3, qr/LOG:  zklock: ZooKeeper authentication failed\n.*DETAIL:  .*SASL authentication.*\n.*HINT:  Check Kerberos: the KDC/, 0, 10),
-	'the log says so, and to check Kerberos');
+like($last, qr/Kerberos: Cannot contact any KDC for realm 'ZKLOCK.TEST'/,
+	"and Kerberos's reason: the KDC cannot be contacted");
+ok(zk_wait_log($node3, qr/LOG:  zklock: ZooKeeper authentication failed\n.*DETAIL:  .*Cannot contact any KDC.*\n.*HINT:  The KDC of zklock's realm does not answer/, 0, 10),
+	'the log says so, and to check the KDC');
+# tried again every 5 s: wait for two more refusals (state_since moves on)
+my %since;
+ok( wait_until(
+		sub {
+			$since{ psql1($node3, q{SELECT state_since FROM zk_lock_status WHERE state = 'auth_failed'}) } = 1;
+			keys(%since) >= 3;
+		},
+		timeout => 40),
+	'the worker tried again, and was refused again');
+my @lines = slurp_file($node3->logfile) =~ /LOG:  zklock: ZooKeeper authentication failed/g;
+is(scalar(@lines), 1, 'the failure of one kind is logged once in the outage, not at each retry');
 my $s3 = zk_session($node3, 'refused');
 my $t0 = time();
 $r = $s3->query(q{SELECT zk_lock_acquire('krb/c')});
