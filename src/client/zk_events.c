@@ -46,10 +46,9 @@ static uint64 mark_seen = 0;
 static char last_log[256];
 
 /*
- * Cyrus SASL's detail of the last failed SASL exchange (the client's
- * "Starting SASL negotiation: ..." line; for GSSAPI, Kerberos's own words),
- * which the client's next line ("SASL authentication ... failed: system
- * error") would hide; guarded by queue_mutex.
+ * Kerberos's own words in the last failed GSSAPI exchange (the minor
+ * status Cyrus SASL puts in parentheses at the end of its detail), which
+ * the length of last_log would cut off; guarded by queue_mutex.
  */
 static char sasl_detail[256];
 
@@ -233,22 +232,16 @@ zkc_free_event(ZkEvent *ev)
 void
 zkc_log_callback(const char *message)
 {
-	const char *neg = strstr(message, "SASL negotiation: ");
-	const char *krb = strstr(message, "Minor code may provide more information (");
+	const char *gss = strstr(message, "GSSAPI Error: ");
+	const char *krb = gss ? strrchr(gss, '(') : NULL;
+	const char *end = krb ? strrchr(krb, ')') : NULL;
 
 	pthread_mutex_lock(&queue_mutex);
 	strlcpy(last_log, message, sizeof(last_log));
-	if (krb)
-	{
-		/* GSSAPI: "... (Cannot contact any KDC for realm 'X')" */
-		krb += strlen("Minor code may provide more information (");
+	/* GSSAPI: "GSSAPI Error: <GSS's words> (Cannot contact any KDC ...)" */
+	if (krb && end)
 		snprintf(sasl_detail, sizeof(sasl_detail), "Kerberos: %.*s",
-				 (int) (strrchr(krb, ')') ? strrchr(krb, ')') - krb : strlen(krb)),
-				 krb);
-	}
-	else if (neg)
-		strlcpy(sasl_detail, neg + strlen("SASL negotiation: "),
-				sizeof(sasl_detail));
+				 (int) (end - krb - 1), krb + 1);
 	pthread_mutex_unlock(&queue_mutex);
 }
 
