@@ -233,15 +233,16 @@ void
 zkc_log_callback(const char *message)
 {
 	const char *gss = strstr(message, "GSSAPI Error: ");
-	const char *krb = gss ? strrchr(gss, '(') : NULL;
-	const char *end = krb ? strrchr(krb, ')') : NULL;
+	/* the first " (": Kerberos's words may hold parentheses themselves */
+	const char *krb = gss ? strstr(gss, " (") : NULL;
+	const char *end = krb ? strrchr(krb, ')') : NULL;	/* the last ")" */
 
 	pthread_mutex_lock(&queue_mutex);
 	strlcpy(last_log, message, sizeof(last_log));
 	/* GSSAPI: "GSSAPI Error: <GSS's words> (Cannot contact any KDC ...)" */
 	if (krb && end)
 		snprintf(sasl_detail, sizeof(sasl_detail), "Kerberos: %.*s",
-				 (int) (end - krb - 1), krb + 1);
+				 (int) (end - krb - 2), krb + 2);
 	pthread_mutex_unlock(&queue_mutex);
 }
 

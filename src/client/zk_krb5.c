@@ -19,7 +19,7 @@
  * words (MIT would say only "No Kerberos credentials available").
  *
  * A change of zklock.sasl_keytab, zklock.sasl_principal or of the keytab
- * file (its inode, size or mtime) makes a cache of a new name
+ * file (its inode, size, mtime or bytes) makes a cache of a new name
  * (MEMORY:zklock-<pid>-<n>) and destroys the old one: the tickets of the
  * previous principal or key are not used again.
  *
@@ -35,6 +35,7 @@
 
 #ifdef HAVE_CYRUS_SASL_H
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -88,8 +89,18 @@ krb5_keytab_principal(krb5_context ctx, const char *keytab,
 					 err, errlen);
 		else if ((code = krb5_kt_get_entry(ctx, kt, *out, 0, 0, &entry)) != 0)
 		{
-			snprintf(err, errlen, "zklock.sasl_principal \"%s\" is not in zklock.sasl_keytab \"%s\": add its key to that keytab (kadmin: ktadd -k), or name a principal the keytab holds (klist -k)",
+			if (code == KRB5_KT_NOTFOUND)
+				snprintf(err, errlen, "zklock.sasl_principal \"%s\" is not in zklock.sasl_keytab \"%s\": add its key to that keytab (kadmin: ktadd -k), or name a principal the keytab holds (klist -k)",
 					 principal, keytab);
+			else
+			{
+				/* no keytab (garbage, a bad version): not "not in it" */
+				char		what[MAXPGPATH + 64];
+
+				snprintf(what, sizeof(what),
+						 "could not read zklock.sasl_keytab \"%s\"", keytab);
+				krb5_say(ctx, code, what, err, errlen);
+			}
 			krb5_free_principal(ctx, *out);
 			*out = NULL;
 		}
@@ -147,6 +158,43 @@ krb5_new_cache(krb5_context ctx, krb5_principal principal,
 }
 
 /*
+ * A digest of the keytab's bytes (FNV-1a, 64 bits): a file rewritten in
+ * place with the same inode, size and mtime (cp -p, a restore, a file
+ * system of coarse mtimes) is still a change.  false when it cannot be read.
+ */
+static bool
+krb5_keytab_digest(const char *keytab, uint64 *digest)
+{
+	unsigned char buf[8192];
+	uint64		h = UINT64CONST(14695981039346656037);
+	ssize_t		n;
+	int			save_errno;
+	int			fd = open(keytab, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	while ((n = read(fd, buf, sizeof(buf))) != 0)
+	{
+		if (n < 0)
+		{
+			if (errno == EINTR)
+				continue;
+			save_errno = errno;
+			close(fd);
+			explicit_bzero(buf, sizeof(buf));
+			errno = save_errno;
+			return false;
+		}
+		for (ssize_t i = 0; i < n; i++)
+			h = (h ^ buf[i]) * UINT64CONST(1099511628211);
+	}
+	close(fd);
+	explicit_bzero(buf, sizeof(buf));	/* keys */
+	*digest = h;
+	return true;
+}
+
+/*
  * Before a GSSAPI session's handle is made: the client keytab, and a
  * credential cache of zklock's principal, fresh when the keytab, its file
  * or the principal changed since the last.  false, with err, when the
@@ -158,6 +206,8 @@ zklock_zkc_krb5_prepare(const char *keytab, const char *principal,
 {
 	char		made_from[sizeof(krb5_made_from)];
 	struct stat st;
+	uint64		digest;
+	int			len;
 	krb5_context ctx;
 	krb5_principal p = NULL;
 	krb5_error_code code;
@@ -171,11 +221,20 @@ zklock_zkc_krb5_prepare(const char *keytab, const char *principal,
 				 keytab);
 		return false;
 	}
-	snprintf(made_from, sizeof(made_from), "%s|%lu|%lld|%lld.%09ld|%s",
+	if (!krb5_keytab_digest(keytab, &digest))
+	{
+		snprintf(err, errlen, "could not read zklock.sasl_keytab \"%s\": %m",
+				 keytab);
+		return false;
+	}
+	len = snprintf(made_from, sizeof(made_from), "%s|%lu|%lld|%lld.%09ld|%016llx|%s",
 			 keytab, (unsigned long) st.st_ino, (long long) st.st_size,
-			 (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec, principal);
+			 (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+			 (unsigned long long) digest, principal);
 	setenv("KRB5_CLIENT_KTNAME", keytab, 1);
-	if (krb5_cache[0] != '\0' && strcmp(made_from, krb5_made_from) == 0)
+	/* cut (a principal longer than the room): never taken as the same */
+	if (krb5_cache[0] != '\0' && len < (int) sizeof(made_from) &&
+		strcmp(made_from, krb5_made_from) == 0)
 		return true;			/* the same: its tickets serve on */
 
 	code = krb5_init_context(&ctx);

@@ -80,7 +80,7 @@ sub run_ok
 	return;
 }
 run_ok('/usr/sbin/kdb5_util', 'create', '-s', '-r', 'ZKLOCK.TEST', '-P', 'master-' . int(rand(1e9)));
-foreach my $p ('zookeeper/localhost', 'zklock', 'zklock2')
+foreach my $p ('zookeeper/localhost', 'zklock', 'zklock2', 'zklocx')
 {
 	run_ok('/usr/sbin/kadmin.local', '-q', "addprinc -randkey $p");
 }
@@ -90,7 +90,8 @@ run_ok('/usr/sbin/kadmin.local', '-q', "ktadd -norandkey -k $dir/b.keytab zklock
 run_ok('/usr/sbin/kadmin.local', '-q', "ktadd -norandkey -k $dir/both.keytab zklock zklock2");
 # -norandkey: the keys stay (a plain ktadd makes new ones, and the
 # keytabs written before would hold stale keys)
-chmod(0600, "$dir/$_.keytab") foreach qw(a b both);
+run_ok('/usr/sbin/kadmin.local', '-q', "ktadd -norandkey -k $dir/x.keytab zklocx");
+chmod(0600, "$dir/$_.keytab") foreach qw(a b both x);
 my $kdc = IPC::Run::start([ '/usr/sbin/krb5kdc', '-n', '-P', "$dir/kdc.pid" ],
 	'<', \undef, '>', "$dir/kdc.out", '2>&1');
 END { $kdc->kill_kill if $kdc; }
@@ -145,6 +146,7 @@ zklock.sasl_mechanism = 'GSSAPI'
 zklock.sasl_keytab = '$dir/a.keytab'
 zklock.sasl_host = 'localhost'
 zklock.connect_timeout = '2s'
+zklock.session_timeout = '4s'
 EOC
 cmp_ok(authenticated('zklock'), '>=', 1, 'keytab a: ZooKeeper authenticated zklock');
 is(authenticated('zklock2'), 0, 'and not zklock2');
@@ -186,6 +188,61 @@ my $took = time() - $t0;
 is($r->{sqlstate}, '08006', 'an acquire fails with 08006');
 cmp_ok($took, '<', 2 + 3, 'within zklock.connect_timeout (2 s) and some slack')
   or diag("took ${took}s");
+
+
+# --- review: a keytab that is no keytab -------------------------------------------------
+# (its error is not "the principal is not in it")
+write_file("$dir/bad.keytab", "-----BEGIN PRIVATE KEY-----\nMIIE\n", 0600);
+set_krb($node, 'bad', 'zklock');
+ok( wait_until(
+		sub {
+			$last = psql1($node, q{SELECT coalesce(last_error, '') FROM zk_lock_status});
+			$last =~ /could not read zklock.sasl_keytab ".*bad.keytab": /;
+		},
+		timeout => 30),
+	'a keytab that cannot be read: last_error says so, in Kerberos\'s words')
+  or diag("last_error: $last");
+unlike($last, qr/is not in zklock.sasl_keytab/, 'and not that the principal is missing');
+
+# --- review: a keytab rewritten in place, same inode, size and mtime -------------------
+# (cp -p, a restore, a coarse-mtime file system): the next session takes the
+# principal of what the file now holds, zklocx, not the cache of zklock
+copy("$dir/a.keytab", "$dir/cur.keytab") or die "copy: $!";
+chmod(0600, "$dir/cur.keytab");
+$before = authenticated('zklock');
+set_krb($node, 'cur', '');
+ok(wait_until(sub { authenticated('zklock') > $before }, timeout => 30),
+	'keytab cur (a copy of a): the session is zklock\'s');
+ok(wait_until(sub { psql1($node, 'SELECT state FROM zk_lock_status') eq 'connected' }, timeout => 30),
+	'connected');
+my @st0 = stat("$dir/cur.keytab");
+is(-s "$dir/x.keytab", $st0[7], 'keytab x (zklocx) has the size of keytab a (zklock)');
+system('touch', '-r', "$dir/cur.keytab", "$dir/ref") == 0 or die 'touch';
+{
+	open(my $in, '<:raw', "$dir/x.keytab") or die $!;
+	local $/;
+	my $bytes = <$in>;
+	close($in);
+	open(my $out, '+<:raw', "$dir/cur.keytab") or die $!;
+	print $out $bytes;
+	close($out);
+}
+system('touch', '-r', "$dir/ref", "$dir/cur.keytab") == 0 or die 'touch';
+my @st1 = stat("$dir/cur.keytab");
+is(join(',', @st1[1, 7, 9]), join(',', @st0[1, 7, 9]), 'rewritten: same inode, size and mtime');
+# the next session: the worker stopped past the session timeout
+my $worker = psql1($node, 'SELECT worker_pid FROM zk_lock_status');
+my $sid = psql1($node, 'SELECT session_id FROM zk_lock_status');
+kill 'STOP', $worker;
+sleep(7);
+kill 'CONT', $worker;
+ok(wait_until(sub { authenticated('zklocx') >= 1 }, timeout => 40),
+	'a keytab rewritten in place with the same inode, size and mtime: the next session is zklocx\'s')
+  or diag('last_error: ' . psql1($node, q{SELECT coalesce(last_error, '') FROM zk_lock_status}));
+ok(wait_until(sub { psql1($node, 'SELECT state FROM zk_lock_status') eq 'connected' }, timeout => 30),
+	'and connected')
+  or diag('last_error: ' . psql1($node, q{SELECT coalesce(last_error, '') FROM zk_lock_status}));
+isnt(psql1($node, 'SELECT session_id FROM zk_lock_status'), $sid, 'a new session');
 
 zk_done_check();
 done_testing();
