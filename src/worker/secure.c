@@ -289,6 +289,7 @@ zklock_identity_publish(const ZkcTls *tls, const ZkcSasl *sasl,
 			sizeof(zklock_shared->transport));
 	strlcpy(zklock_shared->identity, identity,
 			sizeof(zklock_shared->identity));
-	zklock_shared->tls_expires = expires ? time_t_to_timestamptz((pg_time_t) expires) : 0;
+	zklock_shared->tls_expires =
+		expires ? time_t_to_timestamptz((pg_time_t) expires) : 0;
 	LWLockRelease(zklock_shared->lock);
 }
