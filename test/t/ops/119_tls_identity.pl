@@ -33,7 +33,7 @@ my $subject = 'CN=pg,OU=db,O=zklock';
 my $certs = PostgreSQL::Test::Utils::tempdir('tls');
 system('bash', "$FindBin::RealBin/../../tls_certs.sh", $certs,
 	'node1=/O=zklock/OU=db/CN=pg', 'node2=/O=zklock/OU=db/CN=pg',
-	'intruder') == 0
+	'intruder', 'stranger=/O=zklock/OU=db/CN=stranger') == 0
   or BAIL_OUT('could not make the test certificates (test/tls_certs.sh)');
 
 my $secure = PostgreSQL::Test::Cluster::get_free_port();
@@ -149,6 +149,80 @@ is(zk_count_locks(zk_path('ident/a')), 1, 'the lock node is still there');
 $s1->query_ok('COMMIT');
 is(psql1($node2, q{SELECT zk_lock_acquire_session('ident/a', timeout => '10s') > 0}), 't',
 	'node2 takes the lock once node1 commits');
+
+# --- another subject: refused, clearly; and back (review of issue 30) -------------
+# A certificate change at reload to another subject (a new session): the
+# root and every node are the old subject's, so the instance cannot create
+# its probe node; every lock request fails with 42501, the log says why,
+# and nothing of the others' is touched.  Back to the shared subject, it
+# works again.
+my $from = -s $node2->logfile;
+$node2->append_conf('postgresql.conf',
+	"zklock.ssl_cert_file = '$certs/stranger.pem'\nzklock.ssl_key_file = '$certs/stranger.key'\n");
+$node2->reload;
+ok(wait_until(sub { psql1($node2, 'SELECT identity FROM zk_lock_status') eq 'x509:CN=stranger,OU=db,O=zklock' },
+		timeout => 60, interval => 0.2),
+	'after a reload to a certificate of another subject, zk_lock_status names it');
+ok(zk_wait_log($node2, qr/refusing to take locks under zklock\.root "[^"]*": cannot create nodes under it/, $from, 60),
+	'the log says the root refuses the new identity');
+$r = zk_session($node2, 'stranger')->query(q{SELECT zk_lock_acquire_session('ident/b', timeout => '5s')});
+is($r->{sqlstate}, '42501', 'a lock request of the other subject fails with 42501');
+is(psql1($node1, q{SELECT zk_lock_acquire_session('ident/c', timeout => '10s') > 0}), 't',
+	'node1 (the root\'s subject) still locks');
+$node2->append_conf('postgresql.conf',
+	"zklock.ssl_cert_file = '$certs/node2.pem'\nzklock.ssl_key_file = '$certs/node2.key'\n");
+$node2->reload;
+ok(wait_until(sub { psql1($node2, 'SELECT identity FROM zk_lock_status') eq "x509:$subject"
+		&& psql1($node2, 'SELECT state FROM zk_lock_status') eq 'connected' },
+		timeout => 60, interval => 0.2),
+	'back to the shared subject, node2 connects again');
+ok(wait_until(sub {
+		my ($rc, $out) = $node2->psql('postgres',
+			q{SELECT zk_lock_acquire('ident/d', timeout => '5s') > 0});
+		return $rc == 0 && $out eq 't';
+	}, timeout => 60, interval => 0.5),
+	'and locks again');
+
+# --- TLS and digest credentials: two subjects, one digest user ----------------------
+# Each node carries both identities of its creator; instances of other
+# subjects sharing the digest user still work together.
+my $auth_file = "$certs/zk_credentials";
+open(my $af, '>', $auth_file) or die "$auth_file: $!";
+print $af "digest:zklock:s3cret\n";
+close($af);
+chmod(0600, $auth_file) or die;
+my $dual_root = zk_root() . '-dual';
+my $node3 = zk_node('node3', hosts => $tls_hosts, root => $dual_root,
+	extra_conf => tls_conf('node1') . "zklock.auth_file = '$auth_file'\n");
+my $node4 = zk_node('node4', hosts => $tls_hosts, root => $dual_root,
+	extra_conf => tls_conf('stranger') . "zklock.auth_file = '$auth_file'\n");
+is(psql1($node3, q{SELECT transport || '|' || identity FROM zk_lock_status}),
+	'tls|digest:zklock', 'TLS and digest: zk_lock_status names the digest identity');
+my $d3 = zk_session($node3, 'dual holder');
+zk_hold($d3, 'dual/a');
+$r = zk_session($node4, 'dual asker')->query(q{SELECT zk_lock_acquire('dual/a', timeout => '300ms')});
+is($r->{sqlstate}, '55P03', 'the other subject with the same digest user is locked out by the holder');
+$d3->query_ok('COMMIT');
+is(psql1($node4, q{SELECT zk_lock_acquire_session('dual/a', timeout => '10s') > 0}), 't',
+	'and takes the lock once node3 commits');
+is(psql1($node3, q{SELECT zk_lock_acquire_session('dual/b', timeout => '10s') > 0}), 't',
+	'node3 still locks after node4\'s root check');
+($out, $err) = ('', '');
+IPC::Run::run([ '/usr/bin/python3', '-c', <<'PY', $tls_hosts, $dual_root, $certs ],
+import sys
+from kazoo.client import KazooClient
+secure, root, certs = sys.argv[1:4]
+zk = KazooClient(hosts=secure, use_ssl=True, ca=certs + "/ca.pem", verify_certs=True,
+                 certfile=certs + "/node1.pem", keyfile=certs + "/node1.key",
+                 auth_data=[("digest", "zklock:s3cret")])
+zk.start(timeout=10)
+a, _ = zk.get_acls(root)
+print("root_acl", ",".join(sorted("%d %s" % (x.perms, x.id.scheme) for x in a)))
+zk.stop()
+PY
+	'>', \$out, '2>', \$err, IPC::Run::timeout(60));
+note "kazoo: $out $err";
+like($out, qr/^root_acl 31 digest,31 x509$/m, 'the root carries both identities');
 
 zk_done_check();
 done_testing();
