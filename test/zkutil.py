@@ -50,6 +50,9 @@ With ZKUTIL_AUTH=user:password in the environment it authenticates with
 that digest identity first.
 With ZKUTIL_SASL=user:password, it authenticates with SASL DIGEST-MD5 as
 that user instead (pure-sasl; test/t/ops/114_sasl.pl).
+With ZKUTIL_TLS=host:port,ca.pem,cert.pem,key.pem it connects to that
+(secure) port instead of HOSTS, over TLS with that client certificate,
+whose x509 identity ZooKeeper gives it (test/t/ops/113_tls.pl, 119).
 
 Exit status 2 on usage errors or when ZooKeeper cannot be reached within
 ZKUTIL_CONNECT_TIMEOUT seconds (default 10).
@@ -139,9 +142,14 @@ def main(argv):
         user, _, password = sasl.partition(":")
         sasl_options = {"mechanism": "DIGEST-MD5", "username": user,
                         "password": password}
+    tls = {}
+    if os.environ.get("ZKUTIL_TLS"):
+        hosts, ca, cert, key = os.environ["ZKUTIL_TLS"].split(",")
+        tls = {"use_ssl": True, "ca": ca, "certfile": cert, "keyfile": key,
+               "verify_certs": True}
     zk = KazooClient(hosts=hosts, timeout=10.0,
                      auth_data=[("digest", auth)] if auth else None,
-                     sasl_options=sasl_options)
+                     sasl_options=sasl_options, **tls)
     try:
         zk.start(timeout=timeout)
     except Exception as e:  # kazoo raises a timeout error

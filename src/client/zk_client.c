@@ -391,11 +391,12 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 
 	/*
 	 * Credentials are sent now and again after every reconnection.  With
-	 * digest credentials or SASL, nodes are the authenticated identity's
-	 * alone (ZooKeeper records the creator's ids: digest:user:hash,
-	 * sasl:user).
+	 * digest credentials, SASL or TLS, nodes are the authenticated
+	 * identities' alone (ZooKeeper records the creator's ids: digest:user:hash,
+	 * sasl:user, x509:<subject>: zklock always presents a certificate,
+	 * which ZooKeeper's x509 provider authenticates, doc/security.md).
 	 */
-	node_acl = sasl ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
+	node_acl = (sasl || tls) ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
 	if (digest && digest[0])
 	{
 		if (zoo_add_auth(zh, "digest", digest, strlen(digest), NULL, NULL) != ZOK)

@@ -123,6 +123,8 @@ typedef struct ZkcSasl
 } ZkcSasl;
 
 extern bool zkc_has_tls(void);
+extern bool zkc_cert_identity(const char *path, char *subject, int len,
+							  int64 *not_after);
 extern bool zkc_has_sasl(void);
 extern bool zkc_connect(const char *hosts, int session_timeout_ms,
 						const int64 *old_session_id, const char *old_passwd,

@@ -55,6 +55,7 @@
 #define ZKLOCK_WAITER_FIELD			"waiter="
 #define ZKLOCK_WAITER_CHILD			"waiter"
 #define ZKLOCK_MAX_ERROR_LEN		255
+#define ZKLOCK_MAX_IDENTITY_LEN		511
 #define ZKLOCK_MAX_HOSTS_LEN		255
 
 /* Shared entries only administrative requests may use (channel_limits.c) */
@@ -200,6 +201,17 @@ typedef struct ZkLockShared
 	uint64		n_connected;	/* lock: how often the state became
 								 * connected (a backend's wait compares it) */
 	char		last_error[ZKLOCK_MAX_ERROR_LEN + 1];	/* lock */
+
+	/*
+	 * The transport and identity of the session the worker asked for last
+	 * (1.8, zk_lock_status), written by the worker under the lock each time
+	 * it asks for one (secure.c): "tcp" or "tls" ("" before the first);
+	 * "digest:<user>", "sasl:<user or principal>", "x509:<subject>", or ""
+	 * for none; the client certificate's notAfter, 0 without one.
+	 */
+	char		transport[8];	/* lock */
+	char		identity[ZKLOCK_MAX_IDENTITY_LEN + 1];	/* lock */
+	TimestampTz tls_expires;	/* lock */
 
 	/*
 	 * The lease (lease.c), written by the worker: session lease_session is

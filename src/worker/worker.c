@@ -411,6 +411,7 @@ open_session(void)
 					auth_credentials(), tls, sasl, err, sizeof(err)))
 	{
 		worker_phase = WP_SESSION;
+		zklock_identity_publish(tls, sasl, auth_credentials());
 		zklock_status_handle_made();
 		zklock_status_set(ZKS_CONNECTING, 0, NULL);
 	}

@@ -5,8 +5,11 @@
 # authentication provider; zklock built with the C client of
 # scripts/build-zkclient.sh (OpenSSL), zklock.hosts naming the secure port
 # alone:
-#  - two instances, each with its own certificate, connect over TLS and
-#    lock each other out; ZooKeeper authenticated each as x509:CN=<name>;
+#  - two instances, each with its own certificate and key (of one subject,
+#    CN=zklock: one x509 identity, as instances share digest credentials),
+#    connect over TLS and lock each other out; ZooKeeper authenticated each
+#    as x509:CN=zklock, which zk_lock_status shows (1.8) with transport tls
+#    and the certificate's end of validity;
 #  - a client certificate of another CA is refused by ZooKeeper: the
 #    worker's last_error and log say so at once, in OpenSSL's words
 #    ("alert certificate unknown": Java's alert for a CA it does not know),
@@ -43,7 +46,7 @@ use Test::More;
 use Time::HiRes qw(time);
 
 my $certs = PostgreSQL::Test::Utils::tempdir('tls');
-system('bash', "$FindBin::RealBin/../../tls_certs.sh", $certs, 'node1', 'node2') == 0
+system('bash', "$FindBin::RealBin/../../tls_certs.sh", $certs, 'node1=/CN=zklock', 'node2=/CN=zklock') == 0
   or BAIL_OUT('could not make the test certificates (test/tls_certs.sh)');
 
 my $secure = PostgreSQL::Test::Cluster::get_free_port();
@@ -65,6 +68,9 @@ EOC
 close($fh);
 zk_start(args => [ '--extra-config', $cfg ]);
 my $tls_hosts = "127.0.0.1:$secure";
+# the test's own ZooKeeper client (zkutil.py: listings, counts) over TLS
+# as the instances' identity: their nodes are x509:CN=zklock's alone
+$ENV{ZKUTIL_TLS} = "$tls_hosts,$certs/ca.pem,$certs/node1.pem,$certs/node1.key";
 
 sub tls_conf
 {
@@ -107,8 +113,15 @@ $s2->query_ok('COMMIT');
 # ZooKeeper authenticated each connection by its certificate (cons shows
 # no identity: the x509 provider's log line says it)
 my $zklog = PostgreSQL::Test::Utils::slurp_file(zk_dir() . '/server1.log');
-like($zklog, qr/Authenticated Id 'CN=node1'/, 'ZooKeeper authenticated node1 as x509 CN=node1');
-like($zklog, qr/Authenticated Id 'CN=node2'/, 'ZooKeeper authenticated node2 as x509 CN=node2');
+like($zklog, qr/Authenticated Id 'CN=zklock' for Scheme 'x509'/, 'ZooKeeper authenticated the instances as x509 CN=zklock');
+foreach my $n ($node1, $node2)
+{
+	is(psql1($n, q{SELECT transport || '|' || identity || '|' ||
+	                      (tls_expires > now() AND tls_expires < now() + interval '2 days')
+	               FROM zk_lock_status}),
+		'tls|x509:CN=zklock|true',
+		$n->name . ': zk_lock_status shows transport tls, identity x509:CN=zklock and the certificate\'s expiry');
+}
 
 # --- the paths are superuser-only ---------------------------------------------
 $node1->safe_psql('postgres', 'CREATE ROLE watcher LOGIN; GRANT pg_read_all_settings TO watcher');

@@ -76,6 +76,9 @@ EOC
 # --- two instances, one identity ---------------------------------------------
 my $node1 = zk_node('node1', extra_conf => sasl_conf("$dir/zklock.pw"));
 my $node2 = zk_node('node2', extra_conf => sasl_conf("$dir/zklock.pw"));
+# (1.8) zk_lock_status names the SASL user, as the ACLs below do
+is(psql1($node1, q{SELECT transport || '|' || identity || '|' || (tls_expires IS NULL) FROM zk_lock_status}),
+	'tcp|sasl:zklock|true', 'zk_lock_status: transport tcp, identity sasl:zklock');
 pass('two instances connected with SASL DIGEST-MD5');
 
 my $s1 = zk_session($node1, 'holder');

@@ -138,6 +138,9 @@ foreach my $n (1 .. 3)
 # --- two instances, one principal ----------------------------------------------------
 my $node1 = zk_node('node1', extra_conf => krb_conf("$dir/node1.keytab"));
 my $node2 = zk_node('node2', extra_conf => krb_conf("$dir/node2.keytab"));
+# (1.8) zk_lock_status names the keytab's principal, as the ACLs below do
+is(psql1($node1, q{SELECT transport || '|' || identity || '|' || (tls_expires IS NULL) FROM zk_lock_status}),
+	'tcp|sasl:zklock@ZKLOCK.TEST|true', 'zk_lock_status: transport tcp, identity sasl:zklock@ZKLOCK.TEST');
 pass('two instances connected with Kerberos');
 like(slurp_file(zk_dir() . '/server1.log'),
 	qr/Successfully authenticated client: authenticationID=zklock\@ZKLOCK.TEST/,
