@@ -35,7 +35,7 @@ python3-kerberos for GSSAPI) to the service KAZOO_LOCK_SASL_SERVICE (default
 zookeeper) at the host named in HOSTS (so name it as in the server's
 principal: localhost:PORT for zookeeper/localhost); GSSAPI takes its ticket
 from the credential cache KRB5CCNAME (kinit -kt).  A failed authentication
-is "ERROR - could not connect ...".
+is "ERROR - could not connect ...".  READY comes after the authentication.
 """
 
 import logging
@@ -191,6 +191,10 @@ def main(argv):
     zk = KazooClient(hosts=argv[1], timeout=10.0, sasl_options=sasl_options)
     try:
         zk.start(timeout=20)
+        if sasl_options:
+            # Kazoo says "connected" before its SASL exchange; a request
+            # goes after it, so READY means authenticated
+            zk.exists("/")
     except Exception as e:
         say("ERROR - could not connect to ZooKeeper at %s: %r" % (argv[1], e))
         return 1
