@@ -19,7 +19,7 @@
 #  - three servers that accept a connection and close it at once: OpenSSL
 #    says it two ways ("unexpected eof while reading", "connection closed
 #    during the TLS handshake") and each failure names its server, so
-#    last_error changes at every retry (every 1-3 s): six failures counted
+#    last_error changes with the server or the words: four failures counted
 #    from its changes, the log has one line per kind of failure and outage
 #    (at most two), not one per retry, wording or server; a change of
 #    zklock.hosts starts another outage, logged again.
@@ -161,16 +161,17 @@ my $closing_hosts = join(',', map { "127.0.0.1:$_" } @closer_ports);
 my $node2 = zk_node('node2', hosts => $closing_hosts, start => 0, extra_conf => $tls_conf);
 $node2->start;
 $node2->safe_psql('postgres', 'CREATE EXTENSION zklock');
-# The failures, counted from last_error's changes: each names its server,
-# and the client moves to another of the three at each retry, so every
-# failure after the first changes last_error whatever OpenSSL's wording
-# (polled every 0.1 s; the client retries every second or more).  Six
+# The failures, counted from last_error's changes: each failure names its
+# server, so a change of last_error is another failure (at another server,
+# or in other words), whatever OpenSSL's wording; the client retries every
+# second or more, last_error is polled every 0.1 s, and it may fail at one
+# server several times in a row (not counted: a lower bound).  Four
 # failures seen, a log line per retry, or per wording, or per server, would
-# be six lines or at least three.
+# be at least three lines.
 my %seen;
 my ($prev, $changes) = ('', 0);
-my $until = time() + 40;
-while (time() < $until && $changes < 6)
+my $until = time() + 60;
+while (time() < $until && $changes < 4)
 {
 	my $e = psql1($node2, q{SELECT coalesce(last_error, '') FROM zk_lock_status});
 	if ($e =~ /^TLS handshake with .* failed: / && $e ne $prev)
@@ -181,7 +182,7 @@ while (time() < $until && $changes < 6)
 	$seen{$e}++ if $e ne '';
 	sleep(0.1);
 }
-cmp_ok($changes, '>=', 6, 'last_error followed the TLS failures (6 seen, each naming its server)')
+cmp_ok($changes, '>=', 4, 'last_error followed the TLS failures (4 seen, each naming its server)')
   or diag('last_error seen: ' . join(' | ', sort keys %seen));
 note 'last_error seen: ' . join(' | ', sort keys %seen);
 my $tls_lines = zk_log_count($node2, qr/LOG:  zklock: TLS handshake with/);
