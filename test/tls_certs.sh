@@ -12,6 +12,9 @@
 #   truststore.p12             ZooKeeper's truststore (PKCS12, "zkpass"): the CA
 #   <client>.pem, <client>.key for each CLIENT: a certificate of the CA,
 #                              CN=<client>, and its key (mode 0600)
+#   inspect.pem, inspect.key   the same for CN=inspect: the tests' own tools
+#                              (zk_server.sh --tls-only, zkutil.py with
+#                              ZKUTIL_TLS) on a ZooKeeper without a plain port
 #   other-ca.pem, other-ca.key another CA, which ZooKeeper does not trust
 #   other.pem, other.key       a client certificate of the other CA
 #
@@ -49,7 +52,7 @@ openssl pkcs12 -export -in server.pem -inkey server.key -certfile ca.pem \
 	-name server -out server.p12 -passout pass:zkpass
 keytool -importcert -noprompt -alias ca -file ca.pem -keystore truststore.p12 \
 	-storetype PKCS12 -storepass zkpass > /dev/null 2>&1
-for c in "$@"; do
+for c in inspect "$@"; do
 	leaf "$c" "$c" ca
 done
 ca other-ca "another CA"

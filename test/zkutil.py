@@ -50,6 +50,9 @@ With ZKUTIL_AUTH=user:password in the environment it authenticates with
 that digest identity first.
 With ZKUTIL_SASL=user:password, it authenticates with SASL DIGEST-MD5 as
 that user instead (pure-sasl; test/t/ops/114_sasl.pl).
+With ZKUTIL_TLS=DIR, it connects over TLS with test/tls_certs.sh's DIR
+(ca.pem, inspect.pem, inspect.key): HOSTS then names the secure port
+(test/t/ops/124_tls_faults.pl, whose ZooKeeper has no plain port).
 
 Exit status 2 on usage errors or when ZooKeeper cannot be reached within
 ZKUTIL_CONNECT_TIMEOUT seconds (default 10).
@@ -134,6 +137,14 @@ def main(argv):
     timeout = float(os.environ.get("ZKUTIL_CONNECT_TIMEOUT", "10"))
     auth = os.environ.get("ZKUTIL_AUTH")
     sasl = os.environ.get("ZKUTIL_SASL")
+    tls = os.environ.get("ZKUTIL_TLS")
+    tls_options = {}
+    if tls:
+        # test/tls_certs.sh's folder: its CA, and the client certificate
+        # of the tests' own tools (a ZooKeeper without a plain port)
+        tls_options = {"use_ssl": True, "ca": tls + "/ca.pem",
+                       "certfile": tls + "/inspect.pem",
+                       "keyfile": tls + "/inspect.key"}
     sasl_options = None
     if sasl:
         user, _, password = sasl.partition(":")
@@ -141,7 +152,7 @@ def main(argv):
                         "password": password}
     zk = KazooClient(hosts=hosts, timeout=10.0,
                      auth_data=[("digest", auth)] if auth else None,
-                     sasl_options=sasl_options)
+                     sasl_options=sasl_options, **tls_options)
     try:
         zk.start(timeout=timeout)
     except Exception as e:  # kazoo raises a timeout error

@@ -1,8 +1,12 @@
 
 # Faults over TLS, and the server's host name (issue 30), against Debian's
-# ZooKeeper with secureClientPort on Netty and client certificates required
-# (as test/t/ops/113_tls.pl, which does the ZooKeeper restart and the
-# partition during the handshake: not repeated here):
+# ZooKeeper with secureClientPort on Netty, client certificates required,
+# and no plain port (zk_server.sh --tls-only; the tests' inspection,
+# zkutil.py, over TLS), as test/t/ops/113_tls.pl otherwise, which does the
+# ZooKeeper restart and the partition during the handshake (not repeated
+# here):
+#  - the plain port is closed: ZooKeeper listens on the secure port alone,
+#    a plain Kazoo client cannot connect, Kazoo over TLS can;
 #  - a partition (test/zk_proxy.py swallowing node1's bytes) in the middle
 #    of a held lock, longer than the session timeout: node2 is granted the
 #    lock, node1's COMMIT is refused by the commit fence (55P03) and nothing
@@ -53,7 +57,24 @@ ssl.clientAuth=need
 authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider
 EOC
 close($fh);
-zk_start(args => [ '--extra-config', $cfg ]);
+zk_start(args => [ '--extra-config', $cfg ], tls_only => $certs);
+
+# --- the plain port is closed ---------------------------------------------------
+my $zkcfg = PostgreSQL::Test::Utils::slurp_file(zk_dir() . '/server1.cfg');
+unlike($zkcfg, qr/^\s*clientPort\s*=/m, "ZooKeeper's configuration has no plain clientPort");
+my @binds = PostgreSQL::Test::Utils::slurp_file(zk_dir() . '/server1.log') =~ /binding to port (\S+)/g;
+is_deeply(\@binds, ["/127.0.0.1:$secure"], 'ZooKeeper listens for clients on the secure port alone')
+  or diag('binding lines: ' . join(' ', @binds));
+{
+	local $ENV{ZKUTIL_TLS} = '';
+	local $ENV{ZKUTIL_CONNECT_TIMEOUT} = '3';
+	my ($rc, $out, $err) = ZkLockTest::zkutil('ls-r', '/');
+	is($rc, 2, 'a plain client (Kazoo without TLS) cannot connect to it');
+	note "plain Kazoo: $err";
+}
+my ($rc, $out, $err) = ZkLockTest::zkutil('ls-r', '/zookeeper');
+is($rc, 0, 'Kazoo over TLS with a certificate of the CA can (the tests\' inspection)')
+  or diag($err);
 
 sub tls_conf
 {
