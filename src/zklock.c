@@ -67,6 +67,7 @@ bool		zklock_ssl = false;
 char	   *zklock_ssl_ca_file = NULL;
 char	   *zklock_ssl_cert_file = NULL;
 char	   *zklock_ssl_key_file = NULL;
+bool		zklock_ssl_verify_host = true;
 char	   *zklock_sasl_mechanism = NULL;
 char	   *zklock_sasl_user = NULL;
 char	   *zklock_sasl_password_file = NULL;
@@ -402,6 +403,15 @@ zklock_define_settings(void)
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,
 							   check_ssl_file, NULL, NULL);
+
+	DefineCustomBoolVariable("zklock.ssl_verify_host",
+							 "Check that a ZooKeeper server's certificate names it as zklock.hosts does (a name, or an address).",
+							 "On by default, as ZooKeeper's Java client; off accepts any certificate of zklock.ssl_ca_file from any server. A change at reload starts a new session.",
+							 &zklock_ssl_verify_host,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
 
 	/*
 	 * No check hooks: a value refused at startup would fall back to the

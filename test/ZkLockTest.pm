@@ -150,6 +150,11 @@ sub zk_server
 #   ports     => [...]  the ports (as zk_server.sh --ports; default: free ones)
 #   args      => [...]  more zk_server.sh start options (e.g. --quorum-via)
 #   tick_time => ms     ZooKeeper's tickTime (default zk_server.sh's, 200)
+#   tls_only  => DIR    no plain port: zk_server.sh --tls-only DIR (with
+#                       args' --extra-config naming secureClientPort), the
+#                       connect string is the secure port's, and zkutil.py
+#                       (the inspection helpers) connects over TLS with
+#                       test/tls_certs.sh's DIR (ZKUTIL_TLS)
 sub zk_start
 {
 	my (%p) = @_;
@@ -171,7 +176,9 @@ sub zk_start
 	my ($rc, $out, $err) = zk_server(
 		'start', '--servers', $servers,
 		'--ports', join(',', @ports),
-		'--owner-pid', $$, @{ $p{args} // [] });
+		'--owner-pid', $$, @{ $p{args} // [] },
+		$p{tls_only} ? ('--tls-only', $p{tls_only}) : ());
+	$ENV{ZKUTIL_TLS} = $p{tls_only} if $p{tls_only};
 	if ($rc != 0 || $out !~ /^127\.0\.0\.1:\d+/)
 	{
 		diag("zk_server.sh start failed (rc $rc):\n$err");

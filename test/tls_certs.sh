@@ -15,6 +15,9 @@
 #                              CLIENT "name=/O=x/CN=y" gets that subject
 #                              (several files, each its own key, may share
 #                              one subject: one x509 identity)
+#   inspect.pem, inspect.key   the same for CN=inspect: the tests' own tools
+#                              (zk_server.sh --tls-only, zkutil.py with
+#                              ZKUTIL_TLS) on a ZooKeeper without a plain port
 #   other-ca.pem, other-ca.key another CA, which ZooKeeper does not trust
 #   other.pem, other.key       a client certificate of the other CA
 #
@@ -54,7 +57,7 @@ openssl pkcs12 -export -in server.pem -inkey server.key -certfile ca.pem \
 	-name server -out server.p12 -passout pass:zkpass
 keytool -importcert -noprompt -alias ca -file ca.pem -keystore truststore.p12 \
 	-storetype PKCS12 -storepass zkpass > /dev/null 2>&1
-for c in "$@"; do
+for c in inspect "$@"; do
 	case $c in
 		*=/*) leaf "${c%%=*}" "${c#*=}" ca ;;
 		*) leaf "$c" "$c" ca ;;

@@ -105,6 +105,7 @@ typedef struct ZkcTls
 	const char *ca_file;		/* the servers' CA(s) */
 	const char *cert_file;		/* our certificate (chain) */
 	const char *key_file;		/* its key, unencrypted */
+	bool		verify_host;	/* the server's name against its certificate */
 } ZkcTls;
 
 /*

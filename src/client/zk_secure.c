@@ -152,12 +152,16 @@ zklock_zkc_init(const char *hosts, watcher_fn watcher, int session_timeout_ms,
 		 * "ca,cert,key": the client splits it at the commas (zklock.c
 		 * refuses paths with one).  zookeeper_init_ssl takes no log
 		 * callback: set just after, so a line logged in between goes to
-		 * stderr (the server's log) instead of last_error.
+		 * stderr (the server's log) instead of last_error.  The host check
+		 * (scripts/zkclient/04-tls-host-check.patch) is the client's
+		 * process-wide flag, read at each handshake: set before the handle
+		 * exists, and this process has one handle at a time.
 		 */
 		char		certs[3 * MAXPGPATH + 3];
 
 		snprintf(certs, sizeof(certs), "%s,%s,%s", tls->ca_file,
 				 tls->cert_file, tls->key_file);
+		zoo_ssl_verify_host(tls->verify_host ? 1 : 0);
 		zh = zookeeper_init_ssl(hosts, certs, watcher, session_timeout_ms,
 								cid, NULL, 0);
 		if (zh)

@@ -34,6 +34,7 @@ extern bool zklock_ssl;
 extern char *zklock_ssl_ca_file;
 extern char *zklock_ssl_cert_file;
 extern char *zklock_ssl_key_file;
+extern bool zklock_ssl_verify_host;
 extern char *zklock_sasl_mechanism;
 extern char *zklock_sasl_user;
 extern char *zklock_sasl_password_file;

@@ -97,6 +97,7 @@ zklock_tls_config(ZkcTls *tls, char *err, int errlen, bool *failed)
 	tls->ca_file = zklock_ssl_ca_file;
 	tls->cert_file = zklock_ssl_cert_file;
 	tls->key_file = zklock_ssl_key_file;
+	tls->verify_host = zklock_ssl_verify_host;
 	*failed = false;
 	return tls;
 }
@@ -176,8 +177,9 @@ zklock_transport_signature(void)
 
 	initStringInfo(&s);
 	if (zklock_ssl)
-		appendStringInfo(&s, "ssl ca=%s cert=%s key=%s", zklock_ssl_ca_file,
-						 zklock_ssl_cert_file, zklock_ssl_key_file);
+		appendStringInfo(&s, "ssl ca=%s cert=%s key=%s host=%d", zklock_ssl_ca_file,
+						 zklock_ssl_cert_file, zklock_ssl_key_file,
+						 (int) zklock_ssl_verify_host);
 	if (zklock_sasl_mechanism[0])
 		appendStringInfo(&s, " sasl=%s service=%s host=%s user=%s file=%s keytab=%s principal=%s",
 						 zklock_sasl_mechanism, zklock_sasl_service,

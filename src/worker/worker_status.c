@@ -50,6 +50,7 @@ typedef enum TlsFailureKind
 	TLSF_CERT_EXPIRED,
 	TLSF_CERT_REFUSED,
 	TLSF_SERVER_UNTRUSTED,
+	TLSF_HOST_MISMATCH,
 	TLSF_NOT_TLS,
 	TLSF_OTHER
 } TlsFailureKind;
@@ -104,6 +105,12 @@ tls_failure_words(const char *why, char *out, int outlen, const char **hint,
 	{
 		*kind = TLSF_CERT_REFUSED;
 		*hint = "ZooKeeper refused zklock's certificate (zklock.ssl_cert_file): it must be signed by a CA in ZooKeeper's truststore, and valid.";
+	}
+	else if (strstr(reason, "hostname mismatch") || strstr(reason, "IP address mismatch") ||
+			 strstr(reason, "no host of the list resolves"))
+	{
+		*kind = TLSF_HOST_MISMATCH;
+		*hint = "ZooKeeper's certificate does not name the server as zklock.hosts does: give the server's certificate that name or address (subjectAltName), name the server as its certificate does, or set zklock.ssl_verify_host = off.";
 	}
 	else if (strstr(reason, "server certificate verify failed"))
 	{
