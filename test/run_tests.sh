@@ -104,8 +104,6 @@ MAJOR_TAP_TESTS="
 	test/t/ops/113_tls.pl
 	test/t/ops/114_sasl.pl
 	test/t/ops/117_kerberos.pl
-	test/t/ops/118_tls_unreachable.pl
-	test/t/ops/125_kerberos_interop.pl
 "
 
 # After a failed run: the logs of the failed TAP tests only (their own log
