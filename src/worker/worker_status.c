@@ -106,8 +106,15 @@ tls_failure_words(const char *why, char *out, int outlen, const char **hint,
 		*kind = TLSF_CERT_REFUSED;
 		*hint = "ZooKeeper refused zklock's certificate (zklock.ssl_cert_file): it must be signed by a CA in ZooKeeper's truststore, and valid.";
 	}
-	else if (strstr(reason, "hostname mismatch") || strstr(reason, "IP address mismatch") ||
-			 strstr(reason, "no host of the list resolves"))
+	else if (strstr(reason, "no host of the list resolves"))
+	{
+		/* 04-tls-host-check.patch: the list resolved again before the
+		 * handshake no longer gives the address connected to (DNS changed
+		 * in between): refused, not unchecked; no certificate was seen */
+		*kind = TLSF_HOST_MISMATCH;
+		*hint = "The server connected to is no longer an address of zklock.hosts (DNS changed between the connection and the handshake?), so its name could not be checked: the client tries again.";
+	}
+	else if (strstr(reason, "hostname mismatch") || strstr(reason, "IP address mismatch"))
 	{
 		*kind = TLSF_HOST_MISMATCH;
 		*hint = "ZooKeeper's certificate does not name the server as zklock.hosts does: give the server's certificate that name or address (subjectAltName), name the server as its certificate does, or set zklock.ssl_verify_host = off.";
