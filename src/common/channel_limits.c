@@ -17,6 +17,14 @@
  * entries, so that zk_locks and zk_lock_force_release work when the table
  * is full.
  *
+ * A slot that is full only because some of its entries are RELEASING (the
+ * backend is done with them, the worker has not deleted their nodes yet)
+ * is draining: zklock_channel_submit answers ZKLOCK_ALLOC_BACKEND_DRAINING,
+ * and the backend waits for the worker, at most zklock.connect_timeout
+ * (wait.c's submit_request); the worker's free of an entry of a full slot
+ * sets that slot's latch (channel.c).  Counting a slot's RELEASING entries
+ * scans the table (zklock_channel_slot_releasing): only when it is full.
+ *
  * Runs in every process that uses the channel: a backend's submit
  * allocates, and whichever side ends an entry frees it (channel.c says
  * who may when); the postmaster links the free list at startup
@@ -65,7 +73,8 @@ channel_is_admin_kind(ZkEntryKind kind)
 /*
  * Take a free entry for a request of this kind, counted against backend
  * slot "slot" (its PGPROC number).  Returns ZKLOCK_ALLOC_BACKEND_FULL when
- * the slot has used its share, ZKLOCK_ALLOC_TABLE_FULL when the table has
+ * the slot has used its share (ZKLOCK_ALLOC_BACKEND_DRAINING when some of
+ * it is still being removed), ZKLOCK_ALLOC_TABLE_FULL when the table has
  * no entry this kind of request may take (see "Limits" above).  Caller
  * holds the lock.
  */
@@ -80,7 +89,8 @@ zklock_channel_alloc(ZkEntryKind kind, int slot)
 	if (admin)
 		cap += ZKLOCK_ADMIN_PER_BACKEND;
 	if (zklock_shared->slot_entries[slot] >= cap)
-		return ZKLOCK_ALLOC_BACKEND_FULL;
+		return zklock_channel_slot_releasing(slot) > 0 ?
+			ZKLOCK_ALLOC_BACKEND_DRAINING : ZKLOCK_ALLOC_BACKEND_FULL;
 	if (idx < 0 || (!admin && zklock_shared->nfree <= ZKLOCK_ADMIN_RESERVE))
 		return ZKLOCK_ALLOC_TABLE_FULL;
 	e = &zklock_shared->entries[idx];
@@ -99,6 +109,41 @@ zklock_channel_alloc(ZkEntryKind kind, int slot)
 	e->error[0] = '\0';
 	e->long_wait = false;
 	return idx;
+}
+
+/*
+ * How many of slot's entries are RELEASING: a scan of the table, done only
+ * when the slot is full.  Caller holds the lock (shared is enough).
+ */
+int
+zklock_channel_slot_releasing(int slot)
+{
+	int			n = 0;
+
+	for (int i = 0; i < zklock_shared->nentries; i++)
+	{
+		ZkLockEntry *e = &zklock_shared->entries[i];
+
+		if (e->count_slot == slot && e->state == ZKE_RELEASING)
+			n++;
+	}
+	return n;
+}
+
+/*
+ * The slot to wake when entry idx is freed: its count's, when that slot is
+ * full (its backend may wait for it to drain), else -1.  Caller holds the
+ * lock.
+ */
+int
+zklock_channel_full_slot(int idx)
+{
+	int			slot = zklock_shared->entries[idx].count_slot;
+
+	if (slot >= 0 &&
+		zklock_shared->slot_entries[slot] >= zklock_max_locks_per_backend)
+		return slot;
+	return -1;
 }
 
 /* Return an entry to the free list.  Caller holds the lock. */

@@ -64,6 +64,8 @@
 /* zklock_channel_submit's answers when it has no entry to give */
 #define ZKLOCK_ALLOC_TABLE_FULL		(-1)
 #define ZKLOCK_ALLOC_BACKEND_FULL	(-2)
+/* ... full, but some of the slot's entries are still being removed */
+#define ZKLOCK_ALLOC_BACKEND_DRAINING	(-4)
 
 typedef enum ZkLockMode
 {
