@@ -20,6 +20,10 @@
  * (zklock_withdraw_batch).  A worker that has not taken the request, or not
  * run, for zklock.connect_timeout, a client that has gone, and a wait that
  * ZooKeeper's unavailability ended each end the wait with their own error.
+ * Before the request is submitted, a backend slot that is full only of
+ * entries still being removed waits for the worker to free them, at most
+ * zklock.connect_timeout, interruptibly (submit_request; nothing is in the
+ * channel yet, so an interrupt leaves nothing behind), then 53400.
  *
  * Portions Copyright (c) 2026, zklock developers
  *
