@@ -491,7 +491,7 @@ zklock_channel_withdraw(int idx, uint32 generation)
 			case ZKE_REQUESTED:
 			case ZKE_GRANTED:
 			case ZKE_LOST:
-				e->state = ZKE_RELEASING;
+				zklock_channel_set_releasing(idx);
 				channel_enqueue(idx);
 				if (wake_hold > 0)
 					wake_owed = true;	/* woken once, at the release */
@@ -552,7 +552,7 @@ zklock_channel_withdraw_waiting(int idx, uint32 generation)
 	waiting = channel_is(idx, generation, ZKE_REQUESTED);
 	if (waiting)
 	{
-		channel_entry(idx)->state = ZKE_RELEASING;
+		zklock_channel_set_releasing(idx);
 		channel_enqueue(idx);
 		wake_procno = channel_worker_procno_locked();
 	}
@@ -709,7 +709,11 @@ zklock_channel_fail(int idx, uint32 generation, int sqlstate,
 		wake_procno = e->owner_procno;
 	}
 	else if (channel_is(idx, generation, ZKE_RELEASING))
+	{
+		/* a full slot's backend may wait for it to drain */
+		wake_procno = zklock_channel_full_slot(idx);
 		zklock_channel_free(idx);
+	}
 	channel_unlock_and_wake(wake_procno);
 }
 
@@ -735,7 +739,11 @@ zklock_channel_done(int idx, uint32 generation, int64 token,
 		wake_procno = e->owner_procno;
 	}
 	else if (channel_is(idx, generation, ZKE_RELEASING))
+	{
+		/* a full slot's backend may wait for it to drain */
+		wake_procno = zklock_channel_full_slot(idx);
 		zklock_channel_free(idx);
+	}
 	channel_unlock_and_wake(wake_procno);
 }
 
@@ -782,11 +790,17 @@ zklock_channel_session_lost(int idx, uint32 generation, int *owner_pid)
 {
 	bool		lost;
 
+	int			wake_procno = -1;
+
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	lost = channel_mark_lost(idx, generation, owner_pid);
 	if (!lost && channel_is(idx, generation, ZKE_RELEASING))
+	{
+		/* a full slot's backend may wait for it to drain */
+		wake_procno = zklock_channel_full_slot(idx);
 		zklock_channel_free(idx);
-	LWLockRelease(zklock_shared->lock);
+	}
+	channel_unlock_and_wake(wake_procno);
 	return lost;
 }
 

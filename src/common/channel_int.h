@@ -17,6 +17,7 @@
 /* channel_limits.c: caller holds zklock_shared->lock exclusively */
 extern int	zklock_channel_alloc(ZkEntryKind kind, int slot);
 extern void zklock_channel_free(int idx);
+extern void zklock_channel_set_releasing(int idx);
 extern int	zklock_channel_slot_releasing(int slot);
 extern int	zklock_channel_full_slot(int idx);
 

@@ -22,8 +22,8 @@
  * is draining: zklock_channel_submit answers ZKLOCK_ALLOC_BACKEND_DRAINING,
  * and the backend waits for the worker, at most zklock.connect_timeout
  * (wait.c's submit_request); the worker's free of an entry of a full slot
- * sets that slot's latch (channel.c).  Counting a slot's RELEASING entries
- * scans the table (zklock_channel_slot_releasing): only when it is full.
+ * sets that slot's latch (channel.c).  A slot's RELEASING entries are
+ * counted (slot_releasing, beside slot_entries), not scanned for.
  *
  * Runs in every process that uses the channel: a backend's submit
  * allocates, and whichever side ends an entry frees it (channel.c says
@@ -112,22 +112,32 @@ zklock_channel_alloc(ZkEntryKind kind, int slot)
 }
 
 /*
- * How many of slot's entries are RELEASING: a scan of the table, done only
- * when the slot is full.  Caller holds the lock (shared is enough).
+ * How many of slot's entries are RELEASING: counted as they become
+ * RELEASING (zklock_channel_set_releasing) and are freed, not scanned (a
+ * backend really full, retrying in a loop, would otherwise hold the lock
+ * exclusively over the whole table at each try).  Caller holds the lock
+ * (shared is enough).
  */
 int
 zklock_channel_slot_releasing(int slot)
 {
-	int			n = 0;
+	return zklock_shared->slot_releasing[slot];
+}
 
-	for (int i = 0; i < zklock_shared->nentries; i++)
-	{
-		ZkLockEntry *e = &zklock_shared->entries[i];
+/*
+ * Entry idx (REQUESTED, GRANTED or LOST) goes to the worker for its node
+ * to be deleted: RELEASING, counted against its slot's draining entries.
+ * Caller holds the lock.
+ */
+void
+zklock_channel_set_releasing(int idx)
+{
+	ZkLockEntry *e = &zklock_shared->entries[idx];
 
-		if (e->count_slot == slot && e->state == ZKE_RELEASING)
-			n++;
-	}
-	return n;
+	Assert(e->state != ZKE_FREE && e->state != ZKE_RELEASING);
+	e->state = ZKE_RELEASING;
+	if (e->count_slot >= 0)
+		zklock_shared->slot_releasing[e->count_slot]++;
 }
 
 /*
@@ -153,6 +163,11 @@ zklock_channel_free(int idx)
 	ZkLockEntry *e = &zklock_shared->entries[idx];
 
 	Assert(e->state != ZKE_FREE);
+	if (e->state == ZKE_RELEASING && e->count_slot >= 0)
+	{
+		Assert(zklock_shared->slot_releasing[e->count_slot] > 0);
+		zklock_shared->slot_releasing[e->count_slot]--;
+	}
 	e->state = ZKE_FREE;
 	e->generation++;			/* late replies can never match again */
 	if (e->count_slot >= 0)

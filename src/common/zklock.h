@@ -273,6 +273,8 @@ typedef struct ZkLockShared
 	 */
 	int			nslots;
 	int		   *slot_entries;	/* array of nslots */
+	int		   *slot_releasing;	/* array of nslots: of slot_entries, those
+									 * RELEASING */
 
 	int			nentries;		/* fixed at startup */
 	ZkLockEntry entries[FLEXIBLE_ARRAY_MEMBER];
