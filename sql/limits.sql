@@ -102,9 +102,9 @@ SELECT count(*) AS lock_nodes FROM zk_locks WHERE pid = pg_backend_pid();
 -- and its place in the worker's queue; the allocation's header and the
 -- per-slot counters together are less than one byte per entry, so the
 -- division drops them), and per connection slot by default (its share of
--- entries and its 4-byte counter)
+-- entries and its two 4-byte counters: entries, and those being removed)
 SELECT a.size / n.entries AS bytes_per_entry,
-       a.size / n.entries * current_setting('zklock.max_locks_per_backend')::int + 4
+       a.size / n.entries * current_setting('zklock.max_locks_per_backend')::int + 8
          AS bytes_per_connection_slot
 FROM pg_shmem_allocations a,
      (SELECT (current_setting('max_connections')::int

@@ -65,6 +65,8 @@
 /* zklock_channel_submit's answers when it has no entry to give */
 #define ZKLOCK_ALLOC_TABLE_FULL		(-1)
 #define ZKLOCK_ALLOC_BACKEND_FULL	(-2)
+/* ... full, but some of the slot's entries are still being removed */
+#define ZKLOCK_ALLOC_BACKEND_DRAINING	(-4)
 
 typedef enum ZkLockMode
 {
@@ -283,6 +285,8 @@ typedef struct ZkLockShared
 	 */
 	int			nslots;
 	int		   *slot_entries;	/* array of nslots */
+	int		   *slot_releasing;	/* array of nslots: of slot_entries, those
+									 * RELEASING */
 
 	int			nentries;		/* fixed at startup */
 	ZkLockEntry entries[FLEXIBLE_ARRAY_MEMBER];
