@@ -337,8 +337,9 @@ acl_set_completion(int rc, const void *data)
  * A handle on the session (a new one, or old_session_id's), over TLS when
  * tls is given.  The client library reads tls's files at each connection
  * it makes (a new key and certificate in the same files take effect at the
- * next one) and checks the server's certificate chain against ca_file (and
- * OpenSSL's default trust store); it checks no host name.
+ * next one) and checks the server's certificate chain against ca_file, and
+ * the server's name or address against its certificate unless
+ * tls->verify_host is off (scripts/zkclient/04-tls-host-check.patch).
  */
 bool
 zkc_connect(const char *hosts, int session_timeout_ms,

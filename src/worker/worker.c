@@ -287,7 +287,7 @@ worker_reload(void)
 	if (strcmp(old_hosts, zklock_hosts) != 0)
 		hosts_changed("zklock.hosts");
 	else if (strcmp(old_transport, new_transport) != 0)
-		hosts_changed("zklock.ssl, its files or zklock.ssl_verify_host");
+		hosts_changed("a TLS setting (zklock.ssl, its files, zklock.ssl_verify_host) or a zklock.sasl_* setting");
 	else if (zklock_lease_margin != old_margin && was_connected)
 		warn_lease_margin();
 	pfree(old_hosts);
@@ -706,7 +706,7 @@ hosts_changed(const char *what)
 			ereport(LOG,
 					(errmsg("zklock: %s; starting a new session", changed)));
 		session_gone(strcmp(what, "zklock.hosts") == 0 ?
-					 "zklock.hosts changed" : "zklock.ssl, its files or zklock.ssl_verify_host changed",
+					 "zklock.hosts changed" : "a TLS or SASL setting changed",
 					 SE_CLOSED);
 	}
 	else if (worker_phase == WP_CLOSING_OLD)
