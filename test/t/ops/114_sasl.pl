@@ -135,15 +135,8 @@ $s1->query_ok('COMMIT');
 my $node3 = zk_node('node3', start => 0, extra_conf => sasl_conf("$dir/wrong.pw"));
 $node3->start;
 $node3->safe_psql('postgres', 'CREATE EXTENSION zklock');
-my ($state, $last) = ('', '');
-ok( wait_until(
-		sub {
-			($state, $last) = split /\|/,
-			  psql1($node3, q{SELECT state || '|' || coalesce(last_error, '') FROM zk_lock_status});
-			$state eq 'auth_failed';
-		},
-		timeout => 20),
-	'a wrong password: the session is refused (auth_failed)')
+my ($reached, $state, $last) = zk_wait_state($node3, 'auth_failed', 20);
+ok($reached, 'a wrong password: the session is refused (auth_failed)')
   or diag("state $state, last_error: $last");
 like($last, qr/^authentication failed: .*SASL authentication failed/, 'last_error says SASL authentication failed');
 ok(zk_wait_log($node3, qr/LOG:  zklock: ZooKeeper authentication failed\n.*DETAIL:  The ZooKeeper client says: .*SASL authentication failed.*\n.*HINT:  Check the credentials: zklock.sasl_user/, 0, 10),

@@ -29,6 +29,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/../..";
 use ZkLockTest;
+use ZkTls;
 use ZkChaos;
 
 use IPC::Run;
@@ -39,38 +40,9 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $certs = PostgreSQL::Test::Utils::tempdir('tls');
-system('bash', "$FindBin::RealBin/../../tls_certs.sh", $certs, 'node1') == 0
-  or BAIL_OUT('could not make the test certificates (test/tls_certs.sh)');
-
-my $secure = PostgreSQL::Test::Cluster::get_free_port();
-my $cfg = "$certs/zk_tls.cfg";
-open(my $fh, '>', $cfg) or die "$cfg: $!";
-print $fh <<"EOC";
-secureClientPort=$secure
-secureClientPortAddress=127.0.0.1
-serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
-ssl.keyStore.location=$certs/server.p12
-ssl.keyStore.password=zkpass
-ssl.keyStore.type=PKCS12
-ssl.trustStore.location=$certs/truststore.p12
-ssl.trustStore.password=zkpass
-ssl.trustStore.type=PKCS12
-ssl.clientAuth=need
-authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider
-EOC
-close($fh);
-zk_start(args => [ '--extra-config', $cfg ]);
 # zklock's nodes are its x509 identity's: the test looks with its certificate
-$ENV{ZKUTIL_TLS} = "127.0.0.1:$secure,$certs/ca.pem,$certs/node1.pem,$certs/node1.key";
-
-my $tls_conf = <<"EOC";
-zklock.ssl = on
-zklock.ssl_ca_file = '$certs/ca.pem'
-zklock.ssl_cert_file = '$certs/node1.pem'
-zklock.ssl_key_file = '$certs/node1.key'
-zklock.connect_timeout = '2s'
-EOC
+my $secure = zk_tls_start(clients => ['node1'], zkutil_as => 'node1');
+my $tls_conf = zk_tls_conf('node1');
 
 # --- a server that drops connection attempts --------------------------------
 # The black hole: listen(0) lets one connection into the accept queue; the
