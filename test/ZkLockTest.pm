@@ -798,6 +798,22 @@ sub zk_wait_state
 	return ($ok, $state, $last // '');
 }
 
+# zk_wait_refusals($node, $n, $timeout): waits (at most $timeout s, 40 by
+# default) until the node was seen in auth_failed since $n different times
+# (state_since moves on at each refused retry); true if it was.
+push @EXPORT, qw(zk_wait_refusals);
+sub zk_wait_refusals
+{
+	my ($node, $n, $timeout) = @_;
+	my %since;
+	return wait_until(
+		sub {
+			$since{ psql1($node, q{SELECT state_since FROM zk_lock_status WHERE state = 'auth_failed'}) } = 1;
+			(grep { $_ ne q{} } keys %since) >= $n;
+		},
+		timeout => $timeout // 40);
+}
+
 # zk_set_failpoints($node, $value): sets zklock.failpoints (test builds) by
 # ALTER SYSTEM and a reload; true once a new session sees the value.
 sub zk_set_failpoints

@@ -143,13 +143,7 @@ ok(zk_wait_log($node3, qr/LOG:  zklock: ZooKeeper authentication failed\n.*DETAI
 	'the log says so, and what to check');
 # and it tries again (a new handle after a delay), each time refused
 # tried again every 5 s (state_since moves on), logged once in the outage
-my %since;
-ok( wait_until(
-		sub {
-			$since{ psql1($node3, q{SELECT state_since FROM zk_lock_status WHERE state = 'auth_failed'}) } = 1;
-			(grep { $_ ne q{} } keys %since) >= 3;
-		},
-		timeout => 40),
+ok(zk_wait_refusals($node3, 3, 40),
 	'it tries again, and is refused again: no silent wait');
 is(zk_log_count($node3, qr/zklock: ZooKeeper authentication failed/), 1,
 	'the failure is logged once in the outage, not at each retry');

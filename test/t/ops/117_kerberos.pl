@@ -120,13 +120,7 @@ like($last, qr/Kerberos: Cannot contact any KDC for realm 'ZKLOCK.TEST'/,
 ok(zk_wait_log($node3, qr/LOG:  zklock: ZooKeeper authentication failed\n.*DETAIL:  .*Cannot contact any KDC.*\n.*HINT:  The KDC of zklock's realm does not answer/, 0, 10),
 	'the log says so, and to check the KDC');
 # tried again every 5 s: wait for two more refusals (state_since moves on)
-my %since;
-ok( wait_until(
-		sub {
-			$since{ psql1($node3, q{SELECT state_since FROM zk_lock_status WHERE state = 'auth_failed'}) } = 1;
-			(grep { $_ ne q{} } keys %since) >= 3;
-		},
-		timeout => 40),
+ok(zk_wait_refusals($node3, 3, 40),
 	'the worker tried again, and was refused again');
 my @lines = slurp_file($node3->logfile) =~ /LOG:  zklock: ZooKeeper authentication failed/g;
 is(scalar(@lines), 1, 'the failure of one kind is logged once in the outage, not at each retry');
