@@ -140,9 +140,11 @@ $node2->safe_psql('postgres', 'CREATE EXTENSION zklock');
 # or in other words), whatever OpenSSL's wording; the client retries every
 # second or more, last_error is polled every 0.1 s, and it may fail at one
 # server several times in a row (not counted: a lower bound).  Four
-# failures seen at all three servers (review: four changes alone may
-# alternate between two servers), a log line per retry, or per wording,
-# or per server, would be at least three lines.
+# failures seen at two servers or more: a log line per retry would be four
+# lines or more, and one per server and wording (the rule of 605bbae's
+# bug) as many as the distinct pairs seen, which is three or more in
+# nearly every run (the client does not always reach the third server in
+# a minute: its order after a failure is its own).
 my (%seen, %servers);
 my ($prev, $changes) = ('', 0);
 my $until = time() + 60;
@@ -160,13 +162,15 @@ while (time() < $until && ($changes < 4 || keys(%servers) < 3))
 }
 cmp_ok($changes, '>=', 4, 'last_error followed the TLS failures (4 seen, each naming its server)')
   or diag('last_error seen: ' . join(' | ', sort keys %seen));
-is(scalar(keys %servers), 3, '... at each of the three servers')
+cmp_ok(scalar(keys %servers), '>=', 2, '... at two servers or more (' . scalar(keys %servers) . ' of 3)')
   or diag('last_error seen: ' . join(' | ', sort keys %seen));
 note 'last_error seen: ' . join(' | ', sort keys %seen);
 my $tls_lines = zk_log_count($node2, qr/LOG:  zklock: TLS handshake with/);
 my $zk_lines = zk_log_count($node2, qr/LOG:  zklock: /);
 cmp_ok($tls_lines, '>=', 1, 'the failure is logged');
-cmp_ok($tls_lines, '<=', 2, "once per kind of failure over $changes failures, not once per retry, wording or server")
+my $pairs = scalar(grep { /^TLS handshake with / } keys %seen);
+note "$pairs distinct (server, wording) pairs in last_error";
+cmp_ok($tls_lines, '<=', 2, "once per kind of failure over $changes failures ($pairs distinct server and wording pairs), not once per retry, wording or server")
   or diag(PostgreSQL::Test::Utils::slurp_file($node2->logfile) =~ s/^(?!.*zklock).*\n//mgr);
 cmp_ok($zk_lines, '<=', 5, "at most a few of zklock's lines in the log ($zk_lines)");
 ok(zk_wait_log($node2,
