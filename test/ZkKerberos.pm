@@ -2,7 +2,7 @@
 # ZkKerberos.pm -- a Kerberos realm made by a TAP test, on loopback, and a
 # ZooKeeper that authenticates its clients in it (issue 30).
 #
-# The same set-up as test/t/ops/117_kerberos.pl (which keeps its own copy):
+# The one set-up of test/t/ops/117_kerberos.pl, 123 and 125:
 # an MIT KDC (krb5-kdc: kdb5_util, kadmin.local, krb5kdc) serving the realm
 # ZKLOCK.TEST on a free port of 127.0.0.1, Debian's ZooKeeper with
 # Krb5LoginModule and its keytab (zookeeper/localhost), and a super user
@@ -11,7 +11,8 @@
 #   krb_start(principals => [...])   the realm with these principals (and
 #                                    zookeeper/localhost); sets KRB5_CONFIG
 #                                    for the servers and tools started after
-#   krb_keytab($principal, $path)    a keytab of that principal (mode 0600;
+#   krb_keytab($principal, $path)    a keytab of that principal, or of
+#                                    several ('a b': a's first) (mode 0600;
 #                                    -norandkey: every keytab of a principal
 #                                    holds the same key)
 #   krb_kinit($keytab, $principal, $ccache)   kinit -kt into a file cache

@@ -779,6 +779,41 @@ sub zk_log_count
 	return scalar @m;
 }
 
+# zk_wait_state($node, $want, $timeout): waits (at most $timeout s, 20 by
+# default) until the node's zk_lock_status says state $want (e.g.
+# auth_failed); returns whether it did, and the state and last_error seen
+# last (for the test's diag and its checks of the words).
+push @EXPORT, qw(zk_wait_state);
+sub zk_wait_state
+{
+	my ($node, $want, $timeout) = @_;
+	my ($state, $last) = ('', '');
+	my $ok = wait_until(
+		sub {
+			($state, $last) = split /\|/,
+			  psql1($node, q{SELECT state || '|' || coalesce(last_error, '') FROM zk_lock_status});
+			$state eq $want;
+		},
+		timeout => $timeout // 20);
+	return ($ok, $state, $last // '');
+}
+
+# zk_wait_refusals($node, $n, $timeout): waits (at most $timeout s, 40 by
+# default) until the node was seen in auth_failed since $n different times
+# (state_since moves on at each refused retry); true if it was.
+push @EXPORT, qw(zk_wait_refusals);
+sub zk_wait_refusals
+{
+	my ($node, $n, $timeout) = @_;
+	my %since;
+	return wait_until(
+		sub {
+			$since{ psql1($node, q{SELECT state_since FROM zk_lock_status WHERE state = 'auth_failed'}) } = 1;
+			(grep { $_ ne q{} } keys %since) >= $n;
+		},
+		timeout => $timeout // 40);
+}
+
 # zk_set_failpoints($node, $value): sets zklock.failpoints (test builds) by
 # ALTER SYSTEM and a reload; true once a new session sees the value.
 sub zk_set_failpoints

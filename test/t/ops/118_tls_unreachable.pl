@@ -29,6 +29,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/../..";
 use ZkLockTest;
+use ZkTls;
 use ZkChaos;
 
 use IPC::Run;
@@ -39,38 +40,9 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $certs = PostgreSQL::Test::Utils::tempdir('tls');
-system('bash', "$FindBin::RealBin/../../tls_certs.sh", $certs, 'node1') == 0
-  or BAIL_OUT('could not make the test certificates (test/tls_certs.sh)');
-
-my $secure = PostgreSQL::Test::Cluster::get_free_port();
-my $cfg = "$certs/zk_tls.cfg";
-open(my $fh, '>', $cfg) or die "$cfg: $!";
-print $fh <<"EOC";
-secureClientPort=$secure
-secureClientPortAddress=127.0.0.1
-serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
-ssl.keyStore.location=$certs/server.p12
-ssl.keyStore.password=zkpass
-ssl.keyStore.type=PKCS12
-ssl.trustStore.location=$certs/truststore.p12
-ssl.trustStore.password=zkpass
-ssl.trustStore.type=PKCS12
-ssl.clientAuth=need
-authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider
-EOC
-close($fh);
-zk_start(args => [ '--extra-config', $cfg ]);
 # zklock's nodes are its x509 identity's: the test looks with its certificate
-$ENV{ZKUTIL_TLS} = "127.0.0.1:$secure,$certs/ca.pem,$certs/node1.pem,$certs/node1.key";
-
-my $tls_conf = <<"EOC";
-zklock.ssl = on
-zklock.ssl_ca_file = '$certs/ca.pem'
-zklock.ssl_cert_file = '$certs/node1.pem'
-zklock.ssl_key_file = '$certs/node1.key'
-zklock.connect_timeout = '2s'
-EOC
+my $secure = zk_tls_start(clients => ['node1'], zkutil_as => 'node1');
+my $tls_conf = zk_tls_conf('node1');
 
 # --- a server that drops connection attempts --------------------------------
 # The black hole: listen(0) lets one connection into the accept queue; the
@@ -168,9 +140,11 @@ $node2->safe_psql('postgres', 'CREATE EXTENSION zklock');
 # or in other words), whatever OpenSSL's wording; the client retries every
 # second or more, last_error is polled every 0.1 s, and it may fail at one
 # server several times in a row (not counted: a lower bound).  Four
-# failures seen at all three servers (review: four changes alone may
-# alternate between two servers), a log line per retry, or per wording,
-# or per server, would be at least three lines.
+# failures seen at two servers or more: a log line per retry would be four
+# lines or more, and one per server and wording (the rule of 605bbae's
+# bug) as many as the distinct pairs seen, which is three or more in
+# nearly every run (the client does not always reach the third server in
+# a minute: its order after a failure is its own).
 my (%seen, %servers);
 my ($prev, $changes) = ('', 0);
 my $until = time() + 60;
@@ -188,13 +162,15 @@ while (time() < $until && ($changes < 4 || keys(%servers) < 3))
 }
 cmp_ok($changes, '>=', 4, 'last_error followed the TLS failures (4 seen, each naming its server)')
   or diag('last_error seen: ' . join(' | ', sort keys %seen));
-is(scalar(keys %servers), 3, '... at each of the three servers')
+cmp_ok(scalar(keys %servers), '>=', 2, '... at two servers or more (' . scalar(keys %servers) . ' of 3)')
   or diag('last_error seen: ' . join(' | ', sort keys %seen));
 note 'last_error seen: ' . join(' | ', sort keys %seen);
 my $tls_lines = zk_log_count($node2, qr/LOG:  zklock: TLS handshake with/);
 my $zk_lines = zk_log_count($node2, qr/LOG:  zklock: /);
 cmp_ok($tls_lines, '>=', 1, 'the failure is logged');
-cmp_ok($tls_lines, '<=', 2, "once per kind of failure over $changes failures, not once per retry, wording or server")
+my $pairs = scalar(grep { /^TLS handshake with / } keys %seen);
+note "$pairs distinct (server, wording) pairs in last_error";
+cmp_ok($tls_lines, '<=', 2, "once per kind of failure over $changes failures ($pairs distinct server and wording pairs), not once per retry, wording or server")
   or diag(PostgreSQL::Test::Utils::slurp_file($node2->logfile) =~ s/^(?!.*zklock).*\n//mgr);
 cmp_ok($zk_lines, '<=', 5, "at most a few of zklock's lines in the log ($zk_lines)");
 ok(zk_wait_log($node2,

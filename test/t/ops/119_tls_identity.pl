@@ -23,6 +23,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/../..";
 use ZkLockTest;
+use ZkTls;
 
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
@@ -30,47 +31,17 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $subject = 'CN=pg,OU=db,O=zklock';
-my $certs = PostgreSQL::Test::Utils::tempdir('tls');
-system('bash', "$FindBin::RealBin/../../tls_certs.sh", $certs,
-	'node1=/O=zklock/OU=db/CN=pg', 'node2=/O=zklock/OU=db/CN=pg',
-	'intruder', 'stranger=/O=zklock/OU=db/CN=stranger') == 0
-  or BAIL_OUT('could not make the test certificates (test/tls_certs.sh)');
+zk_tls_start(
+	clients => [
+		'node1=/O=zklock/OU=db/CN=pg', 'node2=/O=zklock/OU=db/CN=pg',
+		'intruder', 'stranger=/O=zklock/OU=db/CN=stranger'
+	],
+	zkutil_as => 'node1');
+my $certs = zk_tls_dir();
+my $tls_hosts = zk_tls_hosts();
 
-my $secure = PostgreSQL::Test::Cluster::get_free_port();
-my $cfg = "$certs/zk_tls.cfg";
-open(my $fh, '>', $cfg) or die "$cfg: $!";
-print $fh <<"EOC";
-secureClientPort=$secure
-secureClientPortAddress=127.0.0.1
-serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
-ssl.keyStore.location=$certs/server.p12
-ssl.keyStore.password=zkpass
-ssl.keyStore.type=PKCS12
-ssl.trustStore.location=$certs/truststore.p12
-ssl.trustStore.password=zkpass
-ssl.trustStore.type=PKCS12
-ssl.clientAuth=need
-authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider
-EOC
-close($fh);
-zk_start(args => [ '--extra-config', $cfg ]);
-my $tls_hosts = "127.0.0.1:$secure";
-$ENV{ZKUTIL_TLS} = "$tls_hosts,$certs/ca.pem,$certs/node1.pem,$certs/node1.key";
-
-sub tls_conf
-{
-	my ($name) = @_;
-	return <<"EOC";
-zklock.ssl = on
-zklock.ssl_ca_file = '$certs/ca.pem'
-zklock.ssl_cert_file = '$certs/$name.pem'
-zklock.ssl_key_file = '$certs/$name.key'
-zklock.connect_timeout = '2s'
-EOC
-}
-
-my $node1 = zk_node('node1', hosts => $tls_hosts, extra_conf => tls_conf('node1'));
-my $node2 = zk_node('node2', hosts => $tls_hosts, extra_conf => tls_conf('node2'));
+my $node1 = zk_node('node1', hosts => $tls_hosts, extra_conf => zk_tls_conf('node1'));
+my $node2 = zk_node('node2', hosts => $tls_hosts, extra_conf => zk_tls_conf('node2'));
 
 # --- what zk_lock_status says, and what ZooKeeper says --------------------------
 my $zklog = PostgreSQL::Test::Utils::slurp_file(zk_dir() . '/server1.log');
@@ -193,9 +164,9 @@ close($af);
 chmod(0600, $auth_file) or die;
 my $dual_root = zk_root() . '-dual';
 my $node3 = zk_node('node3', hosts => $tls_hosts, root => $dual_root,
-	extra_conf => tls_conf('node1') . "zklock.auth_file = '$auth_file'\n");
+	extra_conf => zk_tls_conf('node1') . "zklock.auth_file = '$auth_file'\n");
 my $node4 = zk_node('node4', hosts => $tls_hosts, root => $dual_root,
-	extra_conf => tls_conf('stranger') . "zklock.auth_file = '$auth_file'\n");
+	extra_conf => zk_tls_conf('stranger') . "zklock.auth_file = '$auth_file'\n");
 is(psql1($node3, q{SELECT transport || '|' || identity FROM zk_lock_status}),
 	'tls|digest:zklock', 'TLS and digest: zk_lock_status names the digest identity');
 my $d3 = zk_session($node3, 'dual holder');

@@ -18,8 +18,8 @@ use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/../..";
 use ZkLockTest;
+use ZkKerberos;
 
-use Digest::SHA qw(sha1_base64);
 use File::Copy qw(copy);
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
@@ -27,103 +27,15 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-my $dir = PostgreSQL::Test::Utils::tempdir('krb');
-my $kdc_port = PostgreSQL::Test::Cluster::get_free_port();
-
-sub write_file
-{
-	my ($path, $content, $mode) = @_;
-	open(my $fh, '>', $path) or die "could not write $path: $!";
-	print $fh $content;
-	close($fh);
-	chmod($mode // 0644, $path) or die "chmod $path: $!";
-	return;
-}
-
-# --- the realm ---------------------------------------------------------------
-write_file("$dir/krb5.conf", <<"EOC");
-[libdefaults]
- default_realm = ZKLOCK.TEST
- dns_lookup_realm = false
- dns_lookup_kdc = false
- rdns = false
- udp_preference_limit = 1
-[realms]
- ZKLOCK.TEST = {
-  kdc = 127.0.0.1:$kdc_port
- }
-[domain_realm]
- localhost = ZKLOCK.TEST
-EOC
-write_file("$dir/kdc.conf", <<"EOC");
-[kdcdefaults]
- kdc_ports = $kdc_port
- kdc_tcp_ports = $kdc_port
-[realms]
- ZKLOCK.TEST = {
-  database_name = $dir/principal
-  key_stash_file = $dir/stash
-  acl_file = $dir/kadm5.acl
- }
-[logging]
- kdc = FILE:$dir/kdc.log
-EOC
-# the servers (the nodes below) and every tool read this realm's krb5.conf
-$ENV{KRB5_CONFIG} = "$dir/krb5.conf";
-$ENV{KRB5_KDC_PROFILE} = "$dir/kdc.conf";
-sub run_ok
-{
-	my (@cmd) = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run(\@cmd, '<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(60))
-	  or BAIL_OUT("@cmd failed: $err");
-	return;
-}
-run_ok('/usr/sbin/kdb5_util', 'create', '-s', '-r', 'ZKLOCK.TEST', '-P', 'master-' . int(rand(1e9)));
-foreach my $p ('zookeeper/localhost', 'zklock', 'zklock2', 'zklocx')
-{
-	run_ok('/usr/sbin/kadmin.local', '-q', "addprinc -randkey $p");
-}
-run_ok('/usr/sbin/kadmin.local', '-q', "ktadd -norandkey -k $dir/zk.keytab zookeeper/localhost");
-run_ok('/usr/sbin/kadmin.local', '-q', "ktadd -norandkey -k $dir/a.keytab zklock");
-run_ok('/usr/sbin/kadmin.local', '-q', "ktadd -norandkey -k $dir/b.keytab zklock2");
-run_ok('/usr/sbin/kadmin.local', '-q', "ktadd -norandkey -k $dir/both.keytab zklock zklock2");
-# -norandkey: the keys stay (a plain ktadd makes new ones, and the
-# keytabs written before would hold stale keys)
-run_ok('/usr/sbin/kadmin.local', '-q', "ktadd -norandkey -k $dir/x.keytab zklocx");
-chmod(0600, "$dir/$_.keytab") foreach qw(a b both x);
-my $kdc = IPC::Run::start([ '/usr/sbin/krb5kdc', '-n', '-P', "$dir/kdc.pid" ],
-	'<', \undef, '>', "$dir/kdc.out", '2>&1');
-END { $kdc->kill_kill if $kdc; }
-ok(wait_until(sub { -s "$dir/kdc.log" && slurp_file("$dir/kdc.log") =~ /commencing operation/ }, timeout => 10),
-	'the KDC serves the realm ZKLOCK.TEST on loopback');
-
-# --- ZooKeeper with Kerberos ------------------------------------------------------
-write_file("$dir/jaas.conf", <<"EOJ");
-Server {
-  com.sun.security.auth.module.Krb5LoginModule required
-  useKeyTab=true
-  keyTab="$dir/zk.keytab"
-  storeKey=true
-  useTicketCache=false
-  principal="zookeeper/localhost\@ZKLOCK.TEST";
-};
-EOJ
-chmod(0644, "$dir/zk.keytab");
-my $super = 'super-' . int(rand(1e9));
-my $digest = sha1_base64("super:$super");
-$digest .= '=' while length($digest) % 4;
-write_file("$dir/zk_krb.cfg",
-	"authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n"
-	  . "DigestAuthenticationProvider.superDigest=super:$digest\n");
-{
-	local $ENV{ZK_JVM_OPTS} = "-Djava.security.auth.login.config=$dir/jaas.conf -Djava.security.krb5.conf=$dir/krb5.conf";
-	zk_start(args => [ '--extra-config', "$dir/zk_krb.cfg" ]);
-}
-$ENV{ZKUTIL_AUTH} = "super:$super";
-like(slurp_file(zk_dir() . '/server1.log'), qr/Server successfully logged in/,
-	'ZooKeeper logged in to the KDC with its keytab');
-
+# --- the realm, and ZooKeeper with Kerberos (test/ZkKerberos.pm) ----------------
+my $dir = krb_start(principals => [ 'zklock', 'zklock2', 'zklocx' ]);
+# (krb_keytab: ktadd -norandkey, so every keytab of a principal holds its
+# one key; "both" holds zklock's first)
+krb_keytab('zklock', "$dir/a.keytab");
+krb_keytab('zklock2', "$dir/b.keytab");
+krb_keytab('zklock zklock2', "$dir/both.keytab");
+krb_keytab('zklocx', "$dir/x.keytab");
+krb_zk_start();
 
 my $zklog = zk_dir() . '/server1.log';
 sub authenticated
@@ -192,7 +104,7 @@ cmp_ok($took, '<', 2 + 3, 'within zklock.connect_timeout (2 s) and some slack')
 
 # --- review: a keytab that is no keytab -------------------------------------------------
 # (its error is not "the principal is not in it")
-write_file("$dir/bad.keytab", "-----BEGIN PRIVATE KEY-----\nMIIE\n", 0600);
+krb_write_file("$dir/bad.keytab", "-----BEGIN PRIVATE KEY-----\nMIIE\n", 0600);
 set_krb($node, 'bad', 'zklock');
 ok( wait_until(
 		sub {

@@ -28,6 +28,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/../..";
 use ZkLockTest;
+use ZkTls;
 use ZkChaos;
 
 use IPC::Run;
@@ -36,32 +37,12 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-my $certs = PostgreSQL::Test::Utils::tempdir('tls');
 # node1 and node2: their own keys, one subject (zklock's nodes and root
-# are that x509 identity's: test/t/ops/119_tls_identity.pl)
-system('bash', "$FindBin::RealBin/../../tls_certs.sh", $certs, 'node1=/CN=zklock',
-	'node2=/CN=zklock') == 0
-  or BAIL_OUT('could not make the test certificates (test/tls_certs.sh)');
-
-my $secure = PostgreSQL::Test::Cluster::get_free_port();
-my $cfg = "$certs/zk_tls.cfg";
-open(my $fh, '>', $cfg) or die "$cfg: $!";
-print $fh <<"EOC";
-secureClientPort=$secure
-secureClientPortAddress=127.0.0.1
-serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
-ssl.keyStore.location=$certs/server.p12
-ssl.keyStore.password=zkpass
-ssl.keyStore.type=PKCS12
-ssl.trustStore.location=$certs/truststore.p12
-ssl.trustStore.password=zkpass
-ssl.trustStore.type=PKCS12
-ssl.clientAuth=need
-authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider
-X509AuthenticationProvider.superUser=CN=inspect
-EOC
-close($fh);
-zk_start(args => [ '--extra-config', $cfg ], tls_only => $certs);
+# are that x509 identity's: test/t/ops/119_tls_identity.pl); no plain port,
+# CN=inspect (the tests' inspection) ZooKeeper's x509 superuser
+my $secure = zk_tls_start(clients => [ 'node1=/CN=zklock', 'node2=/CN=zklock' ],
+	superuser => 'CN=inspect', tls_only => 1);
+my $certs = zk_tls_dir();
 
 # --- the plain port is closed ---------------------------------------------------
 my $zkcfg = PostgreSQL::Test::Utils::slurp_file(zk_dir() . '/server1.cfg');
@@ -82,14 +63,7 @@ is($rc, 0, 'Kazoo over TLS with a certificate of the CA can (the tests\' inspect
 
 sub tls_conf
 {
-	my ($who) = @_;
-	return <<"EOC";
-zklock.ssl = on
-zklock.ssl_ca_file = '$certs/ca.pem'
-zklock.ssl_cert_file = '$certs/$who.pem'
-zklock.ssl_key_file = '$certs/$who.key'
-zklock.connect_timeout = '3s'
-EOC
+	return zk_tls_conf($_[0], connect_timeout => '3s');
 }
 
 sub last_error
