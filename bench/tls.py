@@ -119,11 +119,16 @@ def switch(env, kind, timeout=40):
         before = status(pg)[1]
         c = env.tls["certs"]
         env.tls["on"].add(pg.name)      # before the first ALTER: reset even if one fails
-        conf = {"zklock.hosts": env.tls["secure" if kind == "tls" else "plain"],
+        # each transport under its own chroot: over TLS zklock's root takes
+        # the x509 identity's ACL alone (doc/security.md), which a plain
+        # session may not use
+        conf = {"zklock.hosts": env.tls["secure" if kind == "tls" else "plain"] + "/" + kind,
                 "zklock.ssl": "on" if kind == "tls" else "off",
                 "zklock.ssl_ca_file": c + "/ca.pem",
-                "zklock.ssl_cert_file": "%s/%s.pem" % (c, pg.name),
-                "zklock.ssl_key_file": "%s/%s.key" % (c, pg.name)}
+                # one certificate (one x509 identity) for both: instances
+                # sharing a root use certificates of one subject
+                "zklock.ssl_cert_file": c + "/pg1.pem",
+                "zklock.ssl_key_file": c + "/pg1.key"}
         for kv in conf.items():         # one each: not in a transaction block
             pg.psql("ALTER SYSTEM SET %s = '%s'" % kv)
         pg.psql("SELECT pg_reload_conf()")
@@ -132,6 +137,19 @@ def switch(env, kind, timeout=40):
         raise BenchError("; ".join(errors))
     if kind is not None:
         check_transport(env, kind)
+
+
+def make_chroots(env):
+    """/plain and /tls on the TLS server (open ACL), the two halves' chroots"""
+    from kazoo.client import KazooClient
+    zk = KazooClient(hosts=env.tls["plain"])
+    zk.start(timeout=30)
+    try:
+        for kind in ("plain", "tls"):
+            zk.ensure_path("/" + kind)
+    finally:
+        zk.stop()
+        zk.close()
 
 
 def connections(port):
@@ -302,6 +320,7 @@ def scenario_tls(env, res):
         start_tls_server(env)
         started = True
         env.zk_ports, env.zk_port = [env.tls["port"]], env.tls["port"]
+        make_chroots(env)
         switch(env, "tls")
         # the TLS server's idle rate, with both instances on it
         env.idle = zk_rates(env, 3.0)
