@@ -102,8 +102,6 @@ MAJOR_TAP_TESTS="
 	test/t/upgrade/059_cross_major.pl
 	test/t/upgrade/060_version_features.pl
 	test/t/ops/113_tls.pl
-	test/t/ops/114_sasl.pl
-	test/t/ops/117_kerberos.pl
 "
 
 # After a failed run: the logs of the failed TAP tests only (their own log
