@@ -8,7 +8,7 @@
 #
 #   bash bench/run.sh [--quick] [--csv FILE] [--png FILE] [--keep] [--secs S]
 #                      [--ensemble | --standalone]
-#                      [--only s1,s32,excl8,shared8,handoff,sem,queue,idle,scale,many]
+#                      [--only s1,s32,excl8,shared8,handoff,sem,stats,tls,queue,idle,scale,many]
 #
 #   --quick     about 2 s per measurement, scale scenarios skipped, the
 #               standalone server only (CI)
@@ -19,7 +19,10 @@
 #   --png FILE  also draw a chart (gnuplot, from Debian's gnuplot-nox)
 #   --keep      keep the temporary work folder (servers' logs, pgbench logs)
 #   --secs S    seconds per measurement (default 5, quick 2)
-#   --only LIST run only these scenarios
+#   --only LIST run only these scenarios (tls: TLS against plain TCP, which
+#               needs zklock built with make ZK_CLIENT=$(bash
+#               scripts/build-zkclient.sh), else it is skipped and says why:
+#               a SKIPPED row, and exit 1 when --only names tls)
 #
 #   bash bench/run.sh --baseline REV [--rounds N] [--quick] [--secs S] [--only LIST]
 #
@@ -35,7 +38,8 @@
 # (ZooKeeper, two PostgreSQL instances run as `postgres` when we are root,
 # the clients) lives in a temporary folder and is stopped at the end.
 # The table goes to stdout, progress to stderr.  Exit status: 0 when every
-# measurement ran, 1 otherwise.
+# measurement ran (a full run with a zklock without TLS: the tls row
+# SKIPPED, saying why), 1 otherwise.
 #
 set -euo pipefail
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
@@ -45,7 +49,7 @@ baseline=""
 args=()
 while [ $# -gt 0 ]; do
 	case "$1" in
-	-h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	--png | --png=*) png=1 ;;
 	--baseline) baseline=${2:?--baseline needs a git revision}; shift 2; continue ;;
 	--baseline=*) baseline=${1#*=}; shift; continue ;;

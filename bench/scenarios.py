@@ -13,6 +13,7 @@ from runner_kazoo import kazoo_cmd
 from runner_pg import Pgbench, pg_handoff, pgbench_cycles, session_script, xact_script
 from servers import (PsqlSession, ZkCounter, kill_group, mntr, mntr_sum, notifications,
                      run_json, zk_delta, zk_rates, zk_snapshot)
+from tls import scenario_tls
 
 
 def handoff_from_records(recs):
@@ -714,6 +715,8 @@ SCENARIOS = {
     "sem": lambda env, res: scenario_semaphore(env, res),
     "stats": lambda env, res: scenario_stats(env, res),
     "queue": lambda env, res: scenario_queue(env, res),
+    # on a ZooKeeper of its own (Netty, a plain and a TLS port): tls.py
+    "tls": lambda env, res: scenario_tls(env, res),
     # after the cycles: the scenarios that leave many resource nodes behind
     # for a while (which every sweep lists: the idle rate subtracted from
     # the counts would no longer hold)

@@ -33,7 +33,8 @@
 # tree at once.  The build takes well under a minute on two cores.
 #
 # Needs root for apt-get install of the build tools and libraries
-# (autoconf, automake, libtool, libssl-dev, libsasl2-dev, libzookeeper-java,
+# (autoconf, automake, libtool, libssl-dev, libsasl2-dev, libkrb5-dev (zklock
+# links MIT krb5 for its credential cache), libzookeeper-java,
 # a JRE) when they are missing; building itself runs as the caller.
 #
 set -euo pipefail
@@ -50,7 +51,7 @@ log() { echo "build-zkclient: $*" >&2; }
 # --- build tools and libraries, from the machine's own suite ---------------
 need=()
 for p in build-essential autoconf automake libtool pkg-config libssl-dev \
-	libsasl2-dev libzookeeper-java default-jre-headless; do
+	libsasl2-dev libkrb5-dev libzookeeper-java default-jre-headless; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

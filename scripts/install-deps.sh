@@ -66,6 +66,7 @@ PACKAGE=(
 	pkg-config
 	libssl-dev
 	libsasl2-dev
+	libkrb5-dev
 	libzookeeper-java
 	default-jre-headless
 )
@@ -81,6 +82,9 @@ DEV=(
 	krb5-kdc
 	krb5-admin-server
 	libsasl2-modules-gssapi-mit
+	# test/t/ops/125_kerberos_interop.pl: Kazoo's GSSAPI (pure-sasl's) and kinit
+	python3-kerberos
+	krb5-user
 	libcurator-recipes-java
 )
 case $mode in

@@ -99,21 +99,25 @@ COMMIT;
 SELECT count(*) AS lock_nodes FROM zk_locks WHERE pid = pg_backend_pid();
 
 -- doc/settings.md's shared memory figures (max_locks): bytes per entry (the entry
--- and its place in the worker's queue; the allocation's header and the
--- per-slot counters together are less than one byte per entry, so the
+-- and its place in the worker's queue; the per-slot arrays -- 20 bytes a
+-- slot: the commit window, its groups, the counts of entries and of those
+-- being removed -- are taken off for the slots of backends and workers;
+-- the allocation's header and the auxiliary processes' slots, whose
+-- number changes with the major, are less than one byte per entry, so the
 -- division drops them), and per connection slot by default (its share of
--- entries and its 4-byte counter)
-SELECT a.size / n.entries AS bytes_per_entry,
-       a.size / n.entries * current_setting('zklock.max_locks_per_backend')::int + 4
+-- entries and its two 4-byte counters: entries, and those being removed)
+SELECT (a.size - 20 * n.slots) / n.entries AS bytes_per_entry,
+       (a.size - 20 * n.slots) / n.entries * current_setting('zklock.max_locks_per_backend')::int + 8
          AS bytes_per_connection_slot
 FROM pg_shmem_allocations a,
-     (SELECT (current_setting('max_connections')::int
+     (SELECT slots, slots * current_setting('zklock.max_locks_per_backend')::int + 16 AS entries
+      FROM (SELECT current_setting('max_connections')::int
               -- autovacuum's workers, their launcher; from 17 the slot sync
               -- worker; from 18 the slots of autovacuum's workers
               + CASE WHEN v >= 180000 THEN current_setting('autovacuum_worker_slots')::int
                      ELSE current_setting('autovacuum_max_workers')::int END
               + CASE WHEN v >= 170000 THEN 2 ELSE 1 END
-              + current_setting('max_worker_processes')::int + current_setting('max_wal_senders')::int)
-             * current_setting('zklock.max_locks_per_backend')::int + 16 AS entries
-      FROM (SELECT current_setting('server_version_num')::int AS v) s) n
+              + current_setting('max_worker_processes')::int + current_setting('max_wal_senders')::int
+              AS slots
+            FROM (SELECT current_setting('server_version_num')::int AS v) s) m) n
 WHERE a.name = 'zklock';

@@ -57,3 +57,6 @@ SELECT count(*) AS left_over FROM zk_locks WHERE resource LIKE 'list/%';
 SELECT state, entries_in_use, granted > 0 AS granted_some, waited > 0 AS waited_some,
        not_granted > 0 AS refused_some, lost
 FROM zk_lock_status;
+
+-- 1.8: the session's transport and identity (plain TCP, no credentials)
+SELECT transport, identity, tls_expires FROM zk_lock_status;

@@ -68,12 +68,14 @@ bool		zklock_ssl = false;
 char	   *zklock_ssl_ca_file = NULL;
 char	   *zklock_ssl_cert_file = NULL;
 char	   *zklock_ssl_key_file = NULL;
+bool		zklock_ssl_verify_host = true;
 char	   *zklock_sasl_mechanism = NULL;
 char	   *zklock_sasl_user = NULL;
 char	   *zklock_sasl_password_file = NULL;
 char	   *zklock_sasl_service = NULL;
 char	   *zklock_sasl_host = NULL;
 char	   *zklock_sasl_keytab = NULL;
+char	   *zklock_sasl_principal = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -403,6 +405,15 @@ zklock_define_settings(void)
 							   GUC_SUPERUSER_ONLY,
 							   check_ssl_file, NULL, NULL);
 
+	DefineCustomBoolVariable("zklock.ssl_verify_host",
+							 "Check that a ZooKeeper server's certificate names it as zklock.hosts does (a name, or an address).",
+							 "On by default, as ZooKeeper's Java client; off accepts any certificate of zklock.ssl_ca_file from any server. A change at reload starts a new session.",
+							 &zklock_ssl_verify_host,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
 	/*
 	 * No check hooks: a value refused at startup would fall back to the
 	 * default, i.e. to no authentication; the worker checks them instead,
@@ -436,9 +447,18 @@ zklock_define_settings(void)
 							   NULL, NULL, NULL);
 
 	DefineCustomStringVariable("zklock.sasl_keytab",
-							   "Kerberos keytab of zklock's principal (GSSAPI): its first principal is used.",
+							   "Kerberos keytab of zklock's principal (GSSAPI).",
 							   "Owned by the server's OS user with mode 0600 or less, or by root with 0640 or less, as ssl_key_file.",
 							   &zklock_sasl_keytab,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.sasl_principal",
+							   "Kerberos principal zklock authenticates as (GSSAPI), from zklock.sasl_keytab.",
+							   "Empty: the keytab's first principal.",
+							   &zklock_sasl_principal,
 							   "",
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,

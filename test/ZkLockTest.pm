@@ -150,6 +150,11 @@ sub zk_server
 #   ports     => [...]  the ports (as zk_server.sh --ports; default: free ones)
 #   args      => [...]  more zk_server.sh start options (e.g. --quorum-via)
 #   tick_time => ms     ZooKeeper's tickTime (default zk_server.sh's, 200)
+#   tls_only  => DIR    no plain port: zk_server.sh --tls-only DIR (with
+#                       args' --extra-config naming secureClientPort), the
+#                       connect string is the secure port's, and zkutil.py
+#                       (the inspection helpers) connects over TLS with
+#                       test/tls_certs.sh's DIR (ZKUTIL_TLS)
 sub zk_start
 {
 	my (%p) = @_;
@@ -171,7 +176,9 @@ sub zk_start
 	my ($rc, $out, $err) = zk_server(
 		'start', '--servers', $servers,
 		'--ports', join(',', @ports),
-		'--owner-pid', $$, @{ $p{args} // [] });
+		'--owner-pid', $$, @{ $p{args} // [] },
+		$p{tls_only} ? ('--tls-only', $p{tls_only}) : ());
+	$ENV{ZKUTIL_TLS} = $p{tls_only} if $p{tls_only};
 	if ($rc != 0 || $out !~ /^127\.0\.0\.1:\d+/)
 	{
 		diag("zk_server.sh start failed (rc $rc):\n$err");
@@ -770,6 +777,41 @@ sub zk_log_count
 	my ($node, $re, $from) = @_;
 	my @m = PostgreSQL::Test::Utils::slurp_file($node->logfile, $from // 0) =~ /$re/g;
 	return scalar @m;
+}
+
+# zk_wait_state($node, $want, $timeout): waits (at most $timeout s, 20 by
+# default) until the node's zk_lock_status says state $want (e.g.
+# auth_failed); returns whether it did, and the state and last_error seen
+# last (for the test's diag and its checks of the words).
+push @EXPORT, qw(zk_wait_state);
+sub zk_wait_state
+{
+	my ($node, $want, $timeout) = @_;
+	my ($state, $last) = ('', '');
+	my $ok = wait_until(
+		sub {
+			($state, $last) = split /\|/,
+			  psql1($node, q{SELECT state || '|' || coalesce(last_error, '') FROM zk_lock_status});
+			$state eq $want;
+		},
+		timeout => $timeout // 20);
+	return ($ok, $state, $last // '');
+}
+
+# zk_wait_refusals($node, $n, $timeout): waits (at most $timeout s, 40 by
+# default) until the node was seen in auth_failed since $n different times
+# (state_since moves on at each refused retry); true if it was.
+push @EXPORT, qw(zk_wait_refusals);
+sub zk_wait_refusals
+{
+	my ($node, $n, $timeout) = @_;
+	my %since;
+	return wait_until(
+		sub {
+			$since{ psql1($node, q{SELECT state_since FROM zk_lock_status WHERE state = 'auth_failed'}) } = 1;
+			(grep { $_ ne q{} } keys %since) >= $n;
+		},
+		timeout => $timeout // 40);
 }
 
 # zk_set_failpoints($node, $value): sets zklock.failpoints (test builds) by

@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """record_proxy.py -- forward TCP connections and record every byte.
 
-  record_proxy.py LISTEN_PORT TARGET_PORT FILE OWNER_PID
+  record_proxy.py LISTEN_PORT TARGET_PORT FILE OWNER_PID [LISTEN_ADDR]
 
-Listens on 127.0.0.1:LISTEN_PORT, forwards each connection to
+Listens on 127.0.0.1:LISTEN_PORT (or LISTEN_ADDR, another loopback
+address: test/t/ops/124_tls_faults.pl reaches ZooKeeper at an address its
+certificate does not name), forwards each connection to
 127.0.0.1:TARGET_PORT, and appends every byte that crosses, in either
 direction, to FILE (test/t/ops/113_tls.pl: what a network sees of zklock's
 traffic).  Prints "ready" once listening.  Exits when process OWNER_PID is
@@ -19,10 +21,11 @@ import time
 def main():
     listen_port, target_port, path, owner = (int(sys.argv[1]), int(sys.argv[2]),
                                             sys.argv[3], int(sys.argv[4]))
+    listen_addr = sys.argv[5] if len(sys.argv) > 5 else "127.0.0.1"
     out = open(path, "ab", buffering=0)
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("127.0.0.1", listen_port))
+    srv.bind((listen_addr, listen_port))
     srv.listen(16)
     srv.setblocking(False)
     sel = selectors.DefaultSelector()

@@ -11,7 +11,13 @@
 #                              for CN=localhost, IP 127.0.0.1
 #   truststore.p12             ZooKeeper's truststore (PKCS12, "zkpass"): the CA
 #   <client>.pem, <client>.key for each CLIENT: a certificate of the CA,
-#                              CN=<client>, and its key (mode 0600)
+#                              CN=<client>, and its key (mode 0600); a
+#                              CLIENT "name=/O=x/CN=y" gets that subject
+#                              (several files, each its own key, may share
+#                              one subject: one x509 identity)
+#   inspect.pem, inspect.key   the same for CN=inspect: the tests' own tools
+#                              (zk_server.sh --tls-only, zkutil.py with
+#                              ZKUTIL_TLS) on a ZooKeeper without a plain port
 #   other-ca.pem, other-ca.key another CA, which ZooKeeper does not trust
 #   other.pem, other.key       a client certificate of the other CA
 #
@@ -30,8 +36,10 @@ ca() { # name subject
 		-addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
 }
 leaf() { # name subject ca [san]
+	local subj="/CN=$2"
+	case $2 in /*) subj=$2 ;; esac
 	openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" \
-		-subj "/CN=$2" 2>/dev/null
+		-subj "$subj" 2>/dev/null
 	{
 		echo "basicConstraints=CA:FALSE"
 		echo "keyUsage=digitalSignature,keyEncipherment"
@@ -49,8 +57,11 @@ openssl pkcs12 -export -in server.pem -inkey server.key -certfile ca.pem \
 	-name server -out server.p12 -passout pass:zkpass
 keytool -importcert -noprompt -alias ca -file ca.pem -keystore truststore.p12 \
 	-storetype PKCS12 -storepass zkpass > /dev/null 2>&1
-for c in "$@"; do
-	leaf "$c" "$c" ca
+for c in inspect "$@"; do
+	case $c in
+		*=/*) leaf "${c%%=*}" "${c#*=}" ca ;;
+		*) leaf "$c" "$c" ca ;;
+	esac
 done
 ca other-ca "another CA"
 leaf other other-client other-ca

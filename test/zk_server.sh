@@ -7,6 +7,7 @@
 #   zk_server.sh start   <dir> [--servers 1|3] [--base-port N | --ports LIST]
 #                              [--owner-pid PID] [--quorum-via LIST]
 #                              [--config FILE] [--extra-config FILE]
+#                              [--tls-only CERTDIR]
 #   zk_server.sh stop    <dir>
 #   zk_server.sh status  <dir>          one line per server; exit 0 iff all serve
 #   zk_server.sh hosts   <dir>          print the connect string
@@ -50,7 +51,13 @@
 # this script's own (e.g. secureClientPort=PORT, serverCnxnFactory, ssl.*,
 # authProvider.*: test/t/ops/113_tls.pl).  ZooKeeper makes a key it does
 # not know into the system property zookeeper.<key>.  The plain clientPort
-# stays (this script asks it srvr).
+# stays (this script asks it srvr), unless --tls-only.
+#
+# --tls-only CERTDIR (one server): no plain clientPort at all; the
+# extra configuration's secureClientPort is the server's client port (the
+# connect string printed, zk.env's CPORT_1), and this script asks srvr
+# over TLS (openssl s_client) with CERTDIR's ca.pem and the client
+# certificate inspect.pem / inspect.key (test/tls_certs.sh makes them).
 #
 # --owner-pid PID: also start a small watchdog that stops the servers when
 # process PID is gone (so that a test killed hard does not leak Java
@@ -91,8 +98,15 @@ usage() {
 # ---------------------------------------------------------------------------
 # helpers
 
-# fourlw PORT CMD: send a four-letter word, print the answer (bounded).
+# fourlw PORT CMD: send a four-letter word, print the answer (bounded);
+# over TLS when zk.env says TLS_DIR (--tls-only).
 fourlw() {
+	if [ -n "${TLS_DIR:-}" ]; then
+		printf "%s" "$2" | timeout 3 openssl s_client -quiet \
+			-connect "127.0.0.1:$1" -CAfile "$TLS_DIR/ca.pem" \
+			-cert "$TLS_DIR/inspect.pem" -key "$TLS_DIR/inspect.key" 2>/dev/null
+		return
+	fi
 	timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" || exit 1
 		printf "%s" "$1" >&3
 		cat <&3' "$1" "$2" 2>/dev/null
@@ -245,7 +259,7 @@ check_n() {
 # commands
 
 cmd_start() {
-	local servers=1 base=21810 ports="" owner="" via="" config="" extra=""
+	local servers=1 base=21810 ports="" owner="" via="" config="" extra="" tls_only=""
 	while [ $# -gt 0 ]; do
 		case "$1" in
 		--servers) servers=${2:-}; shift 2 ;;
@@ -262,6 +276,8 @@ cmd_start() {
 		--config=*) config=${1#*=}; shift ;;
 		--extra-config) extra=${2:-}; shift 2 ;;
 		--extra-config=*) extra=${1#*=}; shift ;;
+		--tls-only) tls_only=${2:-}; shift 2 ;;
+		--tls-only=*) tls_only=${1#*=}; shift ;;
 		*) die "unknown option $1" ;;
 		esac
 	done
@@ -273,6 +289,14 @@ cmd_start() {
 	fi
 	if [ -n "$extra" ]; then
 		[ -r "$extra" ] || die "cannot read $extra"
+	fi
+	local secure=""
+	if [ -n "$tls_only" ]; then
+		[ "$servers" -eq 1 ] || die "--tls-only needs one server"
+		[ -r "$tls_only/inspect.key" ] || die "--tls-only: no $tls_only/inspect.key (test/tls_certs.sh)"
+		secure=$(sed -nE 's/^[[:space:]]*secureClientPort[[:space:]]*=[[:space:]]*([0-9]+).*/\1/p' "${extra:-/dev/null}" | head -n 1)
+		[ -n "$secure" ] || die "--tls-only needs secureClientPort in --extra-config"
+		tls_only=$(cd "$tls_only" && pwd)
 	fi
 
 	mkdir -p "$DIR" || die "cannot create $DIR"
@@ -323,8 +347,10 @@ cmd_start() {
 		done
 	fi
 
+	[ -n "$secure" ] && c[1]=$secure
 	{
 		echo "SERVERS=$servers"
+		[ -n "$tls_only" ] && echo "TLS_DIR=$tls_only"
 		for ((i = 1; i <= servers; i++)); do
 			echo "CPORT_$i=${c[i]}"
 		done
@@ -362,7 +388,9 @@ cmd_start() {
 			echo "admin.enableServer=false"
 			echo "4lw.commands.whitelist=*"
 			echo "autopurge.purgeInterval=0"
-			if [ "$servers" -eq 1 ]; then
+			if [ "$servers" -eq 1 ] && [ -n "$tls_only" ]; then
+				: # the secure port alone (--extra-config)
+			elif [ "$servers" -eq 1 ]; then
 				echo "clientPort=${c[i]}"
 				echo "clientPortAddress=127.0.0.1"
 			else

@@ -50,6 +50,13 @@ With ZKUTIL_AUTH=user:password in the environment it authenticates with
 that digest identity first.
 With ZKUTIL_SASL=user:password, it authenticates with SASL DIGEST-MD5 as
 that user instead (pure-sasl; test/t/ops/114_sasl.pl).
+With ZKUTIL_TLS=host:port,ca.pem,cert.pem,key.pem it connects to that
+(secure) port instead of HOSTS, over TLS with that client certificate,
+whose x509 identity ZooKeeper gives it (test/t/ops/113_tls.pl, 119).
+With ZKUTIL_TLS=DIR (no comma), it connects over TLS with
+test/tls_certs.sh's DIR (ca.pem, inspect.pem, inspect.key): HOSTS then
+names the secure port (test/t/ops/124_tls_faults.pl, whose ZooKeeper has
+no plain port and makes CN=inspect its x509 superuser).
 
 Exit status 2 on usage errors or when ZooKeeper cannot be reached within
 ZKUTIL_CONNECT_TIMEOUT seconds (default 10).
@@ -139,9 +146,21 @@ def main(argv):
         user, _, password = sasl.partition(":")
         sasl_options = {"mechanism": "DIGEST-MD5", "username": user,
                         "password": password}
+    tls = {}
+    tls_env = os.environ.get("ZKUTIL_TLS")
+    if tls_env and "," in tls_env:
+        hosts, ca, cert, key = tls_env.split(",")
+        tls = {"use_ssl": True, "ca": ca, "certfile": cert, "keyfile": key,
+               "verify_certs": True}
+    elif tls_env:
+        # test/tls_certs.sh's folder: its CA, and the client certificate
+        # of the tests' own tools (a ZooKeeper without a plain port)
+        tls = {"use_ssl": True, "ca": tls_env + "/ca.pem",
+               "certfile": tls_env + "/inspect.pem",
+               "keyfile": tls_env + "/inspect.key"}
     zk = KazooClient(hosts=hosts, timeout=10.0,
                      auth_data=[("digest", auth)] if auth else None,
-                     sasl_options=sasl_options)
+                     sasl_options=sasl_options, **tls)
     try:
         zk.start(timeout=timeout)
     except Exception as e:  # kazoo raises a timeout error

@@ -20,6 +20,10 @@
  * (zklock_withdraw_batch).  A worker that has not taken the request, or not
  * run, for zklock.connect_timeout, a client that has gone, and a wait that
  * ZooKeeper's unavailability ended each end the wait with their own error.
+ * Before the request is submitted, a backend slot that is full only of
+ * entries still being removed waits for the worker to free them, at most
+ * zklock.connect_timeout, interruptibly (submit_request; nothing is in the
+ * channel yet, so an interrupt leaves nothing behind), then 53400.
  *
  * Portions Copyright (c) 2026, zklock developers
  *
@@ -65,9 +69,38 @@ zklock_request_init(ZkChannelRequest *req, ZkEntryKind kind)
 }
 
 /*
+ * The error of a backend slot that is full: at once when the backend
+ * holds or waits for its whole share, else (draining) after
+ * zklock.connect_timeout, with how many entries are still being removed.
+ */
+static void
+submit_full_error(bool draining)
+{
+	int			releasing = draining ? zklock_channel_my_releasing() : 0;
+
+	if (releasing > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("this backend has used all of its zklock lock entries"),
+				 errdetail("A backend may hold or wait for %d lock nodes at once, its parents' locks included; %d of them were still being removed after zklock.connect_timeout (%d ms).",
+						   zklock_max_locks_per_backend, releasing,
+						   zklock_connect_timeout),
+				 errhint("Check the zklock worker and ZooKeeper, or increase zklock.max_locks_per_backend.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("this backend has used all of its zklock lock entries"),
+			 errdetail("A backend may hold or wait for %d lock nodes at once, its parents' locks included; nodes still being removed for an earlier backend in the same slot count too.",
+					   zklock_max_locks_per_backend),
+			 errhint("Release locks first, or increase zklock.max_locks_per_backend.")));
+}
+
+/*
  * Hand a filled-in request to the worker (zklock_channel_submit), waking
  * it if wake; returns its entry, and its generation in *gen.  A worker
- * that is (re)starting gets zklock.connect_timeout to appear.
+ * that is (re)starting gets zklock.connect_timeout to appear; so does a
+ * backend slot that is full only because some of its entries are still
+ * being removed (the worker sets the latch as it frees them).  Nothing is
+ * submitted meanwhile: an interrupt leaves nothing behind.
  */
 static int
 submit_request(const ZkChannelRequest *req, uint32 *gen, bool wake)
@@ -76,26 +109,26 @@ submit_request(const ZkChannelRequest *req, uint32 *gen, bool wake)
 	TimestampTz start = GetCurrentTimestamp();
 
 	while ((idx = zklock_channel_submit(req, wake, gen)) ==
-		   ZKLOCK_CHANNEL_NO_WORKER)
+		   ZKLOCK_CHANNEL_NO_WORKER || idx == ZKLOCK_ALLOC_BACKEND_DRAINING)
 	{
 		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
 									   zklock_connect_timeout))
+		{
+			if (idx == ZKLOCK_ALLOC_BACKEND_DRAINING)
+				submit_full_error(true);
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("zklock worker is not running"),
 					 errhint("The server log says why; the worker is restarted after a second.")));
+		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 50, zklock_wait_event(ZKLOCK_WAIT_WORKER));
+						 idx == ZKLOCK_CHANNEL_NO_WORKER ? 50 : 100,
+						 zklock_wait_event(ZKLOCK_WAIT_WORKER));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
 	if (idx == ZKLOCK_ALLOC_BACKEND_FULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("this backend has used all of its zklock lock entries"),
-				 errdetail("A backend may hold or wait for %d lock nodes at once, its parents' locks included; nodes still being removed for an earlier backend in the same slot count too.",
-						   zklock_max_locks_per_backend),
-				 errhint("Release locks first, or increase zklock.max_locks_per_backend.")));
+		submit_full_error(false);
 	if (idx < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),

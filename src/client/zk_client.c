@@ -337,8 +337,9 @@ acl_set_completion(int rc, const void *data)
  * A handle on the session (a new one, or old_session_id's), over TLS when
  * tls is given.  The client library reads tls's files at each connection
  * it makes (a new key and certificate in the same files take effect at the
- * next one) and checks the server's certificate chain against ca_file (and
- * OpenSSL's default trust store); it checks no host name.
+ * next one) and checks the server's certificate chain against ca_file, and
+ * the server's name or address against its certificate unless
+ * tls->verify_host is off (scripts/zkclient/04-tls-host-check.patch).
  */
 bool
 zkc_connect(const char *hosts, int session_timeout_ms,
@@ -391,11 +392,12 @@ zkc_connect(const char *hosts, int session_timeout_ms,
 
 	/*
 	 * Credentials are sent now and again after every reconnection.  With
-	 * digest credentials or SASL, nodes are the authenticated identity's
-	 * alone (ZooKeeper records the creator's ids: digest:user:hash,
-	 * sasl:user).
+	 * digest credentials, SASL or TLS, nodes are the authenticated
+	 * identities' alone (ZooKeeper records the creator's ids: digest:user:hash,
+	 * sasl:user, x509:<subject>: zklock always presents a certificate,
+	 * which ZooKeeper's x509 provider authenticates, doc/security.md).
 	 */
-	node_acl = sasl ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
+	node_acl = (sasl || tls) ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
 	if (digest && digest[0])
 	{
 		if (zoo_add_auth(zh, "digest", digest, strlen(digest), NULL, NULL) != ZOK)

@@ -105,6 +105,7 @@ typedef struct ZkcTls
 	const char *ca_file;		/* the servers' CA(s) */
 	const char *cert_file;		/* our certificate (chain) */
 	const char *key_file;		/* its key, unencrypted */
+	bool		verify_host;	/* the server's name against its certificate */
 } ZkcTls;
 
 /*
@@ -119,9 +120,12 @@ typedef struct ZkcSasl
 	const char *user;			/* DIGEST-MD5 */
 	const char *password_file;	/* DIGEST-MD5 */
 	const char *keytab;			/* GSSAPI: the client keytab */
+	const char *principal;		/* GSSAPI: its principal, "" = the first */
 } ZkcSasl;
 
 extern bool zkc_has_tls(void);
+extern bool zkc_cert_identity(const char *path, char *subject, int len,
+							  int64 *not_after);
 extern bool zkc_has_sasl(void);
 extern bool zkc_connect(const char *hosts, int session_timeout_ms,
 						const int64 *old_session_id, const char *old_passwd,

@@ -100,4 +100,8 @@ extern zhandle_t *zklock_zkc_init(const char *hosts, watcher_fn watcher,
 								  const ZkcSasl *sasl);
 extern void zklock_zkc_secure_release(void);
 
+/* zk_krb5.c (with HAVE_CYRUS_SASL_H) */
+extern bool zklock_zkc_krb5_prepare(const char *keytab, const char *principal,
+									char *err, int errlen);
+
 #endif							/* ZKLOCK_ZK_CLIENT_INT_H */

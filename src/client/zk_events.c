@@ -46,6 +46,13 @@ static uint64 mark_seen = 0;
 static char last_log[256];
 
 /*
+ * Kerberos's own words in the last failed GSSAPI exchange (the minor
+ * status Cyrus SASL puts in parentheses at the end of its detail), which
+ * the length of last_log would cut off; guarded by queue_mutex.
+ */
+static char sasl_detail[256];
+
+/*
  * Wake pipe: created once, non-blocking at both ends.
  */
 int
@@ -225,8 +232,17 @@ zkc_free_event(ZkEvent *ev)
 void
 zkc_log_callback(const char *message)
 {
+	const char *gss = strstr(message, "GSSAPI Error: ");
+	/* the first " (": Kerberos's words may hold parentheses themselves */
+	const char *krb = gss ? strstr(gss, " (") : NULL;
+	const char *end = krb ? strrchr(krb, ')') : NULL;	/* the last ")" */
+
 	pthread_mutex_lock(&queue_mutex);
 	strlcpy(last_log, message, sizeof(last_log));
+	/* GSSAPI: "GSSAPI Error: <GSS's words> (Cannot contact any KDC ...)" */
+	if (krb && end)
+		snprintf(sasl_detail, sizeof(sasl_detail), "Kerberos: %.*s",
+				 (int) (end - krb - 2), krb + 2);
 	pthread_mutex_unlock(&queue_mutex);
 }
 
@@ -244,7 +260,18 @@ zkc_last_error(char *buf, int buflen)
 		const char *p = strstr(last_log, ": ");
 
 		strlcpy(buf, p ? p + 2 : last_log, buflen);
+		/* a failed SASL exchange: with Cyrus's (Kerberos's) detail */
+		if (sasl_detail[0] != '\0' && strstr(buf, "SASL authentication"))
+		{
+			char	   *colon = strstr(strstr(buf, "SASL authentication"), ": ");
+
+			if (colon)
+				*colon = '\0';
+			snprintf(buf + strlen(buf), buflen - strlen(buf), ": %s",
+					 sasl_detail);
+		}
 		last_log[0] = '\0';
+		sasl_detail[0] = '\0';
 	}
 	pthread_mutex_unlock(&queue_mutex);
 	return found;

@@ -218,7 +218,9 @@ channel_is(int idx, uint32 generation, ZkEntryState state)
  * copy *req into it, mark it REQUESTED and queue it; wake the worker unless
  * !wake (a batch wakes it once, when all are in).  Returns the entry's
  * index and sets *generation, or returns ZKLOCK_CHANNEL_NO_WORKER when no
- * worker runs, or a ZKLOCK_ALLOC_* answer; the caller raises the error.
+ * worker runs, or a ZKLOCK_ALLOC_* answer; the caller raises the error, or
+ * waits (ZKLOCK_ALLOC_BACKEND_DRAINING: the worker sets the latch of a full
+ * slot when it frees one of its entries).
  */
 int
 zklock_channel_submit(const ZkChannelRequest *req, bool wake,
@@ -268,6 +270,18 @@ zklock_channel_submit(const ZkChannelRequest *req, bool wake,
 	*generation = e->generation;
 	channel_unlock_and_wake(wake_procno);
 	return idx;
+}
+
+/* How many of this backend slot's entries are still being removed */
+int
+zklock_channel_my_releasing(void)
+{
+	int			n;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	n = zklock_channel_slot_releasing(ZKLOCK_MY_PROCNO);
+	LWLockRelease(zklock_shared->lock);
+	return n;
 }
 
 /* Wake the worker (after a batch of submissions) */
@@ -477,7 +491,7 @@ zklock_channel_withdraw(int idx, uint32 generation)
 			case ZKE_REQUESTED:
 			case ZKE_GRANTED:
 			case ZKE_LOST:
-				e->state = ZKE_RELEASING;
+				zklock_channel_set_releasing(idx);
 				channel_enqueue(idx);
 				if (wake_hold > 0)
 					wake_owed = true;	/* woken once, at the release */
@@ -538,7 +552,7 @@ zklock_channel_withdraw_waiting(int idx, uint32 generation)
 	waiting = channel_is(idx, generation, ZKE_REQUESTED);
 	if (waiting)
 	{
-		channel_entry(idx)->state = ZKE_RELEASING;
+		zklock_channel_set_releasing(idx);
 		channel_enqueue(idx);
 		wake_procno = channel_worker_procno_locked();
 	}
@@ -695,7 +709,11 @@ zklock_channel_fail(int idx, uint32 generation, int sqlstate,
 		wake_procno = e->owner_procno;
 	}
 	else if (channel_is(idx, generation, ZKE_RELEASING))
+	{
+		/* a full slot's backend may wait for it to drain */
+		wake_procno = zklock_channel_full_slot(idx);
 		zklock_channel_free(idx);
+	}
 	channel_unlock_and_wake(wake_procno);
 }
 
@@ -721,7 +739,11 @@ zklock_channel_done(int idx, uint32 generation, int64 token,
 		wake_procno = e->owner_procno;
 	}
 	else if (channel_is(idx, generation, ZKE_RELEASING))
+	{
+		/* a full slot's backend may wait for it to drain */
+		wake_procno = zklock_channel_full_slot(idx);
 		zklock_channel_free(idx);
+	}
 	channel_unlock_and_wake(wake_procno);
 }
 
@@ -768,11 +790,17 @@ zklock_channel_session_lost(int idx, uint32 generation, int *owner_pid)
 {
 	bool		lost;
 
+	int			wake_procno = -1;
+
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	lost = channel_mark_lost(idx, generation, owner_pid);
 	if (!lost && channel_is(idx, generation, ZKE_RELEASING))
+	{
+		/* a full slot's backend may wait for it to drain */
+		wake_procno = zklock_channel_full_slot(idx);
 		zklock_channel_free(idx);
-	LWLockRelease(zklock_shared->lock);
+	}
+	channel_unlock_and_wake(wake_procno);
 	return lost;
 }
 
@@ -780,10 +808,16 @@ zklock_channel_session_lost(int idx, uint32 generation, int *owner_pid)
 void
 zklock_channel_released(int idx, uint32 generation)
 {
+	int			wake_procno = -1;
+
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	if (channel_is(idx, generation, ZKE_RELEASING))
+	{
+		/* a full slot's backend may wait for it to drain */
+		wake_procno = zklock_channel_full_slot(idx);
 		zklock_channel_free(idx);
-	LWLockRelease(zklock_shared->lock);
+	}
+	channel_unlock_and_wake(wake_procno);
 }
 
 /*
@@ -812,6 +846,8 @@ zklock_channel_worker_gone(const char *why)
 				(void) channel_mark_lost(i, e->generation, NULL);
 				break;
 			case ZKE_RELEASING:
+				if (zklock_channel_full_slot(i) >= 0)
+					SetLatch(ZKLOCK_PROC_LATCH(e->count_slot));
 				zklock_channel_free(i);
 				break;
 			default:

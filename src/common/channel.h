@@ -59,6 +59,7 @@ extern void zklock_channel_init(void);
 extern int	zklock_channel_submit(const ZkChannelRequest *req, bool wake,
 								  uint32 *generation);
 extern void zklock_channel_wake_worker(void);
+extern int	zklock_channel_my_releasing(void);
 extern ZkEntryState zklock_channel_state(int idx, uint32 generation);
 extern bool zklock_channel_queued(int idx);
 extern bool zklock_channel_connected(void);

@@ -17,5 +17,8 @@
 /* channel_limits.c: caller holds zklock_shared->lock exclusively */
 extern int	zklock_channel_alloc(ZkEntryKind kind, int slot);
 extern void zklock_channel_free(int idx);
+extern void zklock_channel_set_releasing(int idx);
+extern int	zklock_channel_slot_releasing(int slot);
+extern int	zklock_channel_full_slot(int idx);
 
 #endif							/* ZKLOCK_CHANNEL_INT_H */

@@ -17,6 +17,14 @@
  * entries, so that zk_locks and zk_lock_force_release work when the table
  * is full.
  *
+ * A slot that is full only because some of its entries are RELEASING (the
+ * backend is done with them, the worker has not deleted their nodes yet)
+ * is draining: zklock_channel_submit answers ZKLOCK_ALLOC_BACKEND_DRAINING,
+ * and the backend waits for the worker, at most zklock.connect_timeout
+ * (wait.c's submit_request); the worker's free of an entry of a full slot
+ * sets that slot's latch (channel.c).  A slot's RELEASING entries are
+ * counted (slot_releasing, beside slot_entries), not scanned for.
+ *
  * Runs in every process that uses the channel: a backend's submit
  * allocates, and whichever side ends an entry frees it (channel.c says
  * who may when); the postmaster links the free list at startup
@@ -65,7 +73,8 @@ channel_is_admin_kind(ZkEntryKind kind)
 /*
  * Take a free entry for a request of this kind, counted against backend
  * slot "slot" (its PGPROC number).  Returns ZKLOCK_ALLOC_BACKEND_FULL when
- * the slot has used its share, ZKLOCK_ALLOC_TABLE_FULL when the table has
+ * the slot has used its share (ZKLOCK_ALLOC_BACKEND_DRAINING when some of
+ * it is still being removed), ZKLOCK_ALLOC_TABLE_FULL when the table has
  * no entry this kind of request may take (see "Limits" above).  Caller
  * holds the lock.
  */
@@ -80,7 +89,8 @@ zklock_channel_alloc(ZkEntryKind kind, int slot)
 	if (admin)
 		cap += ZKLOCK_ADMIN_PER_BACKEND;
 	if (zklock_shared->slot_entries[slot] >= cap)
-		return ZKLOCK_ALLOC_BACKEND_FULL;
+		return zklock_channel_slot_releasing(slot) > 0 ?
+			ZKLOCK_ALLOC_BACKEND_DRAINING : ZKLOCK_ALLOC_BACKEND_FULL;
 	if (idx < 0 || (!admin && zklock_shared->nfree <= ZKLOCK_ADMIN_RESERVE))
 		return ZKLOCK_ALLOC_TABLE_FULL;
 	e = &zklock_shared->entries[idx];
@@ -101,6 +111,51 @@ zklock_channel_alloc(ZkEntryKind kind, int slot)
 	return idx;
 }
 
+/*
+ * How many of slot's entries are RELEASING: counted as they become
+ * RELEASING (zklock_channel_set_releasing) and are freed, not scanned (a
+ * backend really full, retrying in a loop, would otherwise hold the lock
+ * exclusively over the whole table at each try).  Caller holds the lock
+ * (shared is enough).
+ */
+int
+zklock_channel_slot_releasing(int slot)
+{
+	return zklock_shared->slot_releasing[slot];
+}
+
+/*
+ * Entry idx (REQUESTED, GRANTED or LOST) goes to the worker for its node
+ * to be deleted: RELEASING, counted against its slot's draining entries.
+ * Caller holds the lock.
+ */
+void
+zklock_channel_set_releasing(int idx)
+{
+	ZkLockEntry *e = &zklock_shared->entries[idx];
+
+	Assert(e->state != ZKE_FREE && e->state != ZKE_RELEASING);
+	e->state = ZKE_RELEASING;
+	if (e->count_slot >= 0)
+		zklock_shared->slot_releasing[e->count_slot]++;
+}
+
+/*
+ * The slot to wake when entry idx is freed: its count's, when that slot is
+ * full (its backend may wait for it to drain), else -1.  Caller holds the
+ * lock.
+ */
+int
+zklock_channel_full_slot(int idx)
+{
+	int			slot = zklock_shared->entries[idx].count_slot;
+
+	if (slot >= 0 &&
+		zklock_shared->slot_entries[slot] >= zklock_max_locks_per_backend)
+		return slot;
+	return -1;
+}
+
 /* Return an entry to the free list.  Caller holds the lock. */
 void
 zklock_channel_free(int idx)
@@ -108,6 +163,11 @@ zklock_channel_free(int idx)
 	ZkLockEntry *e = &zklock_shared->entries[idx];
 
 	Assert(e->state != ZKE_FREE);
+	if (e->state == ZKE_RELEASING && e->count_slot >= 0)
+	{
+		Assert(zklock_shared->slot_releasing[e->count_slot] > 0);
+		zklock_shared->slot_releasing[e->count_slot]--;
+	}
 	e->state = ZKE_FREE;
 	e->generation++;			/* late replies can never match again */
 	if (e->count_slot >= 0)

@@ -35,11 +35,13 @@ extern bool zklock_ssl;
 extern char *zklock_ssl_ca_file;
 extern char *zklock_ssl_cert_file;
 extern char *zklock_ssl_key_file;
+extern bool zklock_ssl_verify_host;
 extern char *zklock_sasl_mechanism;
 extern char *zklock_sasl_user;
 extern char *zklock_sasl_password_file;
 extern char *zklock_sasl_service;
 extern char *zklock_sasl_host;
 extern char *zklock_sasl_keytab;
+extern char *zklock_sasl_principal;
 
 #endif							/* ZKLOCK_SETTINGS_H */

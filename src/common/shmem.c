@@ -74,6 +74,7 @@ zklock_shmem_size(void)
 	size = add_size(size, mul_size(zklock_nslots(), sizeof(uint32)));
 	size = add_size(size, mul_size(zklock_nentries(), sizeof(int)));
 	size = add_size(size, mul_size(zklock_nslots(), sizeof(int)));
+	size = add_size(size, mul_size(zklock_nslots(), sizeof(int)));
 	return size;
 }
 
@@ -117,6 +118,8 @@ zklock_shmem_startup(void)
 	zklock_shared->queue =
 		(int *) &zklock_shared->commit_groups[zklock_shared->nslots];
 	zklock_shared->slot_entries = zklock_shared->queue + n;
+	zklock_shared->slot_releasing =
+		zklock_shared->slot_entries + zklock_shared->nslots;
 	if (!found)
 	{
 		for (int i = 0; i < zklock_shared->nslots; i++)

@@ -55,6 +55,7 @@
 #define ZKLOCK_WAITER_FIELD			"waiter="
 #define ZKLOCK_WAITER_CHILD			"waiter"
 #define ZKLOCK_MAX_ERROR_LEN		255
+#define ZKLOCK_MAX_IDENTITY_LEN		511
 #define ZKLOCK_MAX_HOSTS_LEN		255
 
 /* Shared entries only administrative requests may use (channel_limits.c) */
@@ -64,6 +65,8 @@
 /* zklock_channel_submit's answers when it has no entry to give */
 #define ZKLOCK_ALLOC_TABLE_FULL		(-1)
 #define ZKLOCK_ALLOC_BACKEND_FULL	(-2)
+/* ... full, but some of the slot's entries are still being removed */
+#define ZKLOCK_ALLOC_BACKEND_DRAINING	(-4)
 
 typedef enum ZkLockMode
 {
@@ -207,6 +210,17 @@ typedef struct ZkLockShared
 	char		last_error[ZKLOCK_MAX_ERROR_LEN + 1];	/* lock */
 
 	/*
+	 * The transport and identity of the session the worker asked for last
+	 * (1.8, zk_lock_status), written by the worker under the lock each time
+	 * it asks for one (secure.c): "tcp" or "tls" ("" before the first);
+	 * "digest:<user>", "sasl:<user or principal>", "x509:<subject>", or ""
+	 * for none; the client certificate's notAfter, 0 without one.
+	 */
+	char		transport[8];	/* lock */
+	char		identity[ZKLOCK_MAX_IDENTITY_LEN + 1];	/* lock */
+	TimestampTz tls_expires;	/* lock */
+
+	/*
 	 * The lease (lease.c), written by the worker: session lease_session is
 	 * proven alive on the ZooKeeper leader until lease_end, a time on
 	 * CLOCK_BOOTTIME in microseconds (the same clock in every process of
@@ -276,6 +290,8 @@ typedef struct ZkLockShared
 	 */
 	int			nslots;
 	int		   *slot_entries;	/* array of nslots */
+	int		   *slot_releasing;	/* array of nslots: of slot_entries, those
+									 * RELEASING */
 
 	int			nentries;		/* fixed at startup */
 	ZkLockEntry entries[FLEXIBLE_ARRAY_MEMBER];

@@ -2,7 +2,8 @@
  *
  * status.c
  *		The SQL-callable listing and status functions of zklock:
- *		zk_lock_nodes, zk_lock_revocation_data, zk_lock_status,
+ *		zk_lock_nodes, zk_lock_revocation_data, zk_lock_status (and its
+ *		1.3, 1.4 and 1.8 columns),
  *		zk_lock_local and zk_lock_waits.
  *
  * Each reads the worker's listing (through backend.c) or a copy of the
@@ -42,6 +43,7 @@ PG_FUNCTION_INFO_V1(zklock_nodes_1_2);
 PG_FUNCTION_INFO_V1(zklock_revocation_data);
 PG_FUNCTION_INFO_V1(zklock_status);
 PG_FUNCTION_INFO_V1(zklock_status_watches);
+PG_FUNCTION_INFO_V1(zklock_status_security);
 PG_FUNCTION_INFO_V1(zklock_local);
 PG_FUNCTION_INFO_V1(zklock_lock_waits);
 PG_FUNCTION_INFO_V1(zklock_lock_stats);
@@ -558,6 +560,38 @@ zklock_status_watches(PG_FUNCTION_ARGS)
 	n = (int64) zklock_shared->n_watches;
 	LWLockRelease(zklock_shared->lock);
 	PG_RETURN_INT64(n);
+}
+
+/*
+ * zk_lock_status.transport, identity and tls_expires (1.8): those of the
+ * session the worker asked for last (worker/secure.c); NULL before it
+ * asked for one, identity '' when it presents none.
+ */
+Datum
+zklock_status_security(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	char		transport[sizeof(zklock_shared->transport)];
+	char		identity[ZKLOCK_MAX_IDENTITY_LEN + 1];
+	TimestampTz expires;
+
+	zklock_check_loaded();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	strlcpy(transport, zklock_shared->transport, sizeof(transport));
+	strlcpy(identity, zklock_shared->identity, sizeof(identity));
+	expires = zklock_shared->tls_expires;
+	LWLockRelease(zklock_shared->lock);
+
+	nulls[0] = nulls[1] = (transport[0] == '\0');
+	values[0] = CStringGetTextDatum(transport);
+	values[1] = CStringGetTextDatum(text_out(identity));
+	nulls[2] = (expires == 0);
+	values[2] = TimestampTzGetDatum(expires);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
 /*

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * secure.h
- *		The worker's TLS settings for its session (secure.c).
+ *		The worker's TLS and SASL settings for its session, and what
+ *		zk_lock_status says of them (secure.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -15,5 +16,7 @@ extern const ZkcTls *zklock_tls_config(ZkcTls *tls, char *err, int errlen,
 extern const ZkcSasl *zklock_sasl_config(ZkcSasl *sasl, char *err, int errlen,
 										 bool *failed);
 extern char *zklock_transport_signature(void);
+extern void zklock_identity_publish(const ZkcTls *tls, const ZkcSasl *sasl,
+									const char *digest);
 
 #endif							/* ZKLOCK_SECURE_H */

@@ -287,7 +287,7 @@ worker_reload(void)
 	if (strcmp(old_hosts, zklock_hosts) != 0)
 		hosts_changed("zklock.hosts");
 	else if (strcmp(old_transport, new_transport) != 0)
-		hosts_changed("zklock.ssl or its files");
+		hosts_changed("a TLS setting (zklock.ssl, its files, zklock.ssl_verify_host) or a zklock.sasl_* setting");
 	else if (zklock_lease_margin != old_margin && was_connected)
 		warn_lease_margin();
 	pfree(old_hosts);
@@ -411,6 +411,7 @@ open_session(void)
 					auth_credentials(), tls, sasl, err, sizeof(err)))
 	{
 		worker_phase = WP_SESSION;
+		zklock_identity_publish(tls, sasl, auth_credentials());
 		zklock_status_handle_made();
 		zklock_status_set(ZKS_CONNECTING, 0, NULL);
 	}
@@ -705,7 +706,7 @@ hosts_changed(const char *what)
 			ereport(LOG,
 					(errmsg("zklock: %s; starting a new session", changed)));
 		session_gone(strcmp(what, "zklock.hosts") == 0 ?
-					 "zklock.hosts changed" : "zklock.ssl or its files changed",
+					 "zklock.hosts changed" : "a TLS or SASL setting changed",
 					 SE_CLOSED);
 	}
 	else if (worker_phase == WP_CLOSING_OLD)
@@ -805,12 +806,15 @@ handle_session_event(ZkEvent *ev)
 					psprintf("authentication failed: %s", why) :
 					pstrdup("authentication failed");
 
-				ereport(LOG,
-						(errmsg("zklock: ZooKeeper authentication failed"),
-						 said ? errdetail("The ZooKeeper client says: %s", why) : 0,
-						 pg_strcasecmp(zklock_sasl_mechanism, "GSSAPI") == 0 ?
-						 errhint("Check Kerberos: the KDC (krb5.conf), zklock.sasl_keytab, and the servers' principal against zklock.sasl_service/zklock.sasl_host.") :
-						 errhint("Check the credentials: zklock.sasl_user and the password in zklock.sasl_password_file against the servers' JAAS configuration, or zklock.auth_file.")));
+				const char *hint = zklock_auth_failure_hint(said ? why : NULL,
+															pg_strcasecmp(zklock_sasl_mechanism, "GSSAPI") == 0);
+
+				/* once per kind and outage: it is tried again every 5 s */
+				if (hint)
+					ereport(LOG,
+							(errmsg("zklock: ZooKeeper authentication failed"),
+							 said ? errdetail("The ZooKeeper client says: %s", why) : 0,
+							 errhint("%s", hint)));
 				mark_session_lost(id, "ZooKeeper authentication failed");
 				zklock_status_set(ZKS_AUTH_FAILED, 0, error);
 				pfree(error);

@@ -50,11 +50,26 @@ typedef enum TlsFailureKind
 	TLSF_CERT_EXPIRED,
 	TLSF_CERT_REFUSED,
 	TLSF_SERVER_UNTRUSTED,
+	TLSF_HOST_MISMATCH,
 	TLSF_NOT_TLS,
 	TLSF_OTHER
 } TlsFailureKind;
 
 static uint32 tls_logged_kinds;	/* 1 << TlsFailureKind, this outage */
+
+/*
+ * The kinds of SASL failure (by what to check), and those this outage has
+ * logged, as the TLS failures': the worker tries again every 5 s.
+ */
+typedef enum SaslFailureKind
+{
+	SASLF_KDC_UNREACHABLE,
+	SASLF_SERVER_UNKNOWN,
+	SASLF_CLIENT_UNKNOWN,
+	SASLF_OTHER
+} SaslFailureKind;
+
+static uint32 sasl_logged_kinds;	/* 1 << SaslFailureKind, this outage */
 
 /*
  * A failed TLS handshake, as the client library said it ("Socket <server>
@@ -90,6 +105,19 @@ tls_failure_words(const char *why, char *out, int outlen, const char **hint,
 	{
 		*kind = TLSF_CERT_REFUSED;
 		*hint = "ZooKeeper refused zklock's certificate (zklock.ssl_cert_file): it must be signed by a CA in ZooKeeper's truststore, and valid.";
+	}
+	else if (strstr(reason, "no host of the list resolves"))
+	{
+		/* 04-tls-host-check.patch: the list resolved again before the
+		 * handshake no longer gives the address connected to (DNS changed
+		 * in between): refused, not unchecked; no certificate was seen */
+		*kind = TLSF_HOST_MISMATCH;
+		*hint = "The server connected to is no longer an address of zklock.hosts (DNS changed between the connection and the handshake?), so its name could not be checked: the client tries again.";
+	}
+	else if (strstr(reason, "hostname mismatch") || strstr(reason, "IP address mismatch"))
+	{
+		*kind = TLSF_HOST_MISMATCH;
+		*hint = "ZooKeeper's certificate does not name the server as zklock.hosts does: give the server's certificate that name or address (subjectAltName), name the server as its certificate does, or set zklock.ssl_verify_host = off.";
 	}
 	else if (strstr(reason, "server certificate verify failed"))
 	{
@@ -152,6 +180,7 @@ forget_outage_why(void)
 	(void) zkc_last_error(discard, sizeof(discard));
 	outage_why[0] = '\0';
 	tls_logged_kinds = 0;
+	sasl_logged_kinds = 0;
 }
 
 /* milliseconds and seconds since the outage began */
@@ -277,4 +306,41 @@ void
 zklock_status_handle_made(void)
 {
 	handle_error[0] = '\0';
+}
+
+/*
+ * A refused authentication (why: the client's words, or NULL): the hint
+ * of its kind, what to check; NULL when this outage has logged that kind
+ * already (the log has one line per kind and outage; last_error follows
+ * every failure).
+ */
+const char *
+zklock_auth_failure_hint(const char *why, bool kerberos)
+{
+	SaslFailureKind kind = SASLF_OTHER;
+	const char *hint;
+
+	if (why && strstr(why, "Cannot contact any KDC"))
+	{
+		kind = SASLF_KDC_UNREACHABLE;
+		hint = "The KDC of zklock's realm does not answer: check that it runs, and the realm's kdc lines in krb5.conf (KRB5_CONFIG of the server).";
+	}
+	else if (why && strstr(why, "Server not found in Kerberos database"))
+	{
+		kind = SASLF_SERVER_UNKNOWN;
+		hint = "The KDC does not know the servers' principal: zklock.sasl_service/zklock.sasl_host must name it (zookeeper/<host>).";
+	}
+	else if (why && strstr(why, "Client not found in Kerberos database"))
+	{
+		kind = SASLF_CLIENT_UNKNOWN;
+		hint = "The KDC does not know zklock's principal (zklock.sasl_principal, or the first of zklock.sasl_keytab): create it (kadmin: addprinc), or name another.";
+	}
+	else if (kerberos)
+		hint = "Check Kerberos: the KDC (krb5.conf), zklock.sasl_keytab and zklock.sasl_principal, and the servers' principal against zklock.sasl_service/zklock.sasl_host.";
+	else
+		hint = "Check the credentials: zklock.sasl_user and the password in zklock.sasl_password_file against the servers' JAAS configuration, or zklock.auth_file.";
+	if (sasl_logged_kinds & (1U << kind))
+		return NULL;
+	sasl_logged_kinds |= 1U << kind;
+	return hint;
 }

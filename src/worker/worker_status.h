@@ -23,5 +23,6 @@ extern int64 zklock_outage_ms(void);
 extern long zklock_outage_seconds(void);
 extern bool zklock_outage_report(void);
 extern void zklock_outage_ended(void);
+extern const char *zklock_auth_failure_hint(const char *why, bool kerberos);
 
 #endif							/* ZKLOCK_WORKER_STATUS_H */

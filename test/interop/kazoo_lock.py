@@ -28,6 +28,14 @@ Long-lived, driven by stdin (the same commands as test/interop/CuratorLock.java)
 
 Whatever happens, the process exits after KAZOO_LOCK_MAX_SECONDS (default
 300) so that a lost test never leaves it behind.
+
+SASL (test/t/ops/125_kerberos_interop.pl): with KAZOO_LOCK_SASL_MECHANISM
+set (GSSAPI), Kazoo authenticates through pure-sasl (python3-pure-sasl, and
+python3-kerberos for GSSAPI) to the service KAZOO_LOCK_SASL_SERVICE (default
+zookeeper) at the host named in HOSTS (so name it as in the server's
+principal: localhost:PORT for zookeeper/localhost); GSSAPI takes its ticket
+from the credential cache KRB5CCNAME (kinit -kt).  A failed authentication
+is "ERROR - could not connect ...".  READY comes after the authentication.
 """
 
 import logging
@@ -174,9 +182,19 @@ def main(argv):
     t.daemon = True
     t.start()
 
-    zk = KazooClient(hosts=argv[1], timeout=10.0)
+    sasl_options = None
+    if os.environ.get("KAZOO_LOCK_SASL_MECHANISM"):
+        sasl_options = {
+            "mechanism": os.environ["KAZOO_LOCK_SASL_MECHANISM"],
+            "service": os.environ.get("KAZOO_LOCK_SASL_SERVICE") or "zookeeper",
+        }
+    zk = KazooClient(hosts=argv[1], timeout=10.0, sasl_options=sasl_options)
     try:
         zk.start(timeout=20)
+        if sasl_options:
+            # Kazoo says "connected" before its SASL exchange; a request
+            # goes after it, so READY means authenticated
+            zk.exists("/")
     except Exception as e:
         say("ERROR - could not connect to ZooKeeper at %s: %r" % (argv[1], e))
         return 1

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * root.c
- *		With credentials (zklock.auth_file), make sure nobody else can create or delete
- *		nodes under zklock.root.
+ *		With credentials (zklock.auth_file, SASL, or the x509 identity of
+ *		TLS's client certificate), make sure nobody else can create or
+ *		delete nodes under zklock.root.
  *
  * zklock creates its nodes with an ACL that only zklock's ZooKeeper credentials
  * pass.  That protects a lock node only if its parent, the resource node,
@@ -17,8 +18,10 @@
  *	  and therefore can never be deleted (and re-created by someone else)
  *	  even though its parent may be open to everyone;
  *	- its ACL gives no right beyond READ to anyone but these credentials.
- *	  The credentials' identity, as ZooKeeper records it, is read from the
- *	  ACL of a probe node the worker creates (and deletes).  A root open to
+ *	  The credentials' identities, as ZooKeeper records them (one for each
+ *	  scheme the session authenticated with: x509 and digest over TLS with
+ *	  zklock.auth_file), are read from the ACL of a probe node the worker
+ *	  creates (and deletes).  A root open to
  *	  others is restricted with setACL when ZooKeeper allows it (and the
  *	  log says so); otherwise every lock request fails with 42501 until an
  *	  operator fixes the root.
@@ -95,7 +98,7 @@ static uint32 root_generation = 0;
 static int64 root_checked_session = 0;	/* the session it was done for */
 static int64 root_checking_session = 0;
 static bool root_refused_flag = false;
-static char root_self[256];		/* "scheme:id" of our credentials */
+static char root_self[2048];	/* "scheme:id\n" of each of our identities */
 static List *root_walk = NIL;	/* paths still to list, in root_walk_cxt */
 static MemoryContext root_walk_cxt = NULL;
 static int	root_walk_pending = 0;
@@ -122,13 +125,14 @@ root_missing_chroot(void)
 }
 
 /*
- * Does the session authenticate (digest credentials, or SASL), so that its
- * nodes are its identity's alone and the root must be too?
+ * Does the session authenticate (digest credentials, SASL, or TLS, whose
+ * client certificate ZooKeeper's x509 provider takes for x509:<subject>),
+ * so that its nodes are its identities' alone and the root must be too?
  */
 static bool
 root_authenticated(void)
 {
-	return zklock_credentials() != NULL ||
+	return zklock_credentials() != NULL || zklock_ssl ||
 		(zklock_sasl_mechanism != NULL && zklock_sasl_mechanism[0] != '\0');
 }
 
@@ -406,23 +410,40 @@ root_entry_foreign(const char *entry)
 	int			perms = atoi(entry);
 	const char *who = strchr(entry, ' ');
 
+	char		line[sizeof(root_self)];
+
 	if ((perms & ~ZKC_PERM_READ) == 0)
 		return false;
-	return who == NULL || strcmp(who + 1, root_self) != 0;
+	if (who == NULL)
+		return true;
+	snprintf(line, sizeof(line), "%s\n", who + 1);
+	for (const char *p = root_self; (p = strstr(p, line)) != NULL; p++)
+		if (p == root_self || p[-1] == '\n')
+			return false;
+	return true;
 }
 
 /*
- * The probe node's ACL: it names the credentials' identity, as ZooKeeper
- * records it.  Then read the root's ACL.
+ * The probe node's ACL: it names the credentials' identities, as ZooKeeper
+ * records them (creator-only: one entry per authenticated scheme).  Then
+ * read the root's ACL.
  */
 static bool
 root_probe_acl_event(ZkEvent *ev)
 {
-	if (ev->rc != ZKC_OK || ev->nchildren != 1 ||
-		strchr(ev->children[0], ' ') == NULL)
+	root_self[0] = '\0';
+	for (int i = 0; ev->rc == ZKC_OK && i < ev->nchildren; i++)
+	{
+		const char *who = strchr(ev->children[i], ' ');
+
+		if (who == NULL ||
+			strlen(root_self) + strlen(who) + 1 >= sizeof(root_self))
+			break;
+		strlcat(root_self, who + 1, sizeof(root_self));
+		strlcat(root_self, "\n", sizeof(root_self));
+	}
+	if (ev->rc != ZKC_OK || ev->nchildren < 1 || root_self[0] == '\0')
 		return root_done(true, "could not tell the credentials' identity from a probe node");
-	strlcpy(root_self, strchr(ev->children[0], ' ') + 1,
-			sizeof(root_self));
 	(void) zkc_get_acl(zklock_root, TAG(root_generation, RS_ROOT_ACL, ROOT_IDX));
 	return false;
 }

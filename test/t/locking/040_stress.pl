@@ -17,7 +17,7 @@
 # unchanged, no lock node left, and every error any session got has an
 # expected SQLSTATE (the list is %EXPECTED below; any other fails).
 #
-# Default run: ZKLOCK_STRESS_SECONDS=30 (about 50 s in all).  Long runs:
+# Default run: ZKLOCK_STRESS_SECONDS=20 (about 40 s in all).  Long runs:
 #   ZKLOCK_STRESS_SECONDS=600             ten minutes of load
 #   ZKLOCK_STRESS_SEED=N                  replay the random choices of a run
 #                                         (timing still differs)
@@ -41,7 +41,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-my $SECS     = $ENV{ZKLOCK_STRESS_SECONDS} // 30;
+my $SECS     = $ENV{ZKLOCK_STRESS_SECONDS} // 20;
 my $VALGRIND = $ENV{ZKLOCK_STRESS_VALGRIND} // 0;
 my $SEED     = $ENV{ZKLOCK_STRESS_SEED} // (time() ^ $$) % 1000000;
 srand($SEED);

@@ -35,7 +35,7 @@
 #  - every error has an expected SQLSTATE; no crash in the server logs; the
 #    worker pid is unchanged; nothing is left in ZooKeeper at the end.
 #
-# Default: at most 3000 operations or 45 s (about 60 s in all).  Longer:
+# Default: at most 3000 operations or 30 s (about 45 s in all).  Longer:
 #   ZKLOCK_MODEL_STEPS=50000        (then at most ZKLOCK_MODEL_SECONDS, 3600)
 #   ZKLOCK_MODEL_SEED=N             replay the random choices of a run (the
 #                                   seed is printed; timing still differs)
@@ -52,7 +52,7 @@ use Time::HiRes qw(sleep time);
 
 my $SEED  = $ENV{ZKLOCK_MODEL_SEED} // (time() ^ $$) % 1000000;
 my $STEPS = $ENV{ZKLOCK_MODEL_STEPS} // 3000;
-my $MAXSECS = $ENV{ZKLOCK_MODEL_SECONDS} // ($ENV{ZKLOCK_MODEL_STEPS} ? 3600 : 45);
+my $MAXSECS = $ENV{ZKLOCK_MODEL_SECONDS} // ($ENV{ZKLOCK_MODEL_STEPS} ? 3600 : 30);
 my $PER_NODE = 4;
 my $GRACE = 1.5;    # seconds a worker gets to notice a force-released node
 srand($SEED);

@@ -20,7 +20,7 @@
 # U+E000 give 22023 (finding 11), a 100,000-name set obeys statement_timeout
 # (finding 7), names and node data cross encodings correctly (finding 11).
 #
-# Default: 30 s of fuzzing (about 70 s in all).  Longer: ZKLOCK_FUZZ_SECONDS=600; replay the
+# Default: 20 s of fuzzing (about 60 s in all).  Longer: ZKLOCK_FUZZ_SECONDS=600; replay the
 # random choices with ZKLOCK_FUZZ_SEED=N (printed at the start and on failure);
 # ZKLOCK_FUZZ_ONLY=fz_utf8,fz_latin1 runs only these fuzzing sessions.
 use strict;
@@ -34,7 +34,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-my $SECS = $ENV{ZKLOCK_FUZZ_SECONDS} // 30;
+my $SECS = $ENV{ZKLOCK_FUZZ_SECONDS} // 20;
 my $SEED = $ENV{ZKLOCK_FUZZ_SEED} // (time() ^ $$) % 1000000;
 srand($SEED);
 diag("042_fuzz: seed $SEED (ZKLOCK_FUZZ_SEED), ${SECS} s");

@@ -6,7 +6,7 @@
 # sequences and types, to a role and to PUBLIC, globally and IN SCHEMA --
 # before CREATE EXTENSION, or only before ALTER EXTENSION UPDATE, every
 # path (a fresh install; 1.0, 1.1 and 1.2 updated step by step and at
-# once; 1.3, 1.4 and 1.6 updated to the default), into a schema whose name has capitals, a space and a %:
+# once; 1.3, 1.4, 1.6 and 1.7 updated to the default), into a schema whose name has capitals, a space and a %:
 #  - ends with the documented privileges: the superuser-only members
 #    (zk_lock_admin_node, zk_lock_force_release, zk_lock_revoke) and those
 #    not granted to PUBLIC (zk_lock_nodes, zk_lock_queue, zk_lock_local,
@@ -26,7 +26,7 @@
 #  - the same refusals for a role the administrative functions and writes
 #    to zk_lock_fences were granted to by hand: they are superusers' (and
 #    the table's owner's) whatever grants exist.
-#  - (1.7) a member of pg_monitor reads zk_lock_status (granted to
+#  - (1.7; 1.8's zk_lock_status_security too) a member of pg_monitor reads zk_lock_status (granted to
 #    pg_read_all_stats, as zk_lock_waits) on every path.
 # A schema name with a double quote is refused by PostgreSQL itself (it
 # substitutes @extschema@ only into names without quotes, $ or \).
@@ -108,7 +108,8 @@ my @closed_functions = (
 	'zk_lock_revoke(text,text)', 'zk_lock_nodes(text)', 'zk_lock_queue(text)',
 	'zk_lock_local()', 'zk_lock_fence(text,bigint)',
 	'zk_lock_settle_privileges()', 'zk_lock_waits()', 'zk_lock_stats_reset()',
-	'zk_lock_status()', 'zk_lock_status_watches()', 'zk_lock_status_notifications()');
+	'zk_lock_status()', 'zk_lock_status_watches()', 'zk_lock_status_notifications()',
+	'zk_lock_status_security()');
 my @closed_table = qw(INSERT UPDATE DELETE TRUNCATE REFERENCES TRIGGER);
 my $closed_query = join("\nUNION ALL ",
 	(map { my $f = $_; map { qq{SELECT '$_ $f', has_function_privilege('$_', '$qs.$f', 'EXECUTE')} } (qw(app plain), 'Ap%p "x') } @closed_functions),
@@ -160,12 +161,14 @@ my @paths = (
 	[ 'v13',        '1.3', [undef],                'create' ],
 	[ 'v14',        '1.4', [undef],                'create' ],
 	[ 'v16',        '1.6', [undef],                'create' ],
+	[ 'v17',        '1.7', [undef],                'create' ],
 	[ 'v10_late',   '1.0', [undef],                'update' ],
 	[ 'v11_late',   '1.1', [ '1.2', undef ],       'update' ],
 	[ 'v12_late',   '1.2', [undef],                'update' ],
 	[ 'v13_late',   '1.3', [undef],                'update' ],
 	[ 'v14_late',   '1.4', [undef],                'update' ],
 	[ 'v16_late',   '1.6', [undef],                'update' ],
+	[ 'v17_late',   '1.7', [undef],                'update' ],
 );
 
 my $fresh_described;
@@ -251,7 +254,7 @@ foreach my $path (@paths)
 	my ($sc, $so, $se) = sqlstate_as($db, 'watcher', q{SELECT state FROM zk_lock_status});
 	is($sc, '00000', "$what: a member of pg_monitor reads zk_lock_status") or diag($se);
 	($sc, $so, $se) = sqlstate_as($db, 'watcher',
-		q{SELECT s.state, zk_lock_status_watches() >= 0, zk_lock_status_notifications() >= 0 FROM zk_lock_status() s});
+		q{SELECT s.state, zk_lock_status_watches() >= 0, zk_lock_status_notifications() >= 0, t.transport FROM zk_lock_status() s, zk_lock_status_security() t});
 	is($sc, '00000', "$what: and the functions behind it") or diag($se);
 	foreach my $attack (
 		[ 'app', q{SELECT zk_lock_force_release('priv/victim')} ],
@@ -277,6 +280,7 @@ foreach my $path (@paths)
 		[ 'plain', q{SELECT hosts, last_error FROM zk_lock_status()} ],
 		[ 'plain', q{SELECT zk_lock_status_watches()} ],
 		[ 'plain', q{SELECT zk_lock_status_notifications()} ],
+		[ 'plain', q{SELECT identity FROM zk_lock_status_security()} ],
 		[ 'app', q{SELECT hosts, last_error FROM zk_lock_status} ],
 		[ 'app', q{SELECT hosts, last_error FROM zk_lock_status()} ],
 		[ 'plain', q{SELECT zk_lock_force_release('priv/victim')} ],

@@ -5,8 +5,11 @@
 # authentication provider; zklock built with the C client of
 # scripts/build-zkclient.sh (OpenSSL), zklock.hosts naming the secure port
 # alone:
-#  - two instances, each with its own certificate, connect over TLS and
-#    lock each other out; ZooKeeper authenticated each as x509:CN=<name>;
+#  - two instances, each with its own certificate and key (of one subject,
+#    CN=zklock: one x509 identity, as instances share digest credentials),
+#    connect over TLS and lock each other out; ZooKeeper authenticated each
+#    as x509:CN=zklock, which zk_lock_status shows (1.8) with transport tls
+#    and the certificate's end of validity;
 #  - a client certificate of another CA is refused by ZooKeeper: the
 #    worker's last_error and log say so at once, in OpenSSL's words
 #    ("alert certificate unknown": Java's alert for a CA it does not know),
@@ -34,6 +37,7 @@ use FindBin;
 use lib "$FindBin::RealBin/../..";
 use ZkLockTest;
 use ZkChaos;
+use ZkTls;
 
 use File::Copy qw(copy);
 use IPC::Run;
@@ -42,48 +46,18 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-my $certs = PostgreSQL::Test::Utils::tempdir('tls');
-system('bash', "$FindBin::RealBin/../../tls_certs.sh", $certs, 'node1', 'node2') == 0
-  or BAIL_OUT('could not make the test certificates (test/tls_certs.sh)');
-
-my $secure = PostgreSQL::Test::Cluster::get_free_port();
-my $cfg = "$certs/zk_tls.cfg";
-open(my $fh, '>', $cfg) or die "$cfg: $!";
-print $fh <<"EOC";
-secureClientPort=$secure
-secureClientPortAddress=127.0.0.1
-serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
-ssl.keyStore.location=$certs/server.p12
-ssl.keyStore.password=zkpass
-ssl.keyStore.type=PKCS12
-ssl.trustStore.location=$certs/truststore.p12
-ssl.trustStore.password=zkpass
-ssl.trustStore.type=PKCS12
-ssl.clientAuth=need
-authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider
-EOC
-close($fh);
-zk_start(args => [ '--extra-config', $cfg ]);
-my $tls_hosts = "127.0.0.1:$secure";
-
-sub tls_conf
-{
-	my ($cert, $key, $ca) = @_;
-	$ca //= "$certs/ca.pem";
-	return <<"EOC";
-zklock.ssl = on
-zklock.ssl_ca_file = '$ca'
-zklock.ssl_cert_file = '$cert'
-zklock.ssl_key_file = '$key'
-zklock.connect_timeout = '2s'
-EOC
-}
+my $secure = zk_tls_start(clients => [ 'node1=/CN=zklock', 'node2=/CN=zklock' ],
+	# the test's own ZooKeeper client (zkutil.py: listings, counts) over TLS
+	# as the instances' identity: their nodes are x509:CN=zklock's alone
+	zkutil_as => 'node1');
+my $certs = zk_tls_dir();
+my $tls_hosts = zk_tls_hosts();
 
 # --- two instances over TLS -------------------------------------------------
 my $node1 = zk_node('node1', hosts => $tls_hosts,
-	extra_conf => tls_conf("$certs/node1.pem", "$certs/node1.key"));
+	extra_conf => zk_tls_conf('node1'));
 my $node2 = zk_node('node2', hosts => $tls_hosts,
-	extra_conf => tls_conf("$certs/node2.pem", "$certs/node2.key"));
+	extra_conf => zk_tls_conf('node2'));
 pass('two instances connected to the secure port alone');
 
 my $s1 = zk_session($node1, 'holder');
@@ -107,8 +81,15 @@ $s2->query_ok('COMMIT');
 # ZooKeeper authenticated each connection by its certificate (cons shows
 # no identity: the x509 provider's log line says it)
 my $zklog = PostgreSQL::Test::Utils::slurp_file(zk_dir() . '/server1.log');
-like($zklog, qr/Authenticated Id 'CN=node1'/, 'ZooKeeper authenticated node1 as x509 CN=node1');
-like($zklog, qr/Authenticated Id 'CN=node2'/, 'ZooKeeper authenticated node2 as x509 CN=node2');
+like($zklog, qr/Authenticated Id 'CN=zklock' for Scheme 'x509'/, 'ZooKeeper authenticated the instances as x509 CN=zklock');
+foreach my $n ($node1, $node2)
+{
+	is(psql1($n, q{SELECT transport || '|' || identity || '|' ||
+	                      (tls_expires > now() AND tls_expires < now() + interval '2 days')
+	               FROM zk_lock_status}),
+		'tls|x509:CN=zklock|true',
+		$n->name . ': zk_lock_status shows transport tls, identity x509:CN=zklock and the certificate\'s expiry');
+}
 
 # --- the paths are superuser-only ---------------------------------------------
 $node1->safe_psql('postgres', 'CREATE ROLE watcher LOGIN; GRANT pg_read_all_settings TO watcher');
@@ -121,7 +102,7 @@ is(psql1($node1, 'SHOW zklock.ssl'), 'on', 'zklock.ssl is shown');
 
 # --- a client certificate of another CA -------------------------------------
 my $node3 = zk_node('node3', hosts => $tls_hosts, start => 0,
-	extra_conf => tls_conf("$certs/other.pem", "$certs/other.key"));
+	extra_conf => zk_tls_conf('other'));
 $node3->start;
 $node3->safe_psql('postgres', 'CREATE EXTENSION zklock');
 my $last = '';
@@ -149,7 +130,7 @@ ok(zk_wait_log($node3,
 # --- a server certificate zklock's CA did not sign ---------------------------
 my $log_at = -s $node3->logfile;
 $node3->append_conf('postgresql.conf',
-	tls_conf("$certs/node1.pem", "$certs/node1.key", "$certs/other-ca.pem"));
+	zk_tls_conf('node1', ca => "$certs/other-ca.pem"));
 $node3->reload;
 ok( wait_until(
 		sub {
@@ -168,7 +149,7 @@ ok(zk_wait_log($node3, qr/HINT:  zklock does not trust ZooKeeper's certificate: 
 my $open_key = "$certs/node3-open.key";
 copy("$certs/node1.key", $open_key) or die "copy: $!";
 chmod(0644, $open_key) or die "chmod: $!";
-$node3->append_conf('postgresql.conf', tls_conf("$certs/node1.pem", $open_key));
+$node3->append_conf('postgresql.conf', zk_tls_conf('node1', key => $open_key));
 $node3->reload;
 ok( wait_until(
 		sub {
@@ -181,7 +162,7 @@ ok( wait_until(
 
 # --- fixed at reload: connects, and locks against the others ---------------------
 $log_at = -s $node3->logfile;
-$node3->append_conf('postgresql.conf', tls_conf("$certs/node1.pem", "$certs/node1.key"));
+$node3->append_conf('postgresql.conf', zk_tls_conf('node1'));
 $node3->reload;
 ok(zk_wait_connected($node3, 20), 'fixed at reload: node3 connects over TLS, no restart');
 zk_hold($s1, 'tls/d');
@@ -213,7 +194,7 @@ my $px = ZkChaos::Proxy->start(
 	links => [ [ 'tls', PostgreSQL::Test::Cluster::get_free_port(), $secure ] ]);
 $px->cut('tls');
 my $node4 = zk_node('node4', hosts => '127.0.0.1:' . $px->port('tls'), start => 0,
-	extra_conf => tls_conf("$certs/node2.pem", "$certs/node2.key"));
+	extra_conf => zk_tls_conf('node2'));
 $node4->start;
 $node4->safe_psql('postgres', 'CREATE EXTENSION zklock');
 ok( wait_until(
@@ -253,7 +234,7 @@ foreach my $which ([ 'tls', $secure ], [ 'plain', (zk_hosts() =~ /:(\d+)$/)[0] ]
 	$rec{$tag} = { port => $port, file => $file, h => $h };
 }
 my $node5 = zk_node('node5', hosts => "127.0.0.1:$rec{tls}{port}",
-	extra_conf => tls_conf("$certs/node2.pem", "$certs/node2.key"));
+	extra_conf => zk_tls_conf('node2'));
 my $s5 = zk_session($node5, 'recorded');
 $s5->query_ok('BEGIN');
 $s5->query_ok("SELECT zk_lock_acquire('tls/$name')");

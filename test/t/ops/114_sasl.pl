@@ -76,6 +76,9 @@ EOC
 # --- two instances, one identity ---------------------------------------------
 my $node1 = zk_node('node1', extra_conf => sasl_conf("$dir/zklock.pw"));
 my $node2 = zk_node('node2', extra_conf => sasl_conf("$dir/zklock.pw"));
+# (1.8) zk_lock_status names the SASL user, as the ACLs below do
+is(psql1($node1, q{SELECT transport || '|' || identity || '|' || (tls_expires IS NULL) FROM zk_lock_status}),
+	'tcp|sasl:zklock|true', 'zk_lock_status: transport tcp, identity sasl:zklock');
 pass('two instances connected with SASL DIGEST-MD5');
 
 my $s1 = zk_session($node1, 'holder');
@@ -132,22 +135,18 @@ $s1->query_ok('COMMIT');
 my $node3 = zk_node('node3', start => 0, extra_conf => sasl_conf("$dir/wrong.pw"));
 $node3->start;
 $node3->safe_psql('postgres', 'CREATE EXTENSION zklock');
-my ($state, $last) = ('', '');
-ok( wait_until(
-		sub {
-			($state, $last) = split /\|/,
-			  psql1($node3, q{SELECT state || '|' || coalesce(last_error, '') FROM zk_lock_status});
-			$state eq 'auth_failed';
-		},
-		timeout => 20),
-	'a wrong password: the session is refused (auth_failed)')
+my ($reached, $state, $last) = zk_wait_state($node3, 'auth_failed', 20);
+ok($reached, 'a wrong password: the session is refused (auth_failed)')
   or diag("state $state, last_error: $last");
 like($last, qr/^authentication failed: .*SASL authentication failed/, 'last_error says SASL authentication failed');
 ok(zk_wait_log($node3, qr/LOG:  zklock: ZooKeeper authentication failed\n.*DETAIL:  The ZooKeeper client says: .*SASL authentication failed.*\n.*HINT:  Check the credentials: zklock.sasl_user/, 0, 10),
 	'the log says so, and what to check');
 # and it tries again (a new handle after a delay), each time refused
-ok(wait_until(sub { zk_log_count($node3, qr/zklock: ZooKeeper authentication failed/) >= 2 }, timeout => 20),
+# tried again every 5 s (state_since moves on), logged once in the outage
+ok(zk_wait_refusals($node3, 3, 40),
 	'it tries again, and is refused again: no silent wait');
+is(zk_log_count($node3, qr/zklock: ZooKeeper authentication failed/), 1,
+	'the failure is logged once in the outage, not at each retry');
 my $s3 = zk_session($node3, 'refused');
 my $t0 = time();
 $r = $s3->query(q{SELECT zk_lock_acquire('sasl/c')});

@@ -28,6 +28,11 @@
 #    reads zk_lock_status and calls the functions behind it, PUBLIC does
 #    neither (before, it called them), and zk_lock_revoke and
 #    zk_lock_force_release are 1.7's (they list holders unmasked).
+#  - the same for a database at 1.7: the 1.8 library under 1.7's objects
+#    (zk_lock_status without transport and identity) takes a lock; after
+#    the update to 1.8 (compared with zklock--1.8.sql) zk_lock_status ends
+#    with transport ('tcp' here), identity ('' here: no credentials) and
+#    tls_expires (NULL), readable by pg_read_all_stats and not by PUBLIC.
 #  (test/t/ops/044 does every path again with default privileges in place and
 #  a schema named We%ird s.)
 use strict;
@@ -50,11 +55,13 @@ $node->safe_psql('postgres', 'CREATE DATABASE v12');
 $node->safe_psql('postgres', 'CREATE DATABASE v13');
 $node->safe_psql('postgres', 'CREATE DATABASE v14');
 $node->safe_psql('postgres', 'CREATE DATABASE v16');
+$node->safe_psql('postgres', 'CREATE DATABASE v17');
 $node->safe_psql('v11', q{CREATE EXTENSION zklock VERSION '1.1'});
 $node->safe_psql('v12', q{CREATE EXTENSION zklock VERSION '1.2'});
 $node->safe_psql('v13', q{CREATE EXTENSION zklock VERSION '1.3'});
 $node->safe_psql('v14', q{CREATE EXTENSION zklock VERSION '1.4'});
 $node->safe_psql('v16', q{CREATE EXTENSION zklock VERSION '1.6'});
+$node->safe_psql('v17', q{CREATE EXTENSION zklock VERSION '1.7'});
 $node->safe_psql('old', q{CREATE EXTENSION zklock VERSION '1.0'});
 $node->safe_psql('fresh', 'CREATE EXTENSION zklock');
 
@@ -212,6 +219,19 @@ $node->safe_psql('v16', 'ALTER EXTENSION zklock UPDATE');
 is($node->safe_psql('v16', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	$default, "1.6: ALTER EXTENSION zklock UPDATE reaches $default");
 
+# the new library under the 1.7 objects: a lock, and no transport yet
+is($node->safe_psql('v17',
+		q{SELECT zk_lock_acquire_session('upgrade/v17') > 0,
+		         zk_lock_release('upgrade/v17'),
+		         (SELECT count(*) FROM pg_attribute
+		          WHERE attrelid = 'zk_lock_status'::regclass
+		            AND attname IN ('transport', 'identity', 'tls_expires'))}),
+	't|t|0', '1.7 objects: a lock is taken; zk_lock_status has no transport or identity');
+
+$node->safe_psql('v17', 'ALTER EXTENSION zklock UPDATE');
+is($node->safe_psql('v17', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
+	$default, "1.7: ALTER EXTENSION zklock UPDATE reaches $default");
+
 $node->safe_psql('old', 'ALTER EXTENSION zklock UPDATE');
 is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	$default, "ALTER EXTENSION zklock UPDATE reaches $default");
@@ -251,7 +271,19 @@ is($node->safe_psql('v13', $describe), $fresh,
 is($node->safe_psql('v14', $describe), $fresh,
 	'the database updated from 1.4 has the same objects as a fresh install');
 is($node->safe_psql('v16', $describe), $fresh,
-	'the database updated from 1.6 has the same objects as a fresh install (zklock--1.7.sql)');
+	'the database updated from 1.6 has the same objects as a fresh install');
+is($node->safe_psql('v17', $describe), $fresh,
+	'the database updated from 1.7 has the same objects as a fresh install (zklock--1.8.sql)');
+is($node->safe_psql('v17',
+		q{SELECT transport, identity, tls_expires IS NULL,
+		         (SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
+		          WHERE attrelid = 'zk_lock_status'::regclass AND attnum > 18),
+		         has_table_privilege('pg_read_all_stats', 'zk_lock_status', 'SELECT'),
+		         has_function_privilege('pg_read_all_stats', 'zk_lock_status_security()', 'EXECUTE'),
+		         has_function_privilege('public', 'zk_lock_status_security()', 'EXECUTE')
+		  FROM zk_lock_status}),
+	'tcp||t|watches,notifications,transport,identity,tls_expires|t|t|f',
+	'updated from 1.7: zk_lock_status ends with transport, identity and tls_expires (tcp, none, NULL); zk_lock_status_security granted to pg_read_all_stats, not PUBLIC');
 is($node->safe_psql('v16',
 		q{SELECT has_table_privilege('pg_read_all_stats', 'zk_lock_status', 'SELECT'),
 		         has_table_privilege('public', 'zk_lock_status', 'SELECT'),
