@@ -54,6 +54,10 @@
  *						queue item is about to be moved from pending into
  *						entries (no "fail"; "pause", then a crash, leaves
  *						it to queue_pending.c's walk)
+ *	queue-before-hold	worker/recipes/queue.c: a take is about to send the
+ *						create of its hold on an entry a listing showed
+ *						(sleep: puts and releases land meanwhile, their
+ *						notifications wait; no "fail")
  *	orphans-loaded		orphan.c: the next worker read the orphans' file and
  *						deleted nothing yet (no "fail")
  *	session-lost-before-close	held locks are marked lost, the session

@@ -85,8 +85,15 @@
 /* queue_pending.c: the walk of this instance's pending queue items */
 #define QPENDING_IDX		(WAITS_IDX - 1)
 
+/*
+ * queue_wait.c: one index per queue this instance's takers wait on (its
+ * shared listing and child watches), QWAIT_IDX_BASE .. QPENDING_IDX - 1
+ */
+#define QWAIT_IDX_COUNT		4096
+#define QWAIT_IDX_BASE		(QPENDING_IDX - QWAIT_IDX_COUNT)
+
 /* Entries' indexes are below every reserved one */
-#define RECIPE_FIRST_RESERVED_IDX	QPENDING_IDX
+#define RECIPE_FIRST_RESERVED_IDX	QWAIT_IDX_BASE
 
 
 /* Where the worker is with one entry; the worker's own memory */

@@ -21,9 +21,11 @@
  *	  the hold: deleted by someone else, the take is LOST (the fence
  *	  fails its commit); the watch is dropped at the release.  A hold that exists is skipped; an
  *	  entry gone under our new hold has its hold deleted, and the next is
- *	  tried.  No entry left: a try is NOT_GRANTED; a wait lists again with
- *	  child watches on both (each waiter its own: the shared watch of the
- *	  design is the next step).  A lost reply of the hold's create is found
+ *	  tried.  No entry left: a try is NOT_GRANTED.  A ZKR_QUEUE_TAKE
+ *	  (a wait) lists nothing itself: it waits in its queue's group
+ *	  (queue_wait.c), whose shared listing hands it one free entry
+ *	  (zklock_queue_try_entry); its hold failed, it waits again, first.
+ *	  A lost reply of the hold's create is found
  *	  again once connected by reading the hold: ours when it is of our
  *	  session and names our request (req=).
  *	- ZKR_QUEUE_LENGTH: the number of entries (Kazoo's len()), as DONE;
@@ -50,6 +52,7 @@
 #include "utils/memutils.h"
 
 #include "channel.h"
+#include "failpoint.h"
 #include "nodedata.h"
 #include "queue_common.h"
 #include "queue_int.h"
@@ -68,7 +71,6 @@ typedef struct QTake
 	char	  **taken;
 	int			ntaken;
 	int			next;			/* the next entry to try */
-	bool		watching;		/* a waiter's watches are set */
 	bool		peek;			/* a peek: read the entry, hold nothing */
 	bool		purge;			/* a purge: delete the entries not held */
 	int64		purged;			/* a purge's entries deleted so far */
@@ -92,24 +94,6 @@ zklock_queue_sub_path(char *buf, WorkEntry *w, const char *dir,
 {
 	snprintf(buf, Q_MAX_PATH, "%s/%s%s%s", w->parent, dir,
 			 name ? "/" : "", name ? name : "");
-}
-
-/* Is name an entry's (entry-<digits>-<digits>)? */
-static bool
-entry_name(const char *name)
-{
-	const char *p = name + strlen(ZKLOCK_QUEUE_ENTRY);
-
-	if (strncmp(name, ZKLOCK_QUEUE_ENTRY, strlen(ZKLOCK_QUEUE_ENTRY)) != 0 ||
-		!isdigit((unsigned char) *p))
-		return false;
-	while (isdigit((unsigned char) *p))
-		p++;
-	if (*p++ != '-' || !isdigit((unsigned char) *p))
-		return false;
-	while (isdigit((unsigned char) *p))
-		p++;
-	return *p == '\0' && strlen(name) <= ZKLOCK_MAX_NODE_NAME_LEN;
 }
 
 static void
@@ -137,6 +121,7 @@ zklock_queue_fail(int idx, int sqlstate, const char *msg)
 	WorkEntry  *w = &zklock_work[idx];
 
 	take_drop(idx);
+	zklock_queue_wait_leave(idx);
 	if (w->release)
 		zklock_recipe_released(idx);
 	else
@@ -169,7 +154,6 @@ send_listing(int idx)
 	QTake	   *t;
 	MemoryContext cxt;
 	char		path[Q_MAX_PATH];
-	bool		wait = w->kind == ZKR_QUEUE_TAKE;
 	bool		ok;
 	const char *qop;
 
@@ -179,7 +163,6 @@ send_listing(int idx)
 	t = MemoryContextAllocZero(cxt, sizeof(QTake));
 	t->cxt = cxt;
 	t->generation = w->generation;
-	t->watching = wait;
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
 	qop = zklock_node_field(entry(idx)->data, ZKLOCK_QUEUE_OP_FIELD);
 	t->peek = qop != NULL && strncmp(qop, "peek", 4) == 0;
@@ -190,45 +173,25 @@ send_listing(int idx)
 	w->node[0] = '\0';
 	w->created = false;
 	zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, NULL);
-	ok = wait ? zkc_get_children_watch(path, TAG(w->generation, QOP_ENTRIES, idx),
-									   TAG(w->generation, QOP_WATCH, idx)) :
-		zkc_get_children(path, TAG(w->generation, QOP_ENTRIES, idx));
+	ok = zkc_get_children(path, TAG(w->generation, QOP_ENTRIES, idx));
 	zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_TAKEN, NULL);
-	ok = ok && (wait ? zkc_get_children_watch(path, TAG(w->generation, QOP_TAKEN, idx),
-											  TAG(w->generation, QOP_WATCH, idx)) :
-				zkc_get_children(path, TAG(w->generation, QOP_TAKEN, idx)));
+	ok = ok && zkc_get_children(path, TAG(w->generation, QOP_TAKEN, idx));
 	if (!ok)
 		set_recovering(w);
-}
-
-static int
-name_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
 /* A listing's names into the take's memory; entries sorted */
 static void
 keep_names(QTake *t, ZkEvent *ev, bool entries)
 {
-	char	  **names = MemoryContextAllocZero(t->cxt, sizeof(char *) *
-											   Max(ev->nchildren, 1));
-	int			n = 0;
-
-	for (int i = 0; ev->rc == ZKC_OK && i < ev->nchildren; i++)
-		if (entry_name(ev->children[i]))
-			names[n++] = MemoryContextStrdup(t->cxt, ev->children[i]);
 	if (entries)
 	{
-		qsort(names, n, sizeof(char *), name_cmp);
-		t->entries = names;
-		t->nentries = n;
+		t->entries = zklock_queue_names(t->cxt, ev, true, &t->nentries);
 		t->have_entries = true;
 	}
 	else
 	{
-		t->taken = names;
-		t->ntaken = n;
+		t->taken = zklock_queue_names(t->cxt, ev, false, &t->ntaken);
 		t->have_taken = true;
 	}
 }
@@ -338,7 +301,11 @@ try_next(int idx)
 			zklock_channel_not_granted(idx, w->generation);
 		}
 		else
-			w->phase = PH_WATCHING; /* the watches set by the listing */
+		{
+			/* back to the waiters, first: the group lists again */
+			take_drop(idx);
+			zklock_queue_wait_join(idx, true);
+		}
 		return;
 	}
 	strlcpy(w->node, t->entries[t->next++], sizeof(w->node));
@@ -353,11 +320,53 @@ try_next(int idx)
 	snprintf(req, sizeof(req), "%d.%u", idx, w->generation);
 	zklock_nodedata_add(mine, sizeof(mine), data, ZKLOCK_QUEUE_REQ_FIELD, req);
 	zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_TAKEN, w->node);
+	(void) ZKLOCK_FAILPOINT("queue-before-hold");
 	w->phase = PH_CHECKING;
 	w->create_unknown = true;
 	if (!zkc_create(path, mine, strlen(mine), ZKC_EPHEMERAL,
 					TAG(w->generation, QOP_HOLD, idx)))
 		set_recovering(w);
+}
+
+/*
+ * queue_wait.c: a waiting take is handed an entry its group's listing
+ * showed free: try to hold it (failing that, it waits again, first)
+ */
+void
+zklock_queue_try_entry(int idx, const char *name)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	MemoryContext cxt;
+	QTake	   *t;
+
+	take_drop(idx);
+	cxt = AllocSetContextCreate(TopMemoryContext, "zklock queue take",
+								ALLOCSET_SMALL_SIZES);
+	t = MemoryContextAllocZero(cxt, sizeof(QTake));
+	t->cxt = cxt;
+	t->generation = w->generation;
+	t->entries = MemoryContextAlloc(cxt, sizeof(char *));
+	t->entries[0] = MemoryContextStrdup(cxt, name);
+	t->nentries = 1;
+	t->have_entries = t->have_taken = true;
+	takes[idx] = t;
+	w->phase = PH_CHECKING;
+	w->node[0] = '\0';
+	w->created = false;
+	try_next(idx);
+}
+
+/* A take lists again: a waiting take through its group, others alone */
+static void
+list_again(int idx)
+{
+	if (zklock_work[idx].kind == ZKR_QUEUE_TAKE)
+	{
+		take_drop(idx);
+		zklock_queue_wait_join(idx, true);
+	}
+	else
+		send_listing(idx);
 }
 
 static void
@@ -469,7 +478,7 @@ on_find(int idx, ZkEvent *ev)
 		if (w->release)
 			zklock_recipe_released(idx);
 		else
-			send_listing(idx);
+			list_again(idx);
 	}
 	else
 		set_recovering(w);
@@ -630,7 +639,7 @@ q_release(int idx)
 	}
 	if (w->phase == PH_WATCHING)
 	{
-		zkc_unwatch(TAG(w->generation, QOP_WATCH, idx));
+		zklock_queue_wait_leave(idx);
 		take_drop(idx);
 		zklock_recipe_released(idx);
 		return;
@@ -670,7 +679,7 @@ on_length(int idx, ZkEvent *ev)
 		return;
 	}
 	for (int i = 0; ev->rc == ZKC_OK && i < ev->nchildren; i++)
-		if (entry_name(ev->children[i]))
+		if (zklock_queue_entry_name(ev->children[i]))
 			n++;
 	w->phase = PH_IDLE;
 	if (w->release)
@@ -715,6 +724,8 @@ q_start(int idx)
 	}
 	else if (w->kind == ZKR_QUEUE_LENGTH && purge_asked(idx))
 		send_listing(idx);
+	else if (w->kind == ZKR_QUEUE_TAKE)
+		zklock_queue_wait_join(idx, false);
 	else if (w->kind == ZKR_QUEUE_LENGTH)
 	{
 		w->phase = PH_CHECKING;
@@ -727,30 +738,17 @@ q_start(int idx)
 		send_listing(idx);
 }
 
-/* A waiter's watch fired: list again (keeping our place in nothing) */
-static void
-on_watch(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-
-	if (w->phase != PH_WATCHING)
-		return;					/* the other watch, or listing already */
-	zkc_unwatch(TAG(w->generation, QOP_WATCH, idx));
-	if (w->release)
-	{
-		take_drop(idx);
-		zklock_recipe_released(idx);
-	}
-	else
-		send_listing(idx);
-}
-
 static void
 q_event(ZkEvent *ev)
 {
 	int			idx = TAG_IDX(ev->tag);
 	WorkEntry  *w;
 
+	if (idx >= QWAIT_IDX_BASE && idx < QWAIT_IDX_BASE + QWAIT_IDX_COUNT)
+	{
+		zklock_queue_wait_event(ev);
+		return;
+	}
 	if (idx >= zklock_recipe_nentries())
 		return;
 	w = &zklock_work[idx];
@@ -780,9 +778,6 @@ q_event(ZkEvent *ev)
 			break;
 		case QOP_LENGTH:
 			on_length(idx, ev);
-			break;
-		case QOP_WATCH:
-			on_watch(idx);
 			break;
 		case QOP_DROP:
 			zklock_queue_on_drop(idx, ev);
@@ -827,8 +822,9 @@ q_retry(void)
 		else if (w->release)
 			zklock_recipe_released(idx);
 		else
-			send_listing(idx);
+			list_again(idx);
 	}
+	zklock_queue_wait_retry();
 }
 
 static void
@@ -874,12 +870,15 @@ q_init(void)
 								   sizeof(QTake *) * zklock_recipe_nentries());
 	zklock_queue_put_modes = MemoryContextAllocZero(TopMemoryContext,
 									   zklock_recipe_nentries());
+	zklock_queue_wait_init();
 }
 
 const ZkRecipe zklock_queue_recipe = {
 	.name = "queue",
 	.kinds = RECIPE_KIND(ZKR_QUEUE_PUT) | RECIPE_KIND(ZKR_QUEUE_TAKE) |
 	RECIPE_KIND(ZKR_QUEUE_TRY_TAKE) | RECIPE_KIND(ZKR_QUEUE_LENGTH),
+	.idx_first = QWAIT_IDX_BASE,
+	.idx_count = QWAIT_IDX_COUNT,
 	.init = q_init,
 	.start = q_start,
 	.release = q_release,

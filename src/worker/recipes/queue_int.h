@@ -28,7 +28,7 @@ enum
 	QOP_CONSUME,				/* delete of the entry at commit */
 	QOP_UNHOLD,					/* delete of the hold at release */
 	QOP_LENGTH,					/* listing of entries for a length */
-	QOP_WATCH,					/* a waiter's child watch fired */
+	QOP_WATCH,					/* unused (a waiter's watch: queue_wait.c) */
 	QOP_MOVED,					/* a move's delete of its pending node */
 	QOP_GUARD,					/* a held hold's exists and its watch */
 	QOP_DROP,					/* the delete of a pending node at abort */
@@ -55,6 +55,18 @@ extern void zklock_queue_sub_path(char *buf, WorkEntry *w, const char *dir,
 extern const char *zklock_queue_rc_text(ZkEvent *ev);
 extern void zklock_queue_fail(int idx, int sqlstate, const char *msg);
 extern dsm_segment *zklock_queue_segment(int idx, Size *size);
+extern void zklock_queue_try_entry(int idx, const char *name);
+
+/* queue_wait.c: the waiting takers, per queue */
+extern bool zklock_queue_entry_name(const char *name);
+extern char **zklock_queue_names(MemoryContext cxt, ZkEvent *ev, bool sorted,
+								 int *n);
+extern void zklock_queue_wait_init(void);
+extern bool zklock_queue_waiting(int idx);
+extern void zklock_queue_wait_join(int idx, bool first);
+extern void zklock_queue_wait_leave(int idx);
+extern void zklock_queue_wait_event(ZkEvent *ev);
+extern void zklock_queue_wait_retry(void);
 
 /* queue_write.c */
 extern void zklock_queue_send_put(int idx, bool with_parents);
