@@ -1,0 +1,138 @@
+
+# Waiting takers (issue 31): takers of one instance wait behind the queue's
+# shared child watches (worker/recipes/queue_wait.c).
+#  - no lost wake-up: with the failpoint queue-before-hold sleeping, a put
+#    lands while one taker's hold is in flight and the notification waits;
+#    the second taker waiting on the same instance must still get the
+#    second item (before the shared watch it slept until its timeout)
+#  - no herd: 8 takers wait on one instance; one put costs a few ZooKeeper
+#    requests (mntr's zk_packets_received, printed), not some per taker;
+#    then 7 more puts reach the 7 others, each once, in arrival order
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../..";
+use ZkLockTest;
+
+use Test::More;
+use Time::HiRes qw(time sleep);
+
+zk_start();
+# node1's session outlives the failpoint's sleeps (before the shared watch,
+# one per taker)
+my $node1 = zk_node('node1', session_timeout => '20s');
+my $node2 = zk_node('node2');
+
+# the queue functions, from their update script (as 130 does)
+{
+	my $file = "$FindBin::RealBin/../../../zklock--1.8--1.9.sql";
+	open my $fh, '<', $file or die "$file: $!";
+	local $/;
+	my $sql = <$fh>;
+	close $fh;
+	$sql =~ s/^\\echo.*$//m;
+	$sql =~ s/^SELECT \@extschema\@.*$//m;
+	$sql =~ s/\@extschema\@/public/g;
+	$sql =~ s/MODULE_PATHNAME/\$libdir\/zklock/g;
+	$node1->safe_psql('postgres', $sql);
+	$node2->safe_psql('postgres', $sql);
+}
+
+my $p2 = zk_session($node2, 'P2');
+
+# the sessions of @s all wait in a take (their wait event is zklock's)
+sub all_waiting
+{
+	my (@s) = @_;
+	my $pids = join(',', map { $_->pid } @s);
+	return wait_until(
+		sub {
+			$node1->safe_psql('postgres',
+				"SELECT count(*) FROM pg_stat_activity WHERE pid IN ($pids)"
+				  . q{ AND (wait_event LIKE 'Zklock%' OR wait_event_type = 'Extension')}
+			) == scalar(@s);
+		},
+		timeout => 20);
+}
+
+# ---------------------------------------------------------------------------
+# The lost wake-up.
+$p2->query_ok(q{SELECT zk_queue_put_now('lw', 'first')});
+$p2->query_ok(q{SELECT zk_queue_try_take('lw')});	# the queue exists, empty
+my @t = map { zk_session($node1, "T$_") } 1 .. 2;
+$_->send(q{SELECT coalesce(convert_from(item, 'UTF8'), 'none') FROM zk_queue_take('lw', '30 s')})
+  foreach @t;
+ok(all_waiting(@t), 'two takers wait on one instance');
+my $off = -s $node1->logfile;
+ok(zk_set_failpoints($node1, 'queue-before-hold=sleep:1500'), 'failpoint set');
+$p2->query_ok(q{SELECT zk_queue_put_now('lw', 'x')});
+ok(zk_wait_log($node1, qr/failpoint "queue-before-hold" reached/, $off, 20),
+	'a taker is about to hold x');
+$p2->query_ok(q{SELECT zk_queue_put_now('lw', 'y')});
+my @got;
+foreach my $s (@t)
+{
+	my $r = $s->wait(60);
+	push @got, $r ? $r->{out} : 'timed out';
+	diag(sprintf('%s: %s after %.1f s', $s->name, $got[-1], $r ? $r->{elapsed} : -1));
+}
+is(join(',', sort @got), 'x,y', 'both takers got an item: the put during the hold was not lost');
+ok(zk_set_failpoints($node1, ''), 'failpoint cleared');
+is($p2->query_ok(q{SELECT zk_queue_length('lw')}), 0, 'the queue is empty');
+
+# ---------------------------------------------------------------------------
+# The herd: 8 takers on node1, each in a transaction (nothing consumed
+# while counting).
+$p2->query_ok(q{SELECT zk_queue_purge('lw')});	# what a lost wake-up left
+my @h = map { zk_session($node1, "H$_") } 1 .. 8;
+foreach my $s (@h)
+{
+	$s->query_ok('BEGIN');
+	$s->send(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('lw', '60 s')});
+	sleep(0.05);
+}
+ok(all_waiting(@h), '8 takers wait on one instance');
+
+# ZooKeeper's received packets, once they stop moving (pings aside)
+sub packets_settled
+{
+	my $last = zk_mntr()->{zk_packets_received};
+	for (1 .. 20)
+	{
+		sleep(0.5);
+		my $n = zk_mntr()->{zk_packets_received};
+		return $n if $n - $last <= 1;
+		$last = $n;
+	}
+	return $last;
+}
+my $before = packets_settled();
+$p2->query_ok(q{SELECT zk_queue_put_now('lw', 'h1')});
+my $winner;
+ok( wait_until(
+		sub { ($winner) = grep { $_->done } @h; defined $winner },
+		timeout => 30),
+	'one put: one taker got it');
+my $after = packets_settled();
+my $cost = $after - $before;
+diag("ZooKeeper requests from one put to its grant, 8 takers waiting on one instance: $cost");
+cmp_ok($cost, '<=', 16, 'one put costs one listing, not one per taker');
+my $r = $winner->wait(5);
+is($r && $r->{out}, 'h1', 'the winner got the item');
+my @rest = grep { $_ != $winner } @h;
+is(scalar(grep { $_->done } @rest), 0, 'the 7 others still wait');
+
+# 7 more puts: each of the 7 gets one
+$p2->query_ok(qq{SELECT zk_queue_put_now('lw', 'h$_')}) foreach 2 .. 8;
+my %items;
+foreach my $s (@rest)
+{
+	my $r = $s->wait(30);
+	$items{ $r ? $r->{out} : 'none' }++;
+}
+is(join(',', sort keys %items), 'h2,h3,h4,h5,h6,h7,h8', 'the 7 others got one item each');
+$_->query_ok('COMMIT') foreach @h;
+is($p2->query_ok(q{SELECT zk_queue_length('lw')}), 0, 'all consumed');
+
+done_testing();
