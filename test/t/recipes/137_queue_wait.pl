@@ -7,7 +7,10 @@
 #    second item (before the shared watch it slept until its timeout)
 #  - no herd: 8 takers wait on one instance; one put costs a few ZooKeeper
 #    requests (mntr's zk_packets_received, printed), not some per taker;
-#    then 7 more puts reach the 7 others, each once, in arrival order
+#    then 7 more puts reach the 7 others, each once
+#  - a taker cancelled while its hold's create is in flight (the failpoint
+#    again): the hold is deleted, never left, and the item is taken by
+#    the other instance
 use strict;
 use warnings;
 
@@ -134,5 +137,28 @@ foreach my $s (@rest)
 is(join(',', sort keys %items), 'h2,h3,h4,h5,h6,h7,h8', 'the 7 others got one item each');
 $_->query_ok('COMMIT') foreach @h;
 is($p2->query_ok(q{SELECT zk_queue_length('lw')}), 0, 'all consumed');
+
+# ---------------------------------------------------------------------------
+# Cancelled while its hold's create is in flight.
+my $root = zk_root();
+my $c1 = zk_session($node1, 'C1');
+$c1->send(q{SELECT id FROM zk_queue_take('lw', '30 s')});
+ok(all_waiting($c1), 'a taker waits');
+$off = -s $node1->logfile;
+ok(zk_set_failpoints($node1, 'queue-before-hold=sleep:1500'), 'failpoint set');
+$p2->query_ok(q{SELECT zk_queue_put_now('lw', 'c')});
+ok(zk_wait_log($node1, qr/failpoint "queue-before-hold" reached/, $off, 20),
+	'the taker is about to hold c');
+$node1->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $c1->pid . ')');
+$r = $c1->wait(30);
+is($r && $r->{sqlstate}, '57014', 'the taker is cancelled');
+ok(zk_set_failpoints($node1, ''), 'failpoint cleared');
+ok( wait_until(
+		sub { !grep { m{/zklock\.queues/lw/taken/} } zk_list_znodes("$root/zklock.queues") },
+		timeout => 20),
+	'its hold was deleted');
+is($p2->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_try_take('lw')}),
+	'c', 'the item is taken on the other instance');
+is($p2->query_ok(q{SELECT zk_queue_length('lw')}), 0, 'the queue is empty');
 
 done_testing();
