@@ -11,6 +11,11 @@
 #  - a taker cancelled while its hold's create is in flight (the failpoint
 #    again): the hold is deleted, never left, and the item is taken by
 #    the other instance
+#  - when the last taker leaves, the shared watches go too (wchp)
+#  - a take on a queue never put to is woken by its first put (a creation
+#    watch: a listing that finds no entries node sets no child watch)
+#  - ZooKeeper restarted while two takers wait (the session kept): the
+#    watches are set again, and a put after it reaches a taker
 use strict;
 use warnings;
 
@@ -43,6 +48,7 @@ my $node2 = zk_node('node2');
 }
 
 my $p2 = zk_session($node2, 'P2');
+my $watches0 = zk_mntr()->{zk_watch_count};
 
 # the sessions of @s all wait in a take (their wait event is zklock's)
 sub all_waiting
@@ -160,5 +166,43 @@ ok( wait_until(
 is($p2->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_try_take('lw')}),
 	'c', 'the item is taken on the other instance');
 is($p2->query_ok(q{SELECT zk_queue_length('lw')}), 0, 'the queue is empty');
+
+# no taker waits any more: the server's watches are back to what they
+# were before any (wchp lists data watches only: mntr counts child watches)
+sub watches { return zk_mntr()->{zk_watch_count} // -1; }
+ok(wait_until(sub { watches() == $watches0 }, timeout => 20),
+	'the last taker gone, no watch is left on the queue')
+  or diag('watches: ' . watches() . ", before the takers: $watches0");
+
+# ---------------------------------------------------------------------------
+# A queue never put to.
+my $f1 = zk_session($node1, 'F1');
+$f1->send(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('fresh', '30 s')});
+ok(all_waiting($f1), 'a taker waits on a queue that does not exist yet');
+$p2->query_ok(q{SELECT zk_queue_put_now('fresh', 'first ever')});
+$r = $f1->wait(20);
+is($r && $r->{out}, 'first ever', 'its first put wakes the taker');
+
+# ---------------------------------------------------------------------------
+# ZooKeeper restarted while two takers wait.
+my @z = map { zk_session($node1, "Z$_") } 1 .. 2;
+$_->send(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('lw', '60 s')})
+  foreach @z;
+ok(all_waiting(@z), 'two takers wait');
+ok(wait_until(sub { watches() == $watches0 + 2 }, timeout => 20),
+	'two watches for them: entries and taken')
+  or diag('watches: ' . watches() . ", before the takers: $watches0");
+my ($rc) = zk_server('restart-one', 1);
+is($rc, 0, 'ZooKeeper restarted');
+ok(zk_wait_connected($_, 90), $_->name . ' reconnected') foreach ($node1, $node2);
+ok(wait_until(sub { watches() == $watches0 + 2 }, timeout => 20),
+	'the shared watches are set again, and only they')
+  or diag('watches: ' . watches() . ", before the takers: $watches0");
+$p2->query_ok(q{SELECT zk_queue_put_now('lw', 'after restart')});
+ok(wait_until(sub { grep { $_->done } @z }, timeout => 20),
+	'a put after the restart reaches a waiting taker');
+$p2->query_ok(q{SELECT zk_queue_put_now('lw', 'second')});
+my %z = map { my $r = $_->wait(20); ($r ? $r->{out} : 'none') => 1 } @z;
+is(join(',', sort keys %z), 'after restart,second', 'both takers got one');
 
 done_testing();
