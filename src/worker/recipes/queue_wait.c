@@ -32,8 +32,15 @@
  * most the listing (asked again once connected: zklock_queue_wait_retry),
  * the watches being set again by the client.
  *
+ * A listing that finds no entries (or taken) node, a queue never put to,
+ * sets no child watch: an exists sets a creation watch instead.  Here
+ * too, for both files, the rule of an entry's name and a listing's names
+ * (zklock_queue_entry_name, zklock_queue_names).
+ *
  * Rules: only the worker's thread; groups[] and wait_slot[] are this
  * file's (TopMemoryContext), each group's listing in its own context.
+ * Every request and watch of a group is tagged (generation, op, its
+ * index): a reply of a freed group is ignored.
  *
  *-------------------------------------------------------------------------
  */
