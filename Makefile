@@ -123,7 +123,7 @@ endif
 # settings of test/installcheck.conf and reach a ZooKeeper; the precheck
 # says what is missing, within seconds.  test/run_tests.sh starts such a
 # server and a ZooKeeper, and runs this.
-REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit limits advisory semaphore election stats
+REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit limits advisory semaphore election stats queue
 REGRESS_PREP = zklock-installcheck-precheck
 
 
