@@ -11,6 +11,14 @@
 #    the median is printed;
 #  - after each COMMIT the queue is empty (a COMMIT that returned has
 #    consumed), and so are entries/ and taken/ in ZooKeeper at the end.
+#    (That check alone cannot fail: zk_queue_length goes through the same
+#    worker after the consumption's delete.  Review: a COMMIT that did not
+#    wait at all passed every check above, median 0.04 ms.)
+#  - review: the worker stopped (SIGSTOP, well within the lease) when a
+#    take's transaction commits: the commit record is written (another
+#    session sees its row) and the COMMIT does not return while the worker
+#    is stopped; once continued it returns, without an error, and the item
+#    is gone from ZooKeeper.
 use strict;
 use warnings;
 
@@ -63,5 +71,32 @@ is($left, 0, 'after every COMMIT the queue was empty: the COMMIT had consumed it
 
 my @rest = grep { m{^\Q$q\E/(entries|taken)/} } zk_list_znodes("$root/zklock.queues");
 is(scalar(@rest), 0, 'no entry and no hold is left in ZooKeeper') or diag(join(' ', @rest));
+
+# --- review: a COMMIT returns after the consumption, not before it ----------
+$node1->safe_psql('postgres', 'CREATE TABLE landed (n int)');
+my $worker = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
+my $s = zk_session($node1, 'taker');
+$s->query_ok(q{SELECT zk_queue_put_now('cw', 'stopped') IS NOT NULL});
+$s->query_ok('BEGIN');
+is($s->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_try_take('cw')}),
+	'stopped', 'a take before the stop');
+$s->query_ok('INSERT INTO landed VALUES (1)');
+kill 'STOP', $worker;
+$s->send('COMMIT');
+my $landed = wait_until(sub { psql1($node1, 'SELECT count(*) FROM landed') eq '1' },
+	timeout => 30);
+# the commit record is written; the COMMIT still waits for the stopped worker
+select(undef, undef, undef, 0.3);
+my $still = !$s->done;
+kill 'CONT', $worker;
+ok($landed, 'the commit record is written while the worker is stopped');
+ok($still, 'the COMMIT does not return while the worker that consumes is stopped');
+my $r = $s->wait(60);
+ok($r && $r->{sqlstate} eq '00000' && $r->{err} eq '',
+	'the COMMIT returns once the worker runs again, without an error or warning')
+  or diag(explain($r));
+@rest = grep { m{^\Q$q\E/(entries|taken)/} } zk_list_znodes("$root/zklock.queues");
+is(scalar(@rest), 0, 'the item is consumed in ZooKeeper') or diag(join(' ', @rest));
+$s->quit;
 
 done_testing();
