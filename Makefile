@@ -77,14 +77,14 @@ OBJS = src/zklock.o $(OBJS_COMMON) $(OBJS_CLIENT) $(OBJS_WORKER) \
 EXTENSION = zklock
 DATA = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql zklock--1.2--1.3.sql \
 	zklock--1.3--1.4.sql zklock--1.4--1.6.sql zklock--1.6--1.7.sql \
-	zklock--1.7--1.8.sql
+	zklock--1.7--1.8.sql zklock--1.8--1.9.sql
 # the fresh install script of the default version: 1.0's script and every
 # update script in turn, as CREATE EXTENSION ran them before 1.4 (one
 # source for each object; test/t/upgrade/006 compares it with every update path)
 ZKLOCK_SCRIPTS = zklock--1.0.sql zklock--1.0--1.1.sql zklock--1.1--1.2.sql \
 	zklock--1.2--1.3.sql zklock--1.3--1.4.sql zklock--1.4--1.6.sql \
-	zklock--1.6--1.7.sql zklock--1.7--1.8.sql
-DATA_built = zklock--1.8.sql
+	zklock--1.6--1.7.sql zklock--1.7--1.8.sql zklock--1.8--1.9.sql
+DATA_built = zklock--1.9.sql
 PGFILEDESC = "zklock - ZooKeeper locks for PostgreSQL"
 
 # ZooKeeper's C client.  By default Debian's libzookeeper-mt (shared, built
@@ -124,7 +124,7 @@ endif
 # settings of test/installcheck.conf and reach a ZooKeeper; the precheck
 # says what is missing, within seconds.  test/run_tests.sh starts such a
 # server and a ZooKeeper, and runs this.
-REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit limits advisory semaphore election stats
+REGRESS = setup errors locks scopes listing fence naming hierarchy admin explicit limits advisory semaphore election stats queue
 REGRESS_PREP = zklock-installcheck-precheck
 
 
@@ -144,8 +144,8 @@ zklock-installcheck-precheck:
 .PHONY: zklock-installcheck-precheck
 
 # (each script's "\echo ... \quit" line is dropped by CREATE EXTENSION)
-zklock--1.8.sql: $(ZKLOCK_SCRIPTS)
-	{ echo '/* zklock--1.8.sql: made by make from $(ZKLOCK_SCRIPTS); do not edit */'; \
+zklock--1.9.sql: $(ZKLOCK_SCRIPTS)
+	{ echo '/* zklock--1.9.sql: made by make from $(ZKLOCK_SCRIPTS); do not edit */'; \
 	  for f in $^; do echo; echo "/* ---- $$f */"; cat $$f; done; } > $@
 
 # every object depends on every header (PGXS tracks no dependencies)

@@ -59,7 +59,9 @@
  *   (zklock_channel_collect): its persistent node lives on without it.
  * - The worker owns a RELEASING entry: it deletes the node, then frees the
  *   entry (zklock_channel_released); the backend, which may have exited,
- *   never looks at it again.
+ *   never looks at it again, except to wait for its free (a full slot's,
+ *   a queue take's COMMIT): the worker sets its latch then
+ *   (channel_freed_wake).
  * - When the worker stops, or a new one starts after one that stopped
  *   (zklock_channel_worker_gone), every request the worker owned becomes
  *   FAILED, every GRANTED entry LOST, and every RELEASING one is freed:
@@ -186,6 +188,29 @@ channel_unlock_and_wake(int procno)
 	LWLockRelease(zklock_shared->lock);
 	if (procno >= 0)
 		SetLatch(ZKLOCK_PROC_LATCH(procno));
+}
+
+/*
+ * Whose latch the worker sets when it frees a RELEASING entry: a full
+ * slot's backend, which may wait for it to drain; else the owner of a
+ * queue take, whose COMMIT waits until its item is consumed
+ * (backend/queue.c, wait_consumed).  Without this wake that COMMIT slept
+ * to its poll's timeout after every consumption (7.5 ms of a cycle's
+ * 11.7, doc/performance.md).  An owner that no longer waits (a take
+ * given back by ROLLBACK) finds its latch set once, as any late wake.
+ * Caller holds the lock; called before zklock_channel_free.
+ */
+static int
+channel_freed_wake(int idx)
+{
+	ZkLockEntry *e = channel_entry(idx);
+	int			slot = zklock_channel_full_slot(idx);
+
+	if (slot >= 0)
+		return slot;
+	if (e->kind == ZKR_QUEUE_TAKE || e->kind == ZKR_QUEUE_TRY_TAKE)
+		return e->owner_procno;
+	return -1;
 }
 
 /* Is the worker's ZooKeeper session connected now? */
@@ -710,8 +735,7 @@ zklock_channel_fail(int idx, uint32 generation, int sqlstate,
 	}
 	else if (channel_is(idx, generation, ZKE_RELEASING))
 	{
-		/* a full slot's backend may wait for it to drain */
-		wake_procno = zklock_channel_full_slot(idx);
+		wake_procno = channel_freed_wake(idx);
 		zklock_channel_free(idx);
 	}
 	channel_unlock_and_wake(wake_procno);
@@ -740,8 +764,7 @@ zklock_channel_done(int idx, uint32 generation, int64 token,
 	}
 	else if (channel_is(idx, generation, ZKE_RELEASING))
 	{
-		/* a full slot's backend may wait for it to drain */
-		wake_procno = zklock_channel_full_slot(idx);
+		wake_procno = channel_freed_wake(idx);
 		zklock_channel_free(idx);
 	}
 	channel_unlock_and_wake(wake_procno);
@@ -796,8 +819,7 @@ zklock_channel_session_lost(int idx, uint32 generation, int *owner_pid)
 	lost = channel_mark_lost(idx, generation, owner_pid);
 	if (!lost && channel_is(idx, generation, ZKE_RELEASING))
 	{
-		/* a full slot's backend may wait for it to drain */
-		wake_procno = zklock_channel_full_slot(idx);
+		wake_procno = channel_freed_wake(idx);
 		zklock_channel_free(idx);
 	}
 	channel_unlock_and_wake(wake_procno);
@@ -813,8 +835,7 @@ zklock_channel_released(int idx, uint32 generation)
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	if (channel_is(idx, generation, ZKE_RELEASING))
 	{
-		/* a full slot's backend may wait for it to drain */
-		wake_procno = zklock_channel_full_slot(idx);
+		wake_procno = channel_freed_wake(idx);
 		zklock_channel_free(idx);
 	}
 	channel_unlock_and_wake(wake_procno);

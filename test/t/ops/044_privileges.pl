@@ -6,7 +6,7 @@
 # sequences and types, to a role and to PUBLIC, globally and IN SCHEMA --
 # before CREATE EXTENSION, or only before ALTER EXTENSION UPDATE, every
 # path (a fresh install; 1.0, 1.1 and 1.2 updated step by step and at
-# once; 1.3, 1.4, 1.6 and 1.7 updated to the default), into a schema whose name has capitals, a space and a %:
+# once; 1.3, 1.4, 1.6, 1.7 and 1.8 updated to the default), into a schema whose name has capitals, a space and a %:
 #  - ends with the documented privileges: the superuser-only members
 #    (zk_lock_admin_node, zk_lock_force_release, zk_lock_revoke) and those
 #    not granted to PUBLIC (zk_lock_nodes, zk_lock_queue, zk_lock_local,
@@ -26,6 +26,9 @@
 #  - the same refusals for a role the administrative functions and writes
 #    to zk_lock_fences were granted to by hand: they are superusers' (and
 #    the table's owner's) whatever grants exist.
+#  - (1.9) zk_queue_purge and zk_queue_item_nodes are among those not
+#    granted to PUBLIC: app, whom default privileges would give them, can
+#    neither empty a queue nor read who holds its items (42501).
 #  - (1.7; 1.8's zk_lock_status_security too) a member of pg_monitor reads zk_lock_status (granted to
 #    pg_read_all_stats, as zk_lock_waits) on every path.
 # A schema name with a double quote is refused by PostgreSQL itself (it
@@ -109,7 +112,7 @@ my @closed_functions = (
 	'zk_lock_local()', 'zk_lock_fence(text,bigint)',
 	'zk_lock_settle_privileges()', 'zk_lock_waits()', 'zk_lock_stats_reset()',
 	'zk_lock_status()', 'zk_lock_status_watches()', 'zk_lock_status_notifications()',
-	'zk_lock_status_security()');
+	'zk_lock_status_security()', 'zk_queue_purge(text)', 'zk_queue_item_nodes()');
 my @closed_table = qw(INSERT UPDATE DELETE TRUNCATE REFERENCES TRIGGER);
 my $closed_query = join("\nUNION ALL ",
 	(map { my $f = $_; map { qq{SELECT '$_ $f', has_function_privilege('$_', '$qs.$f', 'EXECUTE')} } (qw(app plain), 'Ap%p "x') } @closed_functions),
@@ -162,6 +165,7 @@ my @paths = (
 	[ 'v14',        '1.4', [undef],                'create' ],
 	[ 'v16',        '1.6', [undef],                'create' ],
 	[ 'v17',        '1.7', [undef],                'create' ],
+	[ 'v18',        '1.8', [undef],                'create' ],
 	[ 'v10_late',   '1.0', [undef],                'update' ],
 	[ 'v11_late',   '1.1', [ '1.2', undef ],       'update' ],
 	[ 'v12_late',   '1.2', [undef],                'update' ],
@@ -169,6 +173,7 @@ my @paths = (
 	[ 'v14_late',   '1.4', [undef],                'update' ],
 	[ 'v16_late',   '1.6', [undef],                'update' ],
 	[ 'v17_late',   '1.7', [undef],                'update' ],
+	[ 'v18_late',   '1.8', [undef],                'update' ],
 );
 
 my $fresh_described;
@@ -275,6 +280,8 @@ foreach my $path (@paths)
 		[ 'app', q{SELECT zk_lock_stats_reset()} ],
 		[ 'app', q{SELECT * FROM zk_lock_waits} ],
 		[ 'app', q{SELECT * FROM zk_lock_waits()} ],
+		[ 'app', q{SELECT zk_queue_purge('priv/q')} ],
+		[ 'app', q{SELECT * FROM zk_queue_item_nodes()} ],
 		[ 'plain', q{SELECT zk_lock_stats_reset()} ],
 		[ 'plain', q{SELECT hosts, last_error FROM zk_lock_status} ],
 		[ 'plain', q{SELECT hosts, last_error FROM zk_lock_status()} ],

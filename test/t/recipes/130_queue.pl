@@ -14,8 +14,6 @@
 #  - the nodes are Kazoo's LockingQueue layout under <root>/zklock.queues:
 #    Kazoo's LockingQueue (test/interop/kazoo_queue.py) and SQL take each
 #    other's items, in order, and each skips the item the other holds
-# The SQL objects are those of zklock--1.8--1.9.sql, created here from the
-# script (the extension's version that installs them is the lead's to set).
 use strict;
 use warnings;
 
@@ -30,21 +28,6 @@ use Time::HiRes qw(time);
 zk_start();
 my $node1 = zk_node('node1');
 my $node2 = zk_node('node2');
-
-# the queue functions, from their update script
-{
-	my $file = "$FindBin::RealBin/../../../zklock--1.8--1.9.sql";
-	open my $fh, '<', $file or die "$file: $!";
-	local $/;
-	my $sql = <$fh>;
-	close $fh;
-	$sql =~ s/^\\echo.*$//m;
-	$sql =~ s/^SELECT \@extschema\@.*$//m;
-	$sql =~ s/\@extschema\@/public/g;
-	$sql =~ s/MODULE_PATHNAME/\$libdir\/zklock/g;
-	$node1->safe_psql('postgres', $sql);
-	$node2->safe_psql('postgres', $sql);
-}
 
 my $root = zk_root();
 my $q = "$root/zklock.queues/jobs";

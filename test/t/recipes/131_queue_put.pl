@@ -13,8 +13,6 @@
 #    55P03 and consumes nothing; the item is taken again, same id
 #  - the instance killed between the commit record and the move (failpoint
 #    queue-before-move): its restarted worker moves the item
-# The SQL objects are those of zklock--1.8--1.9.sql, created here from the
-# script (the extension's version that installs them is the lead's to set).
 use strict;
 use warnings;
 
@@ -27,20 +25,6 @@ use Test::More;
 zk_start();
 my $node1 = zk_node('node1');
 my $node2 = zk_node('node2');
-
-{
-	my $file = "$FindBin::RealBin/../../../zklock--1.8--1.9.sql";
-	open my $fh, '<', $file or die "$file: $!";
-	local $/;
-	my $sql = <$fh>;
-	close $fh;
-	$sql =~ s/^\\echo.*$//m;
-	$sql =~ s/^SELECT \@extschema\@.*$//m;
-	$sql =~ s/\@extschema\@/public/g;
-	$sql =~ s/MODULE_PATHNAME/\$libdir\/zklock/g;
-	$node1->safe_psql('postgres', $sql);
-	$node2->safe_psql('postgres', $sql);
-}
 
 my $root = zk_root();
 my $q = "$root/zklock.queues/tx";

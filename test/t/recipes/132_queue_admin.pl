@@ -8,8 +8,6 @@
 #    COMMIT consumes it, a ROLLBACK gives it back; a role that is not an
 #    administrator may not purge (42501), since zk_queue_purge is not
 #    granted to PUBLIC
-# The SQL objects are those of zklock--1.8--1.9.sql, created here from the
-# script, as 130 does.
 use strict;
 use warnings;
 
@@ -22,20 +20,6 @@ use Test::More;
 zk_start();
 my $node1 = zk_node('node1');
 my $node2 = zk_node('node2');
-
-{
-	my $file = "$FindBin::RealBin/../../../zklock--1.8--1.9.sql";
-	open my $fh, '<', $file or die "$file: $!";
-	local $/;
-	my $sql = <$fh>;
-	close $fh;
-	$sql =~ s/^\\echo.*$//m;
-	$sql =~ s/^SELECT \@extschema\@.*$//m;
-	$sql =~ s/\@extschema\@/public/g;
-	$sql =~ s/MODULE_PATHNAME/\$libdir\/zklock/g;
-	$node1->safe_psql('postgres', $sql);
-	$node2->safe_psql('postgres', $sql);
-}
 $node1->safe_psql('postgres', 'CREATE ROLE alice LOGIN');
 
 my $root = zk_root();

@@ -6,8 +6,6 @@
 # lock of the instance with it).  Found in review: the walk only refused
 # xids more than 2^30 old, while the commit log is truncated far sooner
 # (at the oldest datfrozenxid).
-# The SQL objects are those of zklock--1.8--1.9.sql, created from the
-# script, as in 130 and 131.
 use strict;
 use warnings;
 
@@ -19,20 +17,6 @@ use Test::More;
 
 zk_start();
 my $node1 = zk_node('node1');
-
-sub queue_sql
-{
-	my $file = "$FindBin::RealBin/../../../zklock--1.8--1.9.sql";
-	open my $fh, '<', $file or die "$file: $!";
-	local $/;
-	my $sql = <$fh>;
-	close $fh;
-	$sql =~ s/^\\echo.*$//m;
-	$sql =~ s/^SELECT \@extschema\@.*$//m;
-	$sql =~ s/MODULE_PATHNAME/\$libdir\/zklock/g;
-	return $sql;
-}
-$node1->safe_psql('postgres', queue_sql());
 
 my $root = zk_root();
 my $q = "$root/zklock.queues/old";

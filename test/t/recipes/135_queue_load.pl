@@ -33,23 +33,8 @@ zk_start();
 my $node1 = zk_node('node1');
 my $node2 = zk_node('node2');
 
-# the queue functions, from their update script (as 130 does)
-my $setup;
-{
-	my $file = "$FindBin::RealBin/../../../zklock--1.8--1.9.sql";
-	open my $fh, '<', $file or die "$file: $!";
-	local $/;
-	$setup = <$fh>;
-	close $fh;
-	$setup =~ s/^\\echo.*$//m;
-	$setup =~ s/^SELECT \@extschema\@.*$//m;
-	$setup =~ s/\@extschema\@/public/g;
-	$setup =~ s/MODULE_PATHNAME/\$libdir\/zklock/g;
-}
-
 foreach my $node ($node1, $node2)
 {
-	$node->safe_psql('postgres', $setup);
 	$node->safe_psql('postgres', <<'EOS');
 CREATE TABLE taken (id text NOT NULL, item text NOT NULL, priority int NOT NULL,
                     consumer text NOT NULL, n int NOT NULL,

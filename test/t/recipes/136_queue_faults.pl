@@ -33,21 +33,6 @@ my $node1 = zk_node('node1', hosts => '127.0.0.1:' . $px->port('node1'),
 	extra_conf => "restart_after_crash = on\n");
 my $node2 = zk_node('node2');
 
-# the queue functions, from their update script (as 130 does)
-{
-	my $file = "$FindBin::RealBin/../../../zklock--1.8--1.9.sql";
-	open my $fh, '<', $file or die "$file: $!";
-	local $/;
-	my $sql = <$fh>;
-	close $fh;
-	$sql =~ s/^\\echo.*$//m;
-	$sql =~ s/^SELECT \@extschema\@.*$//m;
-	$sql =~ s/\@extschema\@/public/g;
-	$sql =~ s/MODULE_PATHNAME/\$libdir\/zklock/g;
-	$node1->safe_psql('postgres', $sql);
-	$node2->safe_psql('postgres', $sql);
-}
-
 my $putter = zk_session($node2, 'putter');
 my %times;
 

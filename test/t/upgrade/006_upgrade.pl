@@ -33,6 +33,11 @@
 #    the update to 1.8 (compared with zklock--1.8.sql) zk_lock_status ends
 #    with transport ('tcp' here), identity ('' here: no credentials) and
 #    tls_expires (NULL), readable by pg_read_all_stats and not by PUBLIC.
+#  - the same for a database at 1.8: the 1.9 library under 1.8's objects
+#    (no queue functions) takes a lock; after the update to 1.9 (compared
+#    with zklock--1.9.sql) an item is put and taken, zk_queues and
+#    zk_queue_items are PUBLIC's, zk_queue_purge and zk_queue_item_nodes
+#    are not.
 #  (test/t/ops/044 does every path again with default privileges in place and
 #  a schema named We%ird s.)
 use strict;
@@ -56,12 +61,14 @@ $node->safe_psql('postgres', 'CREATE DATABASE v13');
 $node->safe_psql('postgres', 'CREATE DATABASE v14');
 $node->safe_psql('postgres', 'CREATE DATABASE v16');
 $node->safe_psql('postgres', 'CREATE DATABASE v17');
+$node->safe_psql('postgres', 'CREATE DATABASE v18');
 $node->safe_psql('v11', q{CREATE EXTENSION zklock VERSION '1.1'});
 $node->safe_psql('v12', q{CREATE EXTENSION zklock VERSION '1.2'});
 $node->safe_psql('v13', q{CREATE EXTENSION zklock VERSION '1.3'});
 $node->safe_psql('v14', q{CREATE EXTENSION zklock VERSION '1.4'});
 $node->safe_psql('v16', q{CREATE EXTENSION zklock VERSION '1.6'});
 $node->safe_psql('v17', q{CREATE EXTENSION zklock VERSION '1.7'});
+$node->safe_psql('v18', q{CREATE EXTENSION zklock VERSION '1.8'});
 $node->safe_psql('old', q{CREATE EXTENSION zklock VERSION '1.0'});
 $node->safe_psql('fresh', 'CREATE EXTENSION zklock');
 
@@ -232,6 +239,17 @@ $node->safe_psql('v17', 'ALTER EXTENSION zklock UPDATE');
 is($node->safe_psql('v17', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	$default, "1.7: ALTER EXTENSION zklock UPDATE reaches $default");
 
+# the new library under the 1.8 objects: a lock, and no queue yet
+is($node->safe_psql('v18',
+		q{SELECT zk_lock_acquire_session('upgrade/v18') > 0,
+		         zk_lock_release('upgrade/v18'),
+		         (SELECT count(*) FROM pg_proc WHERE proname LIKE 'zk\_queue%')}),
+	't|t|0', '1.8 objects: a lock is taken; no queue functions');
+
+$node->safe_psql('v18', 'ALTER EXTENSION zklock UPDATE');
+is($node->safe_psql('v18', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
+	$default, "1.8: ALTER EXTENSION zklock UPDATE reaches $default");
+
 $node->safe_psql('old', 'ALTER EXTENSION zklock UPDATE');
 is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	$default, "ALTER EXTENSION zklock UPDATE reaches $default");
@@ -273,7 +291,18 @@ is($node->safe_psql('v14', $describe), $fresh,
 is($node->safe_psql('v16', $describe), $fresh,
 	'the database updated from 1.6 has the same objects as a fresh install');
 is($node->safe_psql('v17', $describe), $fresh,
-	'the database updated from 1.7 has the same objects as a fresh install (zklock--1.8.sql)');
+	'the database updated from 1.7 has the same objects as a fresh install');
+is($node->safe_psql('v18', $describe), $fresh,
+	'the database updated from 1.8 has the same objects as a fresh install (zklock--1.9.sql)');
+is($node->safe_psql('v18',
+		q{SELECT zk_queue_put_now('upgrade/q18', 'x') IS NOT NULL,
+		         (SELECT convert_from(item, 'UTF8') FROM zk_queue_try_take('upgrade/q18')),
+		         has_table_privilege('public', 'zk_queues', 'SELECT'),
+		         has_table_privilege('public', 'zk_queue_items', 'SELECT'),
+		         has_function_privilege('public', 'zk_queue_purge(text)', 'EXECUTE'),
+		         has_function_privilege('public', 'zk_queue_item_nodes()', 'EXECUTE')}),
+	't|x|t|t|f|f',
+	'updated from 1.8: an item is put and taken; zk_queues and zk_queue_items are PUBLIC\'s, zk_queue_purge and zk_queue_item_nodes are not');
 is($node->safe_psql('v17',
 		q{SELECT transport, identity, tls_expires IS NULL,
 		         (SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute

@@ -43,7 +43,7 @@ my $old = zk_node('old', node_name => 'old-inst', install_path => $prev_install,
 is(psql1($old, q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	'1.3', 'the old instance runs extension 1.3');
 is(psql1($new, q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
-	'1.8', 'the new instance runs extension 1.8');
+	'1.9', 'the new instance runs extension 1.9');
 
 # --- the new instance's recipes in use ----------------------------------------
 ok(wait_until(sub { psql1($new, q{SELECT zk_is_leader('nightly')}) eq 't' }, timeout => 30),

@@ -62,7 +62,7 @@ my $new = zk_node('new', node_name => 'new-inst', extra_conf => $conf);
 is(psql1($old, q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
 	'1.4', 'the old instance runs extension 1.4');
 is(psql1($new, q{SELECT extversion FROM pg_extension WHERE extname = 'zklock'}),
-	'1.8', 'the new instance runs extension 1.8 (the 1.8 library: a fresh install)');
+	'1.9', 'the new instance runs extension 1.9 (the 1.9 library: a fresh install)');
 
 # --- mutual exclusion both ways ----------------------------------------------
 # run_mix($label, $resource, [node, mode] per client): each client runs

@@ -1,0 +1,104 @@
+--
+-- Queues (1.9, issue 31): every signature of the queue functions, and
+-- every error their arguments can raise (SQLSTATE, message, detail).
+-- The two-instance behaviour is test/t/recipes/130-136's.
+--
+
+-- the signatures, as the extension installs them
+SELECT p.oid::regprocedure AS function, pg_get_function_result(p.oid) AS returns
+FROM pg_proc p JOIN pg_depend d
+  ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+ AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+WHERE p.proname LIKE 'zk\_queue%'
+ORDER BY 1::text;
+
+-- who may call them: PUBLIC all but zk_queue_purge and zk_queue_item_nodes
+SELECT p.oid::regprocedure AS function,
+       has_function_privilege('public', p.oid, 'EXECUTE') AS public
+FROM pg_proc p JOIN pg_depend d
+  ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+ AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+WHERE p.proname LIKE 'zk\_queue%'
+ORDER BY 1::text;
+SELECT c.relname, has_table_privilege('public', c.oid, 'SELECT') AS public
+FROM pg_class c WHERE c.relname IN ('zk_queues', 'zk_queue_items') ORDER BY 1;
+
+-- each signature once: put (bytea, text; default and given priority),
+-- length, peek, try_take and take (default and given timeout), purge
+SELECT zk_queue_purge('rq/a');
+SELECT zk_queue_put_now('rq/a', '\x01'::bytea) LIKE 'entry-100-%' AS put_bytea;
+SELECT zk_queue_put_now('rq/a', 'two'::text, 5) LIKE 'entry-005-%' AS put_text;
+SELECT zk_queue_put_now('rq/a', 'three') LIKE 'entry-100-%' AS put_unknown_is_text;
+SELECT zk_queue_length('rq/a');
+SELECT convert_from(item, 'UTF8') AS item, priority FROM zk_queue_peek('rq/a');
+BEGIN;
+SELECT convert_from(item, 'UTF8') AS item, priority FROM zk_queue_try_take('rq/a');
+SELECT item, priority FROM zk_queue_take('rq/a');
+SELECT convert_from(item, 'UTF8') AS item, priority FROM zk_queue_take('rq/a', '1s');
+SELECT id IS NULL AS none, item IS NULL AS no_item FROM zk_queue_take('rq/a', '100ms');
+SELECT id IS NULL AS none FROM zk_queue_try_take('rq/a');
+SELECT * FROM zk_queues WHERE queue = 'rq/a';
+COMMIT;
+SELECT zk_queue_length('rq/a');
+BEGIN;
+SELECT zk_queue_put('rq/a', '\x02'::bytea, 7) IS NOT NULL AS put_tx_bytea;
+SELECT zk_queue_put('rq/a', 'tx'::text) IS NOT NULL AS put_tx_text;
+SELECT zk_queue_length('rq/a');   -- 0: not before the COMMIT
+COMMIT;
+SELECT zk_queue_length('rq/a');
+SELECT zk_queue_purge('rq/a');
+SELECT id IS NULL AS none FROM zk_queue_peek('rq/a');
+
+-- NULL arguments
+SELECT err($$SELECT zk_queue_put_now(NULL, 'x')$$);
+SELECT err($$SELECT zk_queue_put_now('rq/a', NULL::text)$$);
+SELECT err($$SELECT zk_queue_put_now('rq/a', NULL::bytea)$$);
+SELECT zk_queue_put_now('rq/a', 'x', NULL) LIKE 'entry-100-%' AS null_priority_is_default;
+SELECT err($$SELECT zk_queue_put(NULL, 'x')$$);
+SELECT err($$SELECT zk_queue_put('rq/a', NULL::bytea)$$);
+SELECT err($$SELECT zk_queue_try_take(NULL)$$);
+SELECT err($$SELECT zk_queue_take(NULL, '1s')$$);
+SELECT err($$SELECT zk_queue_length(NULL)$$);
+SELECT err($$SELECT zk_queue_peek(NULL)$$);
+SELECT err($$SELECT zk_queue_purge(NULL)$$);
+SELECT zk_queue_purge('rq/a');
+
+-- priorities out of range
+SELECT err($$SELECT zk_queue_put_now('rq/a', 'x', -1)$$);
+SELECT err($$SELECT zk_queue_put_now('rq/a', 'x', 1000)$$);
+SELECT err($$SELECT zk_queue_put('rq/a', 'x'::bytea, -1)$$);
+SELECT zk_queue_put_now('rq/a', 'x', 0) LIKE 'entry-000-%' AS lowest;
+SELECT zk_queue_put_now('rq/a', 'x', 999) LIKE 'entry-999-%' AS highest;
+SELECT zk_queue_purge('rq/a');
+
+-- timeouts
+SELECT err($$SELECT zk_queue_take('rq/a', '-1s')$$);
+SELECT id IS NULL AS none FROM zk_queue_take('rq/a', '0');
+SELECT err($$SELECT zk_queue_take('rq/a', '1000 days')$$);
+
+-- an item too large (1,000,000 bytes is the most)
+SELECT err($$SELECT zk_queue_put_now('rq/a', repeat('x', 1000001))$$);
+SELECT err($$SELECT zk_queue_put('rq/a', repeat('x', 1000001)::bytea)$$);
+
+-- names: the resource rules, and a queue's own length limit
+SELECT err($$SELECT zk_queue_put_now('', 'x')$$);
+SELECT err($$SELECT zk_queue_put_now('/rq', 'x')$$);
+SELECT err($$SELECT zk_queue_put_now('rq//a', 'x')$$);
+SELECT err($$SELECT zk_queue_length('rq/./a')$$);
+SELECT err($$SELECT zk_queue_try_take(repeat('q', 300))$$);
+SELECT err($$SELECT zk_queue_peek(repeat('q', 300))$$);
+-- a resource name may have 255 bytes, a queue's 14 fewer ("zklock.queues/")
+SELECT err($$SELECT zk_queue_put_now(repeat('q', 242), 'x')$$);
+SELECT err($$SELECT zk_queue_length(repeat('q', 241))$$);
+
+-- PREPARE TRANSACTION is refused with a put or a take; nothing stays
+BEGIN;
+SELECT zk_queue_put('rq/a', 'p'::text) IS NOT NULL AS put;
+PREPARE TRANSACTION 'rq';
+SELECT zk_queue_length('rq/a');
+SELECT zk_queue_put_now('rq/a', 'q') IS NOT NULL AS put_now;
+BEGIN;
+SELECT convert_from(item, 'UTF8') AS item FROM zk_queue_try_take('rq/a');
+PREPARE TRANSACTION 'rq';
+SELECT convert_from(item, 'UTF8') AS item FROM zk_queue_peek('rq/a');
+SELECT zk_queue_purge('rq/a');
