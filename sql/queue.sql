@@ -61,6 +61,14 @@ SELECT err($$SELECT zk_queue_take(NULL, '1s')$$);
 SELECT err($$SELECT zk_queue_length(NULL)$$);
 SELECT err($$SELECT zk_queue_peek(NULL)$$);
 SELECT err($$SELECT zk_queue_purge(NULL)$$);
+-- review: the text forms and the put's priority too
+SELECT err($$SELECT zk_queue_put('rq/a', NULL::text)$$);
+SELECT err($$SELECT zk_queue_put('rq/a', 'x'::text, NULL)$$);
+SELECT err($$SELECT zk_queue_put('rq/a', 'x'::text, 1000)$$);
+SELECT err($$SELECT zk_queue_put('rq/a', repeat('x', 1000001))$$);
+SELECT err($$SELECT zk_queue_put_now('zklock.x', 'x')$$);
+SELECT err($$SELECT zk_queue_put_now('rq/' || chr(1), 'x')$$);
+SELECT count(*) >= 0 AS item_nodes FROM zk_queue_item_nodes();
 SELECT zk_queue_purge('rq/a');
 
 -- priorities out of range
