@@ -10,6 +10,10 @@
 #    an error, and its sweep (run several times here) deletes none of them;
 #  - the 1.4 instance's leadership, semaphore and advisory locks stay
 #    granted throughout.
+#  - (review, 1.9) queue items of the new instance, one held by an open
+#    transaction and one whose bytes read as an expired explicit lock's
+#    node data, are all left by the old instance's listings and sweeps;
+#    the held one is consumed at its COMMIT, the others taken in order.
 # The previous release is built by test/run_tests.sh (test/build_old.sh) and
 # named by ZKLOCK_PREV_INSTALL; without it this test fails, never skips.
 use strict;
@@ -58,6 +62,20 @@ my $adv = zk_session($new, 'adv');
 is($adv->query_ok(q{SELECT zk_try_advisory_lock(42)}), 't',
 	'an advisory lock on the new instance');
 
+# --- review (1.9): queue items under <root>/zklock.queues, one held ----------
+# one item's bytes read as an explicit lock's node data that expired long ago
+ok(psql1($new, q{SELECT zk_queue_put_now('roll/q', 'plain') IS NOT NULL
+                    AND zk_queue_put_now('roll/q', E'scope=explicit\nrevoke=1\nttl=1\nexpires=1\nsince=0\n') IS NOT NULL
+                    AND zk_queue_put_now('roll/q', 'held') IS NOT NULL}) eq 't',
+	'three queue items on the new instance');
+my $taker = zk_session($new, 'taker');
+$taker->query_ok('BEGIN');
+is($taker->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_try_take('roll/q')}),
+	'plain', 'one of them held by a transaction of the new instance');
+my @queue_nodes = sort(zk_list_znodes(zk_path('zklock.queues')));
+cmp_ok(scalar(grep { m{/roll/q/(entries|taken)/} } @queue_nodes), '==', 4,
+	'three entries and one hold in ZooKeeper');
+
 # --- the old instance sees EXCLUSIVE lock nodes, and is refused ---------------
 is(psql1($old, q{SELECT zk_lock_try_acquire('roll/sem') IS NOT NULL}), 'f',
 	'the old instance cannot take an EXCLUSIVE lock beside the semaphore holders');
@@ -76,6 +94,13 @@ sleep(3);	# fifteen sweeps of the old instance
 my $after = join(',', sort(zk_list_znodes(zk_path('zklock.elections/nightly')),
 		zk_lock_nodes(zk_path('roll/sem'))));
 is($after, $before, 'after the old instance swept 15 times, the election and semaphore nodes are all there');
+is(join(',', sort(zk_list_znodes(zk_path('zklock.queues')))), join(',', @queue_nodes),
+	'and every queue node (review: items whose bytes look like node data of an expired explicit lock too)');
+is(psql1($new, q{SELECT zk_queue_length('roll/q')}), '3', 'the queue still has its three items');
+$taker->query_ok('COMMIT');
+is(psql1($new, q{SELECT string_agg(convert_from(item, 'UTF8'), ',') FROM (SELECT (zk_queue_try_take('roll/q')).item FROM generate_series(1, 3)) t}),
+	"scope=explicit\nrevoke=1\nttl=1\nexpires=1\nsince=0\n,held", 'the held one was consumed at its COMMIT; the others are taken in order');
+$taker->quit;
 is(psql1($new, q{SELECT zk_is_leader('nightly')}), 't',
 	'the new instance still leads');
 is(psql1($new, q{SELECT count(*) FROM zk_lock_local WHERE resource = 'roll/sem' AND state = 'granted'}),
