@@ -33,7 +33,8 @@
  * the watches being set again by the client.
  *
  * A listing that finds no entries (or taken) node, a queue never put to,
- * sets no child watch: an exists sets a creation watch instead.  Here
+ * sets no child watch: an exists sets a creation watch instead (one not
+ * sent makes the listing lost: asked again once connected).  Here
  * too, for both files, the rule of an entry's name and a listing's names
  * (zklock_queue_entry_name, zklock_queue_names).
  *
@@ -49,6 +50,7 @@
 #include "utils/memutils.h"
 
 #include "channel.h"
+#include "failpoint.h"
 #include "queue_common.h"
 #include "queue_int.h"
 #include "recipe.h"
@@ -373,12 +375,22 @@ watch_creation(int slot, bool entries)
 
 	snprintf(path, sizeof(path), "%s/%s", g->parent,
 			 entries ? ZKLOCK_QUEUE_ENTRIES : ZKLOCK_QUEUE_TAKEN);
-	if (zkc_exists(path, true, TAG(g->generation, op, QWAIT_IDX_BASE + slot)))
+	if (!ZKLOCK_FAILPOINT("queue-wait-before-exists") &&
+		zkc_exists(path, true, TAG(g->generation, op, QWAIT_IDX_BASE + slot)))
 	{
 		if (entries)
 			g->watch_entries = true;
 		else
 			g->watch_taken = true;
+	}
+	else
+	{
+		/*
+		 * Not sent (the connection just lost): no watch is armed on the
+		 * node, so nothing would wake the group; the listing counts as
+		 * lost, asked again once connected (on_listing).
+		 */
+		g->failed = true;
 	}
 }
 

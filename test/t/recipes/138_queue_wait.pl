@@ -205,4 +205,85 @@ $p2->query_ok(q{SELECT zk_queue_put_now('lw', 'second')});
 my %z = map { my $r = $_->wait(20); ($r ? $r->{out} : 'none') => 1 } @z;
 is(join(',', sort keys %z), 'after restart,second', 'both takers got one');
 
+# ---------------------------------------------------------------------------
+# Review (rev-q31w): arrival order across the group; a hold of another
+# instance respected, and its release (the taken watch) wakes the waiter;
+# a taker terminated while its hold's create is in flight leaves no hold.
+$p2->query_ok(q{SELECT zk_queue_purge('ord')});
+my @o;
+foreach my $i (1 .. 3)
+{
+	my $s = zk_session($node1, "O$i");
+	$s->query_ok('BEGIN');
+	$s->send(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('ord', '60 s')});
+	ok(all_waiting($s), "O$i waits");
+	push @o, $s;
+}
+foreach my $i (1 .. 3)
+{
+	$p2->query_ok(qq{SELECT zk_queue_put_now('ord', 'o$i')});
+	my $r = $o[ $i - 1 ]->wait(30);
+	is($r && $r->{out}, "o$i", "the put number $i goes to the taker that came number $i");
+}
+$_->query_ok('COMMIT') foreach @o;
+
+# node2 holds the only item (in a transaction): node1's taker must wait,
+# and get it when node2's take rolls back (its hold deleted: taken changes)
+$p2->query_ok(q{SELECT zk_queue_put_now('kz', 'held')});
+$p2->query_ok('BEGIN');
+is($p2->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('kz', '5 s')}),
+	'held', 'node2 holds the item');
+my $k1 = zk_session($node1, 'K1');
+$k1->send(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('kz', '60 s')});
+ok(all_waiting($k1), 'node1 waits behind the hold of node2');
+sleep(1);
+ok(!$k1->done, 'the held item is not taken by node1');
+$p2->query_ok('ROLLBACK');
+$r = $k1->wait(30);
+is($r && $r->{out}, 'held', 'the hold released, the waiting taker gets the item');
+is($p2->query_ok(q{SELECT zk_queue_length('kz')}), 0, 'consumed');
+
+# terminated while its hold's create is in flight
+my $d1 = zk_session($node1, 'D1');
+$d1->send(q{SELECT id FROM zk_queue_take('term', '30 s')});
+ok(all_waiting($d1), 'a taker waits');
+$off = -s $node1->logfile;
+ok(zk_set_failpoints($node1, 'queue-before-hold=sleep:1500'), 'failpoint set');
+$p2->query_ok(q{SELECT zk_queue_put_now('term', 'd')});
+ok(zk_wait_log($node1, qr/failpoint "queue-before-hold" reached/, $off, 20),
+	'the taker is about to hold d');
+$node1->safe_psql('postgres', 'SELECT pg_terminate_backend(' . $d1->pid . ')');
+$d1->wait(30);
+ok(zk_set_failpoints($node1, ''), 'failpoint cleared');
+ok( wait_until(
+		sub { !grep { m{/zklock\.queues/term/taken/} } zk_list_znodes("$root/zklock.queues") },
+		timeout => 20),
+	'its hold was deleted');
+is($p2->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_try_take('term')}),
+	'd', 'the item is taken on the other instance');
+ok(wait_until(sub { watches() == $watches0 }, timeout => 20),
+	'no taker left: no watch left')
+  or diag('watches: ' . watches() . ", before the takers: $watches0");
+
+# the creation watch's exists could not be sent (the connection lost just
+# after the listing): the group must list again once connected, not wait
+# with no watch armed until the timeout
+my $e1 = zk_session($node1, 'E1');
+$off = -s $node1->logfile;
+ok(zk_set_failpoints($node1, 'queue-wait-before-exists=fail'), 'failpoint set');
+$e1->send(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('nowatch', '60 s')});
+ok(zk_wait_log($node1, qr/failpoint "queue-wait-before-exists" reached/, $off, 20),
+	'the creation watch was not set');
+ok(zk_set_failpoints($node1, ''), 'failpoint cleared');
+ok(all_waiting($e1), 'the taker waits');
+ok(wait_until(sub { watches() == $watches0 + 2 }, timeout => 20),
+	'once connected, the creation watches are set (entries and taken)')
+  or diag('watches: ' . watches() . ", before the takers: $watches0");
+$p2->query_ok(q{SELECT zk_queue_put_now('nowatch', 'noticed')});
+$r = $e1->wait(30);
+is($r && $r->{out}, 'noticed', 'the put reaches the taker');
+ok(wait_until(sub { watches() == $watches0 }, timeout => 20),
+	'no taker left: no watch left')
+  or diag('watches: ' . watches() . ", before the takers: $watches0");
+
 done_testing();
