@@ -16,6 +16,11 @@
 #    watch: a listing that finds no entries node sets no child watch)
 #  - ZooKeeper restarted while two takers wait (the session kept): the
 #    watches are set again, and a put after it reaches a taker
+#  - (review) arrival order across the group; a hold of node2 respected,
+#    its rollback waking node1's waiter (the taken watch); a taker
+#    terminated during its hold's create leaves no hold; a creation
+#    watch's exists not sent (failpoint queue-wait-before-exists=fail):
+#    the group lists again once connected
 use strict;
 use warnings;
 
