@@ -308,16 +308,17 @@ keep_names(QWaitGroup *g, ZkEvent *ev, bool entries)
 	if (entries)
 		g->entries = zklock_queue_names(g->cxt, ev, true, &g->nentries);
 	else
-		g->taken = zklock_queue_names(g->cxt, ev, false, &g->ntaken);
+		g->taken = zklock_queue_names(g->cxt, ev, true, &g->ntaken);
 }
 
 /* Is the entry held (the listing says), or being tried or held by a take of ours? */
 static bool
 busy(QWaitGroup *g, const char *name)
 {
-	for (int i = 0; i < g->ntaken; i++)
-		if (strcmp(g->taken[i], name) == 0)
-			return true;
+	/* taken is sorted: one search, not a scan per entry (many holds) */
+	if (g->ntaken > 0 &&
+		bsearch(&name, g->taken, g->ntaken, sizeof(char *), name_cmp) != NULL)
+		return true;
 	for (int idx = 0; idx < zklock_recipe_nentries(); idx++)
 	{
 		WorkEntry  *w = &zklock_work[idx];
