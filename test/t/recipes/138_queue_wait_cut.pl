@@ -7,7 +7,9 @@
 # session timeout: the watches are set again by the client and fire for
 # the puts made meanwhile, the lost listing is asked again, and every
 # taker gets one item; no watch and no hold is left after.  Then the
-# same with one taker and no listing in flight (the watch alone).
+# same with one taker and no listing in flight (the watch alone).  Then
+# cut past the session: the takers fail with 08006; healed, a new
+# session's takers wait behind new watches, none left after.
 use strict;
 use warnings;
 
@@ -25,7 +27,7 @@ my ($zk_port) = $hosts =~ /:(\d+)$/;
 my $px = ZkChaos::Proxy->start(
 	links => [ [ 'node1', PostgreSQL::Test::Cluster::get_free_port(), $zk_port ] ]);
 my $node1 = zk_node('node1', hosts => '127.0.0.1:' . $px->port('node1'),
-	session_timeout => '30s');
+	session_timeout => '6s');
 my $node2 = zk_node('node2');
 
 # the queue functions, from their update script (as 130 does)
@@ -124,6 +126,41 @@ is($r && $r->{out}, 'in the cut', 'the put made during the cut reaches the taker
 ok(wait_until(sub { watches() == $watches0 }, timeout => 20),
 	'no taker left: no watch left')
   or diag('watches: ' . watches() . ", before the takers: $watches0");
+
+# Cut past the session: the waiting takers fail (08006, the session lost,
+# which frees their group); healed, a new session: a new taker waits
+# behind new watches and gets a put; the old session's are gone.
+my @x = map { zk_session($node1, "X$_") } 1 .. 2;
+$_->send(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('cq', '120 s')})
+  foreach @x;
+ok(waiting(@x), 'two takers wait');
+ok(wait_until(sub { watches() == $watches0 + 2 }, timeout => 20),
+	'the shared watches are set');
+$px->cut('node1');
+foreach my $s (@x)
+{
+	my $r = $s->wait(60);
+	is($r && $r->{sqlstate}, '08006', $s->name . ': the session lost, the take fails');
+}
+$p2->query_ok(q{SELECT zk_queue_put_now('cq', 'lost session')});
+$px->heal('node1');
+ok(zk_wait_connected($node1, 60), 'node1 connected again (a new session)');
+my $n1 = zk_session($node1, 'N1');
+$n1->send(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('cq', '60 s')});
+$r = $n1->wait(30);
+is($r && $r->{out}, 'lost session', 'a new taker gets the put made meanwhile');
+ok(wait_until(sub { watches() == $watches0 }, timeout => 30),
+	'no taker left: no watch left (the old session\'s included)')
+  or diag('watches: ' . watches() . ", before the takers: $watches0");
+my $n2 = zk_session($node1, 'N2');
+$n2->send(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('cq', '60 s')});
+ok(waiting($n2), 'a taker waits in the new session');
+ok(wait_until(sub { watches() == $watches0 + 2 }, timeout => 20),
+	'behind the two shared watches');
+$p2->query_ok(q{SELECT zk_queue_put_now('cq', 'new session')});
+$r = $n2->wait(30);
+is($r && $r->{out}, 'new session', 'a put reaches it');
+ok(wait_until(sub { watches() == $watches0 }, timeout => 20), 'no watch left');
 
 $px->stop;
 done_testing();
