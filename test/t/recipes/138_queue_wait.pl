@@ -20,7 +20,8 @@
 #    its rollback waking node1's waiter (the taken watch); a taker
 #    terminated during its hold's create leaves no hold; a creation
 #    watch's exists not sent (failpoint queue-wait-before-exists=fail):
-#    the group lists again once connected
+#    the group lists again once connected; Kazoo's hold respected, and
+#    its release wakes the waiter
 use strict;
 use warnings;
 
@@ -290,5 +291,43 @@ is($r && $r->{out}, 'noticed', 'the put reaches the taker');
 ok(wait_until(sub { watches() == $watches0 }, timeout => 20),
 	'no taker left: no watch left')
   or diag('watches: ' . watches() . ", before the takers: $watches0");
+
+# Kazoo's LockingQueue holds an item: node1's waiter skips it, and gets it
+# when Kazoo releases it (its hold deleted: the shared taken watch)
+{
+	require IPC::Run;
+	my ($in, $out, $err) = ('', '', '');
+	my $kz = IPC::Run::start(
+		[
+			$ENV{ZKLOCK_TEST_PYTHON} || '/usr/bin/python3',
+			"$FindBin::RealBin/../../interop/kazoo_queue.py",
+			zk_hosts(), "$root/zklock.queues/kzw"
+		],
+		'<', \$in, '>', \$out, '2>', \$err);
+	my $say = sub {
+		my ($cmd) = @_;
+		$in .= "$cmd\n" if defined $cmd;
+		my $deadline = time() + 30;
+		while ($out !~ /\n/ && time() < $deadline)
+		{
+			$kz->pump_nb;
+			sleep(0.02);
+		}
+		return $out =~ s/\A([^\n]*)\n// ? $1 : "(nothing; stderr: $err)";
+	};
+	is($say->(undef), 'READY', 'Kazoo connected');
+	$p2->query_ok(q{SELECT zk_queue_put_now('kzw', 'kazoo held')});
+	is($say->('get 10'), 'GOT kazoo held', 'Kazoo holds the only item');
+	my $kw = zk_session($node1, 'KW');
+	$kw->send(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('kzw', '60 s')});
+	ok(all_waiting($kw), 'node1 waits behind the hold of Kazoo');
+	ok(!$kw->done, 'the item Kazoo holds is not taken');
+	is($say->('release'), 'RELEASED True', 'Kazoo releases it');
+	$r = $kw->wait(30);
+	is($r && $r->{out}, 'kazoo held', 'the waiting taker gets it');
+	is($say->('len'), 'LEN 0', 'consumed, as Kazoo counts');
+	$in .= "quit\n";
+	eval { $kz->finish; 1 } or diag("Kazoo's process: $@ $err");
+}
 
 done_testing();
