@@ -58,6 +58,11 @@
  *						create of its hold on an entry a listing showed
  *						(sleep: puts and releases land meanwhile, their
  *						notifications wait; no "fail")
+ *	queue-wait-before-exists	queue_wait.c: a waiting takers' listing found
+ *						no entries (or taken) node, the exists that sets
+ *						its creation watch is about to be sent; fail: as if
+ *						it could not be sent (the connection just lost):
+ *						the group lists again once connected
  *	orphans-loaded		orphan.c: the next worker read the orphans' file and
  *						deleted nothing yet (no "fail")
  *	session-lost-before-close	held locks are marked lost, the session

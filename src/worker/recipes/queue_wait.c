@@ -33,7 +33,8 @@
  * the watches being set again by the client.
  *
  * A listing that finds no entries (or taken) node, a queue never put to,
- * sets no child watch: an exists sets a creation watch instead.  Here
+ * sets no child watch: an exists sets a creation watch instead (one not
+ * sent makes the listing lost: asked again once connected).  Here
  * too, for both files, the rule of an entry's name and a listing's names
  * (zklock_queue_entry_name, zklock_queue_names).
  *
@@ -49,6 +50,7 @@
 #include "utils/memutils.h"
 
 #include "channel.h"
+#include "failpoint.h"
 #include "queue_common.h"
 #include "queue_int.h"
 #include "recipe.h"
@@ -306,16 +308,17 @@ keep_names(QWaitGroup *g, ZkEvent *ev, bool entries)
 	if (entries)
 		g->entries = zklock_queue_names(g->cxt, ev, true, &g->nentries);
 	else
-		g->taken = zklock_queue_names(g->cxt, ev, false, &g->ntaken);
+		g->taken = zklock_queue_names(g->cxt, ev, true, &g->ntaken);
 }
 
 /* Is the entry held (the listing says), or being tried or held by a take of ours? */
 static bool
 busy(QWaitGroup *g, const char *name)
 {
-	for (int i = 0; i < g->ntaken; i++)
-		if (strcmp(g->taken[i], name) == 0)
-			return true;
+	/* taken is sorted: one search, not a scan per entry (many holds) */
+	if (g->ntaken > 0 &&
+		bsearch(&name, g->taken, g->ntaken, sizeof(char *), name_cmp) != NULL)
+		return true;
 	for (int idx = 0; idx < zklock_recipe_nentries(); idx++)
 	{
 		WorkEntry  *w = &zklock_work[idx];
@@ -373,12 +376,22 @@ watch_creation(int slot, bool entries)
 
 	snprintf(path, sizeof(path), "%s/%s", g->parent,
 			 entries ? ZKLOCK_QUEUE_ENTRIES : ZKLOCK_QUEUE_TAKEN);
-	if (zkc_exists(path, true, TAG(g->generation, op, QWAIT_IDX_BASE + slot)))
+	if (!ZKLOCK_FAILPOINT("queue-wait-before-exists") &&
+		zkc_exists(path, true, TAG(g->generation, op, QWAIT_IDX_BASE + slot)))
 	{
 		if (entries)
 			g->watch_entries = true;
 		else
 			g->watch_taken = true;
+	}
+	else
+	{
+		/*
+		 * Not sent (the connection just lost): no watch is armed on the
+		 * node, so nothing would wake the group; the listing counts as
+		 * lost, asked again once connected (on_listing).
+		 */
+		g->failed = true;
 	}
 }
 

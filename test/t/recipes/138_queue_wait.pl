@@ -16,6 +16,12 @@
 #    watch: a listing that finds no entries node sets no child watch)
 #  - ZooKeeper restarted while two takers wait (the session kept): the
 #    watches are set again, and a put after it reaches a taker
+#  - (review) arrival order across the group; a hold of node2 respected,
+#    its rollback waking node1's waiter (the taken watch); a taker
+#    terminated during its hold's create leaves no hold; a creation
+#    watch's exists not sent (failpoint queue-wait-before-exists=fail):
+#    the group lists again once connected; Kazoo's hold respected, and
+#    its release wakes the waiter
 use strict;
 use warnings;
 
@@ -204,5 +210,124 @@ ok(wait_until(sub { grep { $_->done } @z }, timeout => 20),
 $p2->query_ok(q{SELECT zk_queue_put_now('lw', 'second')});
 my %z = map { my $r = $_->wait(20); ($r ? $r->{out} : 'none') => 1 } @z;
 is(join(',', sort keys %z), 'after restart,second', 'both takers got one');
+
+# ---------------------------------------------------------------------------
+# Review (rev-q31w): arrival order across the group; a hold of another
+# instance respected, and its release (the taken watch) wakes the waiter;
+# a taker terminated while its hold's create is in flight leaves no hold.
+$p2->query_ok(q{SELECT zk_queue_purge('ord')});
+my @o;
+foreach my $i (1 .. 3)
+{
+	my $s = zk_session($node1, "O$i");
+	$s->query_ok('BEGIN');
+	$s->send(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('ord', '60 s')});
+	ok(all_waiting($s), "O$i waits");
+	push @o, $s;
+}
+foreach my $i (1 .. 3)
+{
+	$p2->query_ok(qq{SELECT zk_queue_put_now('ord', 'o$i')});
+	my $r = $o[ $i - 1 ]->wait(30);
+	is($r && $r->{out}, "o$i", "the put number $i goes to the taker that came number $i");
+}
+$_->query_ok('COMMIT') foreach @o;
+
+# node2 holds the only item (in a transaction): node1's taker must wait,
+# and get it when node2's take rolls back (its hold deleted: taken changes)
+$p2->query_ok(q{SELECT zk_queue_put_now('kz', 'held')});
+$p2->query_ok('BEGIN');
+is($p2->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('kz', '5 s')}),
+	'held', 'node2 holds the item');
+my $k1 = zk_session($node1, 'K1');
+$k1->send(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('kz', '60 s')});
+ok(all_waiting($k1), 'node1 waits behind the hold of node2');
+sleep(1);
+ok(!$k1->done, 'the held item is not taken by node1');
+$p2->query_ok('ROLLBACK');
+$r = $k1->wait(30);
+is($r && $r->{out}, 'held', 'the hold released, the waiting taker gets the item');
+is($p2->query_ok(q{SELECT zk_queue_length('kz')}), 0, 'consumed');
+
+# terminated while its hold's create is in flight
+my $d1 = zk_session($node1, 'D1');
+$d1->send(q{SELECT id FROM zk_queue_take('term', '30 s')});
+ok(all_waiting($d1), 'a taker waits');
+$off = -s $node1->logfile;
+ok(zk_set_failpoints($node1, 'queue-before-hold=sleep:1500'), 'failpoint set');
+$p2->query_ok(q{SELECT zk_queue_put_now('term', 'd')});
+ok(zk_wait_log($node1, qr/failpoint "queue-before-hold" reached/, $off, 20),
+	'the taker is about to hold d');
+$node1->safe_psql('postgres', 'SELECT pg_terminate_backend(' . $d1->pid . ')');
+$d1->wait(30);
+ok(zk_set_failpoints($node1, ''), 'failpoint cleared');
+ok( wait_until(
+		sub { !grep { m{/zklock\.queues/term/taken/} } zk_list_znodes("$root/zklock.queues") },
+		timeout => 20),
+	'its hold was deleted');
+is($p2->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_try_take('term')}),
+	'd', 'the item is taken on the other instance');
+ok(wait_until(sub { watches() == $watches0 }, timeout => 20),
+	'no taker left: no watch left')
+  or diag('watches: ' . watches() . ", before the takers: $watches0");
+
+# the creation watch's exists could not be sent (the connection lost just
+# after the listing): the group must list again once connected, not wait
+# with no watch armed until the timeout
+my $e1 = zk_session($node1, 'E1');
+$off = -s $node1->logfile;
+ok(zk_set_failpoints($node1, 'queue-wait-before-exists=fail'), 'failpoint set');
+$e1->send(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('nowatch', '60 s')});
+ok(zk_wait_log($node1, qr/failpoint "queue-wait-before-exists" reached/, $off, 20),
+	'the creation watch was not set');
+ok(zk_set_failpoints($node1, ''), 'failpoint cleared');
+ok(all_waiting($e1), 'the taker waits');
+ok(wait_until(sub { watches() == $watches0 + 2 }, timeout => 20),
+	'once connected, the creation watches are set (entries and taken)')
+  or diag('watches: ' . watches() . ", before the takers: $watches0");
+$p2->query_ok(q{SELECT zk_queue_put_now('nowatch', 'noticed')});
+$r = $e1->wait(30);
+is($r && $r->{out}, 'noticed', 'the put reaches the taker');
+ok(wait_until(sub { watches() == $watches0 }, timeout => 20),
+	'no taker left: no watch left')
+  or diag('watches: ' . watches() . ", before the takers: $watches0");
+
+# Kazoo's LockingQueue holds an item: node1's waiter skips it, and gets it
+# when Kazoo releases it (its hold deleted: the shared taken watch)
+{
+	require IPC::Run;
+	my ($in, $out, $err) = ('', '', '');
+	my $kz = IPC::Run::start(
+		[
+			$ENV{ZKLOCK_TEST_PYTHON} || '/usr/bin/python3',
+			"$FindBin::RealBin/../../interop/kazoo_queue.py",
+			zk_hosts(), "$root/zklock.queues/kzw"
+		],
+		'<', \$in, '>', \$out, '2>', \$err);
+	my $say = sub {
+		my ($cmd) = @_;
+		$in .= "$cmd\n" if defined $cmd;
+		my $deadline = time() + 30;
+		while ($out !~ /\n/ && time() < $deadline)
+		{
+			$kz->pump_nb;
+			sleep(0.02);
+		}
+		return $out =~ s/\A([^\n]*)\n// ? $1 : "(nothing; stderr: $err)";
+	};
+	is($say->(undef), 'READY', 'Kazoo connected');
+	$p2->query_ok(q{SELECT zk_queue_put_now('kzw', 'kazoo held')});
+	is($say->('get 10'), 'GOT kazoo held', 'Kazoo holds the only item');
+	my $kw = zk_session($node1, 'KW');
+	$kw->send(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('kzw', '60 s')});
+	ok(all_waiting($kw), 'node1 waits behind the hold of Kazoo');
+	ok(!$kw->done, 'the item Kazoo holds is not taken');
+	is($say->('release'), 'RELEASED True', 'Kazoo releases it');
+	$r = $kw->wait(30);
+	is($r && $r->{out}, 'kazoo held', 'the waiting taker gets it');
+	is($say->('len'), 'LEN 0', 'consumed, as Kazoo counts');
+	$in .= "quit\n";
+	eval { $kz->finish; 1 } or diag("Kazoo's process: $@ $err");
+}
 
 done_testing();
