@@ -58,6 +58,13 @@
  *						create of its hold on an entry a listing showed
  *						(sleep: puts and releases land meanwhile, their
  *						notifications wait; no "fail")
+ *	queue-hold-reply	worker/recipes/queue.c: a hold's create was answered,
+ *						its entry's read (sent behind it) not handled yet
+ *						(pause: the entry may be consumed meanwhile; no
+ *						"fail")
+ *	queue-before-consume	worker/recipes/queue_release.c: a committed
+ *						take's multi (delete entry and hold) is about to
+ *						be sent (pause: either may go meanwhile; no "fail")
  *	orphans-loaded		orphan.c: the next worker read the orphans' file and
  *						deleted nothing yet (no "fail")
  *	session-lost-before-close	held locks are marked lost, the session

@@ -442,6 +442,7 @@ send_unhold(int idx, int op)
 static void
 on_hold(int idx, ZkEvent *ev)
 {
+	(void) ZKLOCK_FAILPOINT("queue-hold-reply");
 	if (takes[idx] && takes[idx]->paired)
 	{
 		takes[idx]->hold_rc = ev->rc;

@@ -29,6 +29,7 @@
 #include "utils/memutils.h"
 
 #include "channel.h"
+#include "failpoint.h"
 #include "queue_common.h"
 #include "queue_int.h"
 #include "recipe.h"
@@ -95,6 +96,7 @@ zklock_queue_send_consume(int idx)
 	ops[0].tag = TAG(w->generation, QOP_CONSUME, idx);
 	ops[1].path = hold_path;
 	ops[1].tag = TAG(w->generation, QOP_CONSUMED, idx);
+	(void) ZKLOCK_FAILPOINT("queue-before-consume");
 	w->phase = PH_DELETING;
 	consume_left[idx] = 2;
 	if (!zkc_multi(ops, 2, w->parent))
