@@ -74,6 +74,7 @@ typedef struct QTake
 	int			next;			/* the next entry to try */
 	bool		paired;			/* the hold's create and the read in flight */
 	int			hold_rc;		/* the hold's create's result, once answered */
+	int			hold_zoo_rc;	/* and ZooKeeper's code, for the message */
 	bool		peek;			/* a peek: read the entry, hold nothing */
 	bool		purge;			/* a purge: delete the entries not held */
 	int64		purged;			/* a purge's entries deleted so far */
@@ -446,6 +447,7 @@ on_hold(int idx, ZkEvent *ev)
 	if (takes[idx] && takes[idx]->paired)
 	{
 		takes[idx]->hold_rc = ev->rc;
+		takes[idx]->hold_zoo_rc = ev->zoo_rc;
 		if (ev->rc == ZKC_OK)
 			zklock_work[idx].czxid = ev->czxid;
 	}
@@ -471,7 +473,7 @@ on_hold_failed(int idx, int rc)
 		w->create_unknown = false;
 		zklock_queue_fail(idx, ERRCODE_CONNECTION_FAILURE,
 						  rc == ZKC_EXPIRED ? "ZooKeeper session expired" :
-						  "the hold could not be made");
+						  zkc_result_text(takes[idx]->hold_zoo_rc));
 	}
 }
 
