@@ -47,6 +47,7 @@ OBJS_RECIPES = \
 	src/worker/recipes/election_query.o \
 	src/worker/recipes/queue.o \
 	src/worker/recipes/queue_write.o \
+	src/worker/recipes/queue_release.o \
 	src/worker/recipes/queue_pending.o \
 	src/worker/recipes/queue_wait.o
 OBJS_BACKEND = \

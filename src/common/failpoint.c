@@ -63,6 +63,13 @@
  *						its creation watch is about to be sent; fail: as if
  *						it could not be sent (the connection just lost):
  *						the group lists again once connected
+ *	queue-hold-reply	worker/recipes/queue.c: a hold's create was answered,
+ *						its entry's read (sent behind it) not handled yet
+ *						(pause: the entry may be consumed meanwhile; no
+ *						"fail")
+ *	queue-before-consume	worker/recipes/queue_release.c: a committed
+ *						take's multi (delete entry and hold) is about to
+ *						be sent (pause: either may go meanwhile; no "fail")
  *	orphans-loaded		orphan.c: the next worker read the orphans' file and
  *						deleted nothing yet (no "fail")
  *	session-lost-before-close	held locks are marked lost, the session

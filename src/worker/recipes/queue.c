@@ -15,8 +15,9 @@
  *	  so whether it was made cannot be told (the caller may put again).
  *	- ZKR_QUEUE_TAKE and ZKR_QUEUE_TRY_TAKE: list entries and taken (one
  *	  round trip), then for the first entry without a hold create the hold
- *	  taken/<entry> (EPHEMERAL, the holder's data and our req= line), then
- *	  read the entry into the backend's segment and grant: the entry is
+ *	  taken/<entry> (EPHEMERAL, the holder's data and our req= line) and
+ *	  read the entry, sent back to back (one round trip; the read's reply,
+ *	  the second, acts on both), into the backend's segment and grant: the entry is
  *	  GRANTED while held (PH_HELD), guarded by an exists with a watch on
  *	  the hold: deleted by someone else, the take is LOST (the fence
  *	  fails its commit); the watch is dropped at the release.  A hold that exists is skipped; an
@@ -36,8 +37,8 @@
  *	  item, the entry PH_IDLE (the backend withdraws it at once).
  * The release of a held take (the backend withdrew it) deletes the hold;
  * when the backend committed, its entry's data says "consume=1" (written
- * before the withdrawal, backend/queue.c) and the entry is deleted first,
- * then the hold, sent back to back (one session: in that order).
+ * before the withdrawal, backend/queue.c) and the entry and the hold are
+ * deleted as one multi (queue_release.c, with the hold's guard).
  *
  * Rules: only the worker's thread runs this; a take's listing lives in
  * this file's memory (takes[idx], its own context) from the listing to
@@ -71,6 +72,9 @@ typedef struct QTake
 	char	  **taken;
 	int			ntaken;
 	int			next;			/* the next entry to try */
+	bool		paired;			/* the hold's create and the read in flight */
+	int			hold_rc;		/* the hold's create's result, once answered */
+	int			hold_zoo_rc;	/* and ZooKeeper's code, for the message */
 	bool		peek;			/* a peek: read the entry, hold nothing */
 	bool		purge;			/* a purge: delete the entries not held */
 	int64		purged;			/* a purge's entries deleted so far */
@@ -323,9 +327,18 @@ try_next(int idx)
 	(void) ZKLOCK_FAILPOINT("queue-before-hold");
 	w->phase = PH_CHECKING;
 	w->create_unknown = true;
+	t->paired = true;
+	t->hold_rc = ZKC_CONNLOSS;
 	if (!zkc_create(path, mine, strlen(mine), ZKC_EPHEMERAL,
 					TAG(w->generation, QOP_HOLD, idx)))
 		set_recovering(w);
+	else
+	{
+		/* the read behind it, answered after it: its reply decides */
+		zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
+		if (!zkc_get_data(path, TAG(w->generation, QOP_READ, idx)))
+			set_recovering(w);
+	}
 }
 
 /*
@@ -407,6 +420,8 @@ send_read(int idx)
 
 	w->created = true;
 	w->create_unknown = false;
+	if (takes[idx])
+		takes[idx]->paired = false; /* a read alone */
 	zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
 	if (!zkc_get_data(path, TAG(w->generation, QOP_READ, idx)))
 		set_recovering(w);
@@ -424,30 +439,41 @@ send_unhold(int idx, int op)
 		set_recovering(w);
 }
 
+/* The hold's create answered: kept for the read's reply behind it */
 static void
 on_hold(int idx, ZkEvent *ev)
 {
+	(void) ZKLOCK_FAILPOINT("queue-hold-reply");
+	if (takes[idx] && takes[idx]->paired)
+	{
+		takes[idx]->hold_rc = ev->rc;
+		takes[idx]->hold_zoo_rc = ev->zoo_rc;
+		if (ev->rc == ZKC_OK)
+			zklock_work[idx].czxid = ev->czxid;
+	}
+}
+
+/* Both answered, the hold not made (or made and withdrawn meanwhile) */
+static void
+on_hold_failed(int idx, int rc)
+{
 	WorkEntry  *w = &zklock_work[idx];
 
-	if (ev->rc == ZKC_OK)
-	{
-		w->czxid = ev->czxid;
-		if (w->release)
-			send_unhold(idx, QOP_UNHOLD);
-		else
-			send_read(idx);
-	}
-	else if (ev->rc == ZKC_NODEEXISTS && !w->release)
+	if (rc == ZKC_OK)
+		send_unhold(idx, QOP_UNHOLD);	/* withdrawn */
+	else if (rc == ZKC_NODEEXISTS && !w->release)
 		try_next(idx);			/* held by someone else */
-	else if (ev->rc == ZKC_NONODE && !w->release)
+	else if (rc == ZKC_NONODE && !w->release)
 		zklock_queue_fail(idx, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 			   "the queue has no \"taken\" node");
-	else if (ev->rc == ZKC_CONNLOSS)
+	else if (rc == ZKC_CONNLOSS)
 		set_recovering(w);		/* the hold may exist: find it */
 	else
 	{
 		w->create_unknown = false;
-		zklock_queue_fail(idx, ERRCODE_CONNECTION_FAILURE, zklock_queue_rc_text(ev));
+		zklock_queue_fail(idx, ERRCODE_CONNECTION_FAILURE,
+						  rc == ZKC_EXPIRED ? "ZooKeeper session expired" :
+						  zkc_result_text(takes[idx]->hold_zoo_rc));
 	}
 }
 
@@ -484,47 +510,6 @@ on_find(int idx, ZkEvent *ev)
 		set_recovering(w);
 }
 
-/*
- * The hold's guard: an exists with a watch on taken/<entry> while held, so
- * that a hold deleted by someone else marks the take LOST (its commit then
- * fails at the fence, as a lock's whose node went).  One request per take,
- * sent with the grant (no round trip waited for); nothing per commit.
- * Not sent: the fence cannot tell (a LOG line says so).
- */
-static void
-send_guard(int idx)
-{
-	WorkEntry  *w = &zklock_work[idx];
-	char		path[Q_MAX_PATH];
-
-	zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_TAKEN, w->node);
-	if (!zkc_watch_node(path, TAG(w->generation, QOP_GUARD, idx)))
-		ereport(LOG,
-				(errmsg("zklock: could not watch the hold \"%s\"", path)));
-}
-
-/* The guard: the hold is gone (or changed: watch it again) */
-static void
-on_guard(int idx, ZkEvent *ev)
-{
-	WorkEntry  *w = &zklock_work[idx];
-
-	if (w->phase != PH_HELD || w->release || !w->created)
-		return;					/* our own delete, or not held any more */
-	if (ev->kind == ZKEV_WATCH && ev->watch_type != ZKC_WATCH_DELETED)
-	{
-		send_guard(idx);
-		return;
-	}
-	if (!(ev->kind == ZKEV_WATCH || ev->rc == ZKC_NONODE))
-		return;					/* there: the watch is set */
-	w->created = false;
-	(void) zklock_channel_lost(idx, w->generation, NULL);
-	ereport(LOG,
-			(errmsg("zklock: the hold \"%s/%s/%s\" of a queue item was deleted while held",
-					w->parent, ZKLOCK_QUEUE_TAKEN, w->node)));
-}
-
 /* The entry's data: the item, to the backend's segment, and the grant */
 static void
 on_read(int idx, ZkEvent *ev)
@@ -535,6 +520,17 @@ on_read(int idx, ZkEvent *ev)
 	uint32		len = ev->datalen > 0 ? ev->datalen : 0;
 	bool		peek = takes[idx] != NULL && takes[idx]->peek;
 
+	if (takes[idx] && takes[idx]->paired)
+	{
+		takes[idx]->paired = false;
+		w->created = takes[idx]->hold_rc == ZKC_OK;
+		w->create_unknown = takes[idx]->hold_rc == ZKC_CONNLOSS;
+		if (!w->created || w->release)
+		{
+			on_hold_failed(idx, takes[idx]->hold_rc);
+			return;
+		}
+	}
 	if (peek && (w->release || ev->rc != ZKC_OK))
 	{
 		if (ev->rc == ZKC_NONODE && !w->release)
@@ -590,7 +586,7 @@ on_read(int idx, ZkEvent *ev)
 		return;
 	}
 	w->phase = PH_HELD;
-	send_guard(idx);
+	zklock_queue_send_guard(idx);
 	zklock_channel_grant(idx, w->generation, w->czxid,
 						 zklock_recipe_session_id(), w->node);
 }
@@ -628,7 +624,6 @@ static void
 q_release(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
-	char		path[Q_MAX_PATH];
 	bool		consume;
 
 	if (w->kind != ZKR_QUEUE_TAKE && w->kind != ZKR_QUEUE_TRY_TAKE)
@@ -656,15 +651,9 @@ q_release(int idx)
 	consume = zklock_node_field(entry(idx)->data, "consume=") != NULL;
 	LWLockRelease(zklock_shared->lock);
 	if (consume)
-	{
-		zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
-		if (!zkc_delete(path, TAG(w->generation, QOP_CONSUME, idx)))
-		{
-			set_recovering(w);
-			return;
-		}
-	}
-	send_unhold(idx, QOP_UNHOLD);
+		zklock_queue_send_consume(idx); /* queue_release.c */
+	else
+		send_unhold(idx, QOP_UNHOLD);
 }
 
 static void
@@ -783,13 +772,17 @@ q_event(ZkEvent *ev)
 			zklock_queue_on_drop(idx, ev);
 			break;
 		case QOP_GUARD:
-			on_guard(idx, ev);
+			zklock_queue_on_guard(idx, ev);
 			break;
 		case QOP_PURGE:
 			on_purge(idx, ev);
 			break;
+		case QOP_CONSUME:
+		case QOP_CONSUMED:
+			zklock_queue_on_consume(idx, ev);
+			break;
 		default:
-			break;				/* QOP_PARENT, QOP_CONSUME: the next says */
+			break;				/* QOP_PARENT: the next says */
 	}
 }
 

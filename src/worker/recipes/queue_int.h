@@ -32,7 +32,8 @@ enum
 	QOP_MOVED,					/* a move's delete of its pending node */
 	QOP_GUARD,					/* a held hold's exists and its watch */
 	QOP_DROP,					/* the delete of a pending node at abort */
-	QOP_PURGE					/* a purge's delete of an entry not held */
+	QOP_PURGE,					/* a purge's delete of an entry not held */
+	QOP_CONSUMED				/* the hold's delete in the consume's multi */
 };
 
 /* what a ZKR_QUEUE_PUT does (its data's "qop=" line, queue_common.h) */
@@ -67,6 +68,12 @@ extern void zklock_queue_wait_join(int idx, bool first);
 extern void zklock_queue_wait_leave(int idx);
 extern void zklock_queue_wait_event(ZkEvent *ev);
 extern void zklock_queue_wait_retry(void);
+
+/* queue_release.c: the hold's guard, the consume */
+extern void zklock_queue_send_guard(int idx);
+extern void zklock_queue_on_guard(int idx, ZkEvent *ev);
+extern void zklock_queue_send_consume(int idx);
+extern void zklock_queue_on_consume(int idx, ZkEvent *ev);
 
 /* queue_write.c */
 extern void zklock_queue_send_put(int idx, bool with_parents);

@@ -38,21 +38,6 @@ zk_start();
 my $node1 = zk_node('node1', session_timeout => '20s');
 my $node2 = zk_node('node2');
 
-# the queue functions, from their update script (as 130 does)
-{
-	my $file = "$FindBin::RealBin/../../../zklock--1.8--1.9.sql";
-	open my $fh, '<', $file or die "$file: $!";
-	local $/;
-	my $sql = <$fh>;
-	close $fh;
-	$sql =~ s/^\\echo.*$//m;
-	$sql =~ s/^SELECT \@extschema\@.*$//m;
-	$sql =~ s/\@extschema\@/public/g;
-	$sql =~ s/MODULE_PATHNAME/\$libdir\/zklock/g;
-	$node1->safe_psql('postgres', $sql);
-	$node2->safe_psql('postgres', $sql);
-}
-
 my $p2 = zk_session($node2, 'P2');
 my $watches0 = zk_mntr()->{zk_watch_count};
 

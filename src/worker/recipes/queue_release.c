@@ -1,0 +1,125 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue_release.c
+ *		The end of a held take (issue 31; the rest of the recipe:
+ *		queue.c): the hold's guard while held, and the consume of a
+ *		committed take (doc/design.md "Queues").
+ *
+ * The consume is one multi, as Kazoo's consume(): delete entries/<node>
+ * (QOP_CONSUME), delete taken/<node> (QOP_CONSUMED), with the queue's node
+ * as zk_multi.c's anchor.  One request and one transaction where two
+ * deletes were two of each.  Rolled back because one of the two was gone,
+ * zk_multi.c sends the other again alone with its own tag: the entry gone
+ * (consumed meanwhile: NONODE for QOP_CONSUME, then the hold's delete's
+ * reply), or the hold gone (NONODE for QOP_CONSUMED, then the entry's
+ * delete's reply).  Either way two replies come, the entry's delete among
+ * them, and the take is released after the second: a COMMIT that returned
+ * has its item's entry deleted.  A lost reply leaves the take held
+ * (created): once connected, q_retry releases it again, the same multi.
+ * A crash before the multi leaves the entry (redelivered: the hold is
+ * ephemeral).
+ *
+ * Rules: only the worker's thread runs this; consume_left is this file's
+ * (by idx, the replies a consume still waits for).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/memutils.h"
+
+#include "channel.h"
+#include "failpoint.h"
+#include "queue_common.h"
+#include "queue_int.h"
+#include "recipe.h"
+
+static uint8 *consume_left = NULL;
+
+/*
+ * The hold's guard: an exists with a watch on taken/<entry> while held, so
+ * that a hold deleted by someone else marks the take LOST (its commit then
+ * fails at the fence, as a lock's whose node went).  One request per take,
+ * sent with the grant (no round trip waited for); nothing per commit.
+ * Not sent: the fence cannot tell (a LOG line says so).
+ */
+void
+zklock_queue_send_guard(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		path[Q_MAX_PATH];
+
+	zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_TAKEN, w->node);
+	if (!zkc_watch_node(path, TAG(w->generation, QOP_GUARD, idx)))
+		ereport(LOG,
+				(errmsg("zklock: could not watch the hold \"%s\"", path)));
+}
+
+/* The guard: the hold is gone (or changed: watch it again) */
+void
+zklock_queue_on_guard(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (w->phase != PH_HELD || w->release || !w->created)
+		return;					/* our own delete, or not held any more */
+	if (ev->kind == ZKEV_WATCH && ev->watch_type != ZKC_WATCH_DELETED)
+	{
+		zklock_queue_send_guard(idx);
+		return;
+	}
+	if (!(ev->kind == ZKEV_WATCH || ev->rc == ZKC_NONODE))
+		return;					/* there: the watch is set */
+	w->created = false;
+	(void) zklock_channel_lost(idx, w->generation, NULL);
+	ereport(LOG,
+			(errmsg("zklock: the hold \"%s/%s/%s\" of a queue item was deleted while held",
+					w->parent, ZKLOCK_QUEUE_TAKEN, w->node)));
+}
+
+/* A committed take: its entry and its hold deleted as one multi */
+void
+zklock_queue_send_consume(int idx)
+{
+	WorkEntry  *w = &zklock_work[idx];
+	char		entry_path[Q_MAX_PATH];
+	char		hold_path[Q_MAX_PATH];
+	ZkcMultiOp	ops[2];
+
+	if (consume_left == NULL)
+		consume_left = MemoryContextAllocZero(TopMemoryContext,
+											  zklock_recipe_nentries());
+	zklock_queue_sub_path(entry_path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
+	zklock_queue_sub_path(hold_path, w, ZKLOCK_QUEUE_TAKEN, w->node);
+	memset(ops, 0, sizeof(ops));
+	ops[0].path = entry_path;
+	ops[0].tag = TAG(w->generation, QOP_CONSUME, idx);
+	ops[1].path = hold_path;
+	ops[1].tag = TAG(w->generation, QOP_CONSUMED, idx);
+	(void) ZKLOCK_FAILPOINT("queue-before-consume");
+	w->phase = PH_DELETING;
+	consume_left[idx] = 2;
+	if (!zkc_multi(ops, 2, w->parent))
+		set_recovering(w);
+}
+
+/* One of the consume's two replies (see the header) */
+void
+zklock_queue_on_consume(int idx, ZkEvent *ev)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (w->phase != PH_DELETING || consume_left == NULL ||
+		consume_left[idx] == 0)
+		return;
+	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+	{
+		consume_left[idx] = 0;
+		set_recovering(w);		/* still held: released again */
+		return;
+	}
+	if (--consume_left[idx] > 0)
+		return;
+	w->created = false;
+	zklock_recipe_released(idx);
+}
