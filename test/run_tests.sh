@@ -73,8 +73,9 @@ pgbin=$(${PG_CONFIG:-pg_config} --bindir 2>/dev/null || true)
 
 # The TAP tests that run on 17 and 18 (with all of pg_regress and the unit
 # tests): locking across instances, waits, the commit fence and its lease,
-# the worker's session and its watches, the update scripts, and what each
-# major adds.
+# the worker's session and its watches, the update scripts, what each
+# major adds, and the queue (its interface, the transactional put, its
+# cycle, its load, the commit's wait, the waiting takers).
 MAJOR_TAP_TESTS="
 	test/t/recipes/063_advisory.pl
 	test/t/recipes/064_semaphore.pl
@@ -102,6 +103,12 @@ MAJOR_TAP_TESTS="
 	test/t/upgrade/059_cross_major.pl
 	test/t/upgrade/060_version_features.pl
 	test/t/ops/113_tls.pl
+	test/t/recipes/130_queue.pl
+	test/t/recipes/131_queue_put.pl
+	test/t/recipes/134_queue_fast.pl
+	test/t/recipes/135_queue_load.pl
+	test/t/recipes/137_queue_commit.pl
+	test/t/recipes/138_queue_wait.pl
 "
 
 # After a failed run: the logs of the failed TAP tests only (their own log
