@@ -98,6 +98,24 @@ SELECT err($$SELECT zk_queue_peek(repeat('q', 300))$$);
 -- a resource name may have 255 bytes, a queue's 14 fewer ("zklock.queues/")
 SELECT err($$SELECT zk_queue_put_now(repeat('q', 242), 'x')$$);
 SELECT err($$SELECT zk_queue_length(repeat('q', 241))$$);
+-- a queue's own child nodes (entries, taken, pending) are no component
+-- of a queue's name, in every function, before ZooKeeper is asked
+SELECT err($$SELECT zk_queue_put_now('rq/entries', 'x')$$);
+SELECT err($$SELECT zk_queue_put_now('rq/taken', 'x'::bytea)$$);
+SELECT err($$SELECT zk_queue_put('rq/pending', 'x')$$);
+SELECT err($$SELECT zk_queue_put('rq/entries/b', 'x'::bytea, 5)$$);
+SELECT err($$SELECT zk_queue_take('taken/rq', '1s')$$);
+SELECT err($$SELECT zk_queue_try_take('pending')$$);
+SELECT err($$SELECT zk_queue_peek('rq/a/entries')$$);
+SELECT err($$SELECT zk_queue_length('rq/taken/a')$$);
+SELECT err($$SELECT zk_queue_purge('rq/pending/x')$$);
+-- the rules of a resource name come first
+SELECT err($$SELECT zk_queue_length('rq//entries')$$);
+-- only whole components: these are names like any other
+SELECT zk_queue_length('rq/entries2') AS entries2,
+       zk_queue_length('entriesx') AS entriesx,
+       zk_queue_length('rq/x.taken') AS dot_taken,
+       zk_queue_length('rq/Pending') AS capital;
 
 -- PREPARE TRANSACTION is refused with a put or a take; nothing stays
 BEGIN;

@@ -5,7 +5,8 @@
  *		31): argument checks, then the backend side (backend/queue.c).
  *
  * No shared state here.  A queue's name has the rules of a resource name
- * (zklock_resource_arg); an item is bytea or text (the same varlena: the
+ * (zklock_resource_arg), and none of its components is one of a queue's
+ * own child nodes (entries, taken, pending: queue_arg); an item is bytea or text (the same varlena: the
  * text's bytes in the database encoding), not NULL, at most
  * ZKLOCK_QUEUE_MAX_ITEM bytes (54000); a priority 0..999 (22023), as
  * Kazoo's.
@@ -22,6 +23,7 @@
 #include "backend.h"
 #include "functions.h"
 #include "queue_common.h"
+#include "resource.h"
 
 PG_FUNCTION_INFO_V1(zklock_queue_put_now_sql);
 PG_FUNCTION_INFO_V1(zklock_queue_put_sql);
@@ -30,6 +32,60 @@ PG_FUNCTION_INFO_V1(zklock_queue_try_take_sql);
 PG_FUNCTION_INFO_V1(zklock_queue_length_sql);
 PG_FUNCTION_INFO_V1(zklock_queue_peek_sql);
 PG_FUNCTION_INFO_V1(zklock_queue_purge_sql);
+
+/* a queue's own child nodes: no component of a queue's name */
+static const char *const queue_reserved[] = {
+	ZKLOCK_QUEUE_ENTRIES, ZKLOCK_QUEUE_TAKEN, ZKLOCK_QUEUE_PENDING
+};
+
+/* the reserved component of queue (UTF-8), or NULL */
+static const char *
+queue_reserved_component(const char *queue)
+{
+	const char *p = queue;
+
+	for (;;)
+	{
+		size_t		len = strcspn(p, "/");
+
+		for (int i = 0; i < lengthof(queue_reserved); i++)
+			if (len == strlen(queue_reserved[i]) &&
+				strncmp(p, queue_reserved[i], len) == 0)
+				return queue_reserved[i];
+		if (p[len] == '\0')
+			return NULL;
+		p += len + 1;
+	}
+}
+
+/*
+ * The queue argument (0), as UTF-8: a resource name (22023, 42622, 22021,
+ * zklock_check_resource) none of whose components is a queue's own child
+ * node's name (22023).  Queue x's node holds x/entries, x/taken and
+ * x/pending: a queue named "x/entries" would put its nodes among x's items
+ * (which Kazoo's takers of x would take), "x/taken/..." among x's holds.
+ * Checked before any request reaches the worker.
+ */
+static char *
+queue_arg(FunctionCallInfo fcinfo)
+{
+	char	   *queue = zklock_resource_arg(fcinfo);
+	const char *reserved;
+
+	zklock_check_resource(queue);
+	reserved = queue_reserved_component(queue);
+	if (reserved != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid zklock queue name \"%s\"",
+						text_to_cstring(PG_GETARG_TEXT_PP(0))),
+				 errdetail("The component \"%s\" is reserved: a queue keeps its items, holds and pending puts in child nodes named \"%s\", \"%s\" and \"%s\".",
+						   reserved, ZKLOCK_QUEUE_ENTRIES, ZKLOCK_QUEUE_TAKEN,
+						   ZKLOCK_QUEUE_PENDING),
+				 errhint("Use another name for that component; only the exact words are reserved (\"%s2\" is allowed).",
+						 reserved)));
+	return queue;
+}
 
 static int
 priority_arg(FunctionCallInfo fcinfo, int argno)
@@ -73,7 +129,7 @@ item_arg(FunctionCallInfo fcinfo)
 Datum
 zklock_queue_put_now_sql(PG_FUNCTION_ARGS)
 {
-	char	   *queue = zklock_resource_arg(fcinfo);
+	char	   *queue = queue_arg(fcinfo);
 	bytea	   *item = item_arg(fcinfo);
 	int			priority = priority_arg(fcinfo, 2);
 
@@ -87,7 +143,7 @@ zklock_queue_put_now_sql(PG_FUNCTION_ARGS)
 Datum
 zklock_queue_put_sql(PG_FUNCTION_ARGS)
 {
-	char	   *queue = zklock_resource_arg(fcinfo);
+	char	   *queue = queue_arg(fcinfo);
 	bytea	   *item = item_arg(fcinfo);
 	int			priority = priority_arg(fcinfo, 2);
 
@@ -104,7 +160,7 @@ zklock_queue_put_sql(PG_FUNCTION_ARGS)
 static Datum
 take_common(FunctionCallInfo fcinfo, bool wait, bool peek)
 {
-	char	   *queue = zklock_resource_arg(fcinfo);
+	char	   *queue = queue_arg(fcinfo);
 	int			timeout_ms = wait ? zklock_timeout_arg(fcinfo, 1) : -1;
 	bool		found;
 	TupleDesc	tupdesc;
@@ -144,7 +200,7 @@ zklock_queue_try_take_sql(PG_FUNCTION_ARGS)
 Datum
 zklock_queue_length_sql(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT64(zklock_queue_length(zklock_resource_arg(fcinfo)));
+	PG_RETURN_INT64(zklock_queue_length(queue_arg(fcinfo)));
 }
 
 Datum
@@ -157,5 +213,5 @@ zklock_queue_peek_sql(PG_FUNCTION_ARGS)
 Datum
 zklock_queue_purge_sql(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT64(zklock_queue_purge(zklock_resource_arg(fcinfo)));
+	PG_RETURN_INT64(zklock_queue_purge(queue_arg(fcinfo)));
 }
