@@ -115,13 +115,14 @@ zklock_queue_on_consume(int idx, ZkEvent *ev)
 	if (w->phase != PH_DELETING || consume_left == NULL ||
 		consume_left[idx] == 0)
 		return;
-	if (ev->rc == ZKC_CONNLOSS || ev->rc == ZKC_EXPIRED)
+	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE &&
+		ev->rc != ZKC_NOTEMPTY && ev->rc != ZKC_NOAUTH)
 	{
 		consume_left[idx] = 0;
 		set_recovering(w);		/* still held: released again */
 		return;
 	}
-	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+	if (ev->rc == ZKC_NOTEMPTY || ev->rc == ZKC_NOAUTH)
 	{
 		/*
 		 * Refused for good (another client's child under the entry:
@@ -133,8 +134,9 @@ zklock_queue_on_consume(int idx, ZkEvent *ev)
 		ereport(LOG,
 				(errmsg("zklock: could not consume item \"%s\" of a zklock queue (\"%s\"): %s",
 						w->node, w->parent, zklock_queue_rc_text(ev)),
-				 errdetail("ZooKeeper refused the delete of %s; the item stays in the queue.",
-						   TAG_OP(ev->tag) == QOP_CONSUME ? "its entry" : "its hold")));
+				 TAG_OP(ev->tag) == QOP_CONSUME ?
+				 errdetail("ZooKeeper refused the delete of its entry: the item stays in the queue.") :
+				 errdetail("ZooKeeper refused the delete of its hold: the hold stays to the end of this ZooKeeper session.")));
 	}
 	if (--consume_left[idx] > 0)
 		return;
