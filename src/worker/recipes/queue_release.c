@@ -16,6 +16,9 @@
  * them, and the take is released after the second: a COMMIT that returned
  * has its item's entry deleted.  A lost reply leaves the take held
  * (created): once connected, q_retry releases it again, the same multi.
+ * A delete refused for good (NOTEMPTY: another client's child under the
+ * entry; NOAUTH) counts as its reply, with a LOG line: retried, it would
+ * fail again and hold the take's channel entry to each reconnection.
  * A crash before the multi leaves the entry (redelivered: the hold is
  * ephemeral).
  *
@@ -112,11 +115,28 @@ zklock_queue_on_consume(int idx, ZkEvent *ev)
 	if (w->phase != PH_DELETING || consume_left == NULL ||
 		consume_left[idx] == 0)
 		return;
-	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE)
+	if (ev->rc != ZKC_OK && ev->rc != ZKC_NONODE &&
+		ev->rc != ZKC_NOTEMPTY && ev->rc != ZKC_NOAUTH)
 	{
 		consume_left[idx] = 0;
 		set_recovering(w);		/* still held: released again */
 		return;
+	}
+	if (ev->rc == ZKC_NOTEMPTY || ev->rc == ZKC_NOAUTH)
+	{
+		/*
+		 * Refused for good (another client's child under the entry:
+		 * NOTEMPTY; an ACL): the same multi sent again at a reconnection
+		 * would be refused again, and its hold's delete, sent alone,
+		 * would delete another taker's hold.  Answered: said here, and
+		 * the take released after its other reply (the item stays).
+		 */
+		ereport(LOG,
+				(errmsg("zklock: could not consume item \"%s\" of a zklock queue (\"%s\"): %s",
+						w->node, w->parent, zklock_queue_rc_text(ev)),
+				 TAG_OP(ev->tag) == QOP_CONSUME ?
+				 errdetail("ZooKeeper refused the delete of its entry: the item stays in the queue.") :
+				 errdetail("ZooKeeper refused the delete of its hold: the hold stays to the end of this ZooKeeper session.")));
 	}
 	if (--consume_left[idx] > 0)
 		return;
