@@ -243,7 +243,7 @@ EOS
 	ok(wait_until(sub { ($left = zk_mntr()->{zk_watch_count} // -1) == 2 }, timeout => 10),
 		'(f) only the two mailboxes\' watches are left once nothing is held')
 	  or diag("zk_watch_count: $left");
-	is(psql1($_, 'SELECT watches FROM zk_lock_status'), '1',
+	is_worker_watches($_, '1',
 		'(f) ' . $_->name . '\'s worker counts one watch (its mailbox)') for ($node1, $node2);
 	$_->quit for @c;
 }

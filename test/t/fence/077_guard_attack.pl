@@ -204,7 +204,7 @@ ok(wait_until(sub { (zk_mntr()->{zk_watch_count} // -1) == 2 }, timeout => 20),
 	ok(wait_until(sub { ($left = zk_mntr()->{zk_watch_count} // -1) == 3 }, timeout => 10),
 		'(i) three watches left: the mailboxes and the holder\'s guard')
 	  or diag("zk_watch_count $left");
-	is(psql1($node2, 'SELECT watches FROM zk_lock_status'), '1', '(i) node2 counts its mailbox only');
+	is_worker_watches($node2, '1', '(i) node2 counts its mailbox only');
 	$h->query_ok(q{SELECT zk_lock_release('ga/i')});
 	$h->quit;
 	ok(wait_until(sub { ($left = zk_mntr()->{zk_watch_count} // -1) == 2 }, timeout => 10),
@@ -392,7 +392,7 @@ EOS
 	ok(wait_until(sub { ($after = zk_mntr()->{zk_watch_count} // -1) == $before - 2 }, timeout => 10),
 		"(e) the watches after the reconnection: those before ($before) but the two locks'")
 	  or diag("zk_watch_count $after");
-	is(psql1($node3, 'SELECT watches FROM zk_lock_status'), '1',
+	is_worker_watches($node3, '1',
 		'(e) node3 counts one: its mailbox');
 	$k->quit;
 	$px->stop;

@@ -265,8 +265,8 @@ for my $scope ('transaction', 'session')
 		$node2->safe_psql('postgres', qq{SELECT zk_lock_acquire_session('$res/s$k'); SELECT zk_lock_release('$res/s$k')});
 	}
 	watches_back('(d released 40 times beside foreign nodes)');
-	is(psql1($node1, 'SELECT watches FROM zk_lock_status'), '1', '(d) node1 counts its mailbox only');
-	is(psql1($node2, 'SELECT watches FROM zk_lock_status'), '1', '(d) node2 counts its mailbox only');
+	is_worker_watches($node1, '1', '(d) node1 counts its mailbox only');
+	is_worker_watches($node2, '1', '(d) node2 counts its mailbox only');
 	ZkLockTest::zkutil('delete-private', zk_path($res), 'o:pw');
 }
 

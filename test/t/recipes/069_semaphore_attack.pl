@@ -253,7 +253,7 @@ END $$};
 			},
 			timeout => 10),
 		"no watch left on the server after the cycles but the $mailboxes mailboxes' ($wchs)");
-	is(psql1($_, 'SELECT watches FROM zk_lock_status'), '1',
+	is_worker_watches($_, '1',
 		$_->name . ': no watch in the worker but its mailbox\'s') for @n;
 
 	# two holders on node3, three waiters on node4
