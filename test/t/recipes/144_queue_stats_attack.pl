@@ -95,8 +95,40 @@ is(psql1($node, q{SELECT count(*) FROM zk_lock_stats WHERE resource LIKE 'evq%' 
 is(psql1($node, q{SELECT count(*) FILTER (WHERE puts <> 1 OR takes <> 0 OR waits <> 0) FROM zk_queue_stats WHERE queue LIKE 'evq%'}),
 	'0', 'each surviving queue row counts its one put, nothing of a lock');
 
+# --- counted from many sessions at once, read and reset meanwhile ---------
+psql1($node, 'SELECT zk_lock_stats_reset()');
+my @takers = map { zk_session($node, "T$_") } 1 .. 3;
+my $putter = zk_session($node, 'P');
+$_->send(q{DO $$BEGIN FOR i IN 1..40 LOOP
+	PERFORM zk_queue_take('qc', '120 s'); COMMIT; END LOOP; END $$}) for @takers;
+$putter->send(q{DO $$BEGIN FOR i IN 1..120 LOOP
+	PERFORM zk_queue_put_now('qc', i::text);
+	PERFORM zk_lock_acquire_session('qc', parents => false);
+	PERFORM zk_lock_release('qc'); END LOOP; END $$});
+my $reads = 0;
+while (grep { !$_->done } @takers, $putter)
+{
+	$s->query_ok(q{SELECT count(*) FROM zk_queue_stats, zk_lock_stats});
+	$reads++;
+	last if $reads > 20000;
+}
+for my $c (@takers, $putter)
+{
+	my $r = $c->wait(120);
+	is($r && $r->{sqlstate}, '00000', $c->name . ' ran its loop')
+	  or diag(explain($r));
+}
+note "$reads reads while counting";
+like(qrow('qc'), qr/^120 120 120 0 \d+ 0$/,
+	'120 puts, 120 takes consumed, none given back, no timeout');
+cmp_ok(psql1($node, q{SELECT waits FROM zk_queue_stats WHERE queue = 'qc'}), '<=', 120,
+	'at most one wait per take');
+is(psql1($node, q{SELECT acquisitions FROM zk_lock_stats WHERE resource = 'qc'}), '120',
+	"the lock of the queue's name counted apart");
+$_->quit for @takers, $putter;
+
 $s->quit;
-psql1($node, q{SELECT sum(zk_queue_purge(q)) FROM (SELECT 'same' q UNION ALL SELECT 'qa' UNION ALL SELECT 'hotq'
+psql1($node, q{SELECT sum(zk_queue_purge(q)) FROM (SELECT 'same' q UNION ALL SELECT 'qa' UNION ALL SELECT 'qc' UNION ALL SELECT 'hotq'
 	UNION ALL SELECT format('evq%s', lpad(i::text, 3, '0')) FROM generate_series(0, 149, 2) i) s});
 zk_done_check();
 done_testing();
