@@ -176,6 +176,14 @@ take_common(FunctionCallInfo fcinfo, bool wait, bool peek)
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+
+	/*
+	 * A timeout of 0 (or under 1 ms) takes what is free now, as a try-take:
+	 * waited for, its deadline passed before the worker could answer, so
+	 * no item ever came, and zk_queue_stats counted a wait
+	 */
+	if (wait && timeout_ms == 0)
+		wait = false;
 	found = peek ? zklock_queue_peek(queue, &id, &item, &priority) :
 		zklock_queue_take(queue, wait, timeout_ms, &id, &item, &priority);
 	if (found)

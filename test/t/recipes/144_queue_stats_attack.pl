@@ -10,7 +10,10 @@
 #    lock row survive the churn of the other kind (usage counts both);
 #  - queue_waited is cleared when the entry is submitted again: a take
 #    that waited and timed out, then a take from the same backend that
-#    finds an item at once, counts one wait, not two.
+#    finds an item at once, counts one wait, not two;
+#  - a take with a timeout of 0 is a try-take: it gets a free item
+#    (before: never, its deadline passed before the worker answered) and
+#    counts no wait.
 use strict;
 use warnings;
 
@@ -61,6 +64,13 @@ for my $i (1 .. 5)
 	$s->query_ok(q{SELECT id FROM zk_queue_take('qa', '30 s')});
 }
 is(qrow('qa'), '6 6 6 0 1 1', 'five more takes that found an item: no wait counted');
+$s->query_ok(q{SELECT zk_queue_put_now('qa', 'zero')});
+is($s->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_take('qa', '0')}),
+	'zero', 'a take with a timeout of 0 takes the free item (before: none, ever)');
+is(qrow('qa'), '7 7 7 0 1 1', 'and counts no wait');
+is($s->query_ok(q{SELECT coalesce(id, 'none') FROM zk_queue_take('qa', '0')}),
+	'none', 'on the empty queue: none at once');
+is(qrow('qa'), '7 7 7 0 1 2', 'a timeout (no item), no wait, as a try-take');
 
 # --- stats_max filled with both kinds ---------------------------------------
 psql1($node, 'SELECT zk_lock_stats_reset()');
