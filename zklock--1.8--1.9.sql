@@ -125,6 +125,27 @@ CREATE VIEW zk_queues AS
   FROM zk_queue_items() GROUP BY queue ORDER BY queue;
 GRANT SELECT ON zk_queues TO PUBLIC;
 
+-- ==== statistics (stats.c) ====
+
+-- Per queue, counted on this instance since the server started or the
+-- last zk_lock_stats_reset() (which resets both views): items put (in the
+-- queue: zk_queue_put's at its commit), taken, consumed (their taker
+-- committed), given back (rolled back, the backend gone: to be taken
+-- again), takes that waited and their total wait (ms), takes that ended
+-- with no item.  In zk_lock_stats' table (zklock.stats_max, its eviction,
+-- zklock.track_stats).  Readable by everyone, as zk_lock_stats.
+CREATE FUNCTION zk_queue_stats(
+    OUT queue text, OUT puts bigint, OUT takes bigint, OUT consumed bigint,
+    OUT given_back bigint, OUT waits bigint,
+    OUT wait_time double precision, OUT timeouts bigint,
+    OUT stats_reset timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zklock_queue_stats_sql'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE VIEW zk_queue_stats AS SELECT * FROM zk_queue_stats();
+GRANT SELECT ON zk_queue_stats TO PUBLIC;
+
 -- ==== privileges, last ====
 
 -- zk_lock_settle_privileges() as 1.8's (zklock--1.3--1.4.sql says the

@@ -21,7 +21,11 @@ FROM pg_proc p JOIN pg_depend d
 WHERE p.proname LIKE 'zk\_queue%'
 ORDER BY 1::text;
 SELECT c.relname, has_table_privilege('public', c.oid, 'SELECT') AS public
-FROM pg_class c WHERE c.relname IN ('zk_queues', 'zk_queue_items') ORDER BY 1;
+FROM pg_class c WHERE c.relname IN ('zk_queues', 'zk_queue_items', 'zk_queue_stats') ORDER BY 1;
+
+-- zk_queue_stats' columns (stats.c counts them; test/t/recipes/143)
+SELECT attname, atttypid::regtype FROM pg_attribute
+WHERE attrelid = 'zk_queue_stats'::regclass AND attnum > 0 ORDER BY attnum;
 
 -- each signature once: put (bytea, text; default and given priority),
 -- length, peek, try_take and take (default and given timeout), purge

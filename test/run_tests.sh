@@ -110,6 +110,7 @@ MAJOR_TAP_TESTS="
 	test/t/recipes/137_queue_commit.pl
 	test/t/recipes/138_queue_wait.pl
 	test/t/recipes/141_queue_names.pl
+	test/t/recipes/143_queue_stats.pl
 "
 
 # After a failed run: the logs of the failed TAP tests only (their own log

@@ -42,6 +42,7 @@
 #include "queue_common.h"
 #include "resource.h"
 #include "settings.h"
+#include "stats.h"
 #include "wait_events.h"
 
 typedef struct QueueHold
@@ -149,6 +150,7 @@ zklock_queue_put_now(const char *queue, const char *item, Size len,
 	}
 	PG_END_TRY();
 	zklock_channel_collect(idx, gen, &result);
+	zklock_stats_queue_count(queue, ZKLOCK_QSTAT_PUT);
 	return pstrdup(result.node);
 }
 
@@ -295,6 +297,7 @@ queue_take(const char *queue, bool wait, bool peek, int timeout_ms,
 	int			idx;
 	uint32		gen;
 	uint32		len;
+	TimestampTz asked_at;
 	char		data[ZKLOCK_MAX_DATA_LEN + 1];
 	const char *what = psprintf("take an item from queue \"%s\"", queue);
 
@@ -309,6 +312,7 @@ queue_take(const char *queue, bool wait, bool peek, int timeout_ms,
 	req.list_handle = dsm_segment_handle(seg);
 	req.list_size = ZKLOCK_QUEUE_SEGMENT;
 	*item = NULL;
+	asked_at = GetCurrentTimestamp();
 	idx = zklock_submit(&req, &gen);
 	state = take_wait(idx, gen, wait ? timeout_ms : -1);
 	if (state == ZKE_GRANTED)
@@ -323,6 +327,9 @@ queue_take(const char *queue, bool wait, bool peek, int timeout_ms,
 	{
 		zklock_channel_withdraw(idx, gen);	/* frees it, or gives it back */
 		zklock_set_pending(-1, 0);
+		if (!peek)
+			zklock_stats_queue_take(queue, false, wait,
+									zklock_stats_ms_since(asked_at));
 		return false;
 	}
 	if (state != ZKE_GRANTED)
@@ -334,7 +341,11 @@ queue_take(const char *queue, bool wait, bool peek, int timeout_ms,
 	if (peek)
 		zklock_channel_withdraw(idx, gen);	/* nothing held: freed */
 	else
+	{
 		hold_add(idx, gen, &result, queue);
+		zklock_stats_queue_take(queue, true, result.waited,
+								zklock_stats_ms_since(asked_at));
+	}
 	zklock_set_pending(-1, 0);
 	*id = pstrdup(result.node);
 	*priority = atoi(result.node + strlen(ZKLOCK_QUEUE_ENTRY));
@@ -454,6 +465,9 @@ give_back(int from, bool consume)
 			zklock_channel_set_data(holds[i].idx, holds[i].generation,
 									"consume=1\n");
 		zklock_channel_withdraw(holds[i].idx, holds[i].generation);
+		zklock_stats_queue_count(holds[i].queue, consume ?
+								 ZKLOCK_QSTAT_CONSUMED :
+								 ZKLOCK_QSTAT_GIVEN_BACK);
 	}
 	zklock_channel_release_wakes();
 	if (consume)
@@ -486,6 +500,7 @@ zklock_queue_subxact_end(bool commit, SubTransactionId mySubid,
 			else
 			{
 				zklock_channel_withdraw(h.idx, h.generation);
+				zklock_stats_queue_count(h.queue, ZKLOCK_QSTAT_GIVEN_BACK);
 				continue;
 			}
 		}

@@ -40,6 +40,7 @@
 #include "channel.h"
 #include "queue_common.h"
 #include "settings.h"
+#include "stats.h"
 #include "wait_events.h"
 
 typedef struct QueuePut
@@ -216,6 +217,8 @@ zklock_queue_puts_end(bool commit)
 	{
 		if (qputs[i].made)
 			put_finish(&qputs[i], commit, deadline);
+		if (qputs[i].made && commit)	/* in the queue, or moved later */
+			zklock_stats_queue_count(qputs[i].queue, ZKLOCK_QSTAT_PUT);
 		pfree(qputs[i].item);
 	}
 	nqputs = 0;

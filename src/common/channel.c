@@ -286,6 +286,7 @@ zklock_channel_submit(const ZkChannelRequest *req, bool wake,
 	e->list_handle = req->list_handle;
 	e->list_size = req->list_size;
 	e->waiting_since = 0;
+	e->queue_waited = false;
 	e->wait_node[0] = '\0';
 	e->waits_behind[0] = '\0';
 	e->state = ZKE_REQUESTED;
@@ -364,7 +365,7 @@ channel_copy_result(int idx, uint32 generation, ZkChannelResult *result)
 	strlcpy(result->error, e->error, sizeof(result->error));
 	strlcpy(result->data, e->data, sizeof(result->data));
 	strlcpy(result->node, e->node, sizeof(result->node));
-	result->waited = e->waiting_since != 0;
+	result->waited = e->waiting_since != 0 || e->queue_waited;
 }
 
 /* Read the worker's verdict (and the node data) of the backend's entry */

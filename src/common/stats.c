@@ -35,6 +35,23 @@
  *	  explicit lock counts when taken (request.c), with no held time: it
  *	  is nobody's once granted.
  *
+ * Queues (1.9, zk_queue_stats) live in the same hash, under the same
+ * lock, zklock.track_stats, zklock.stats_max and reset: a queue's row is
+ * keyed (queue, ZKLOCK_STATS_QUEUE), its counters the ZkQueueCounters of
+ * the entry's union, counted by the backend (backend/queue.c,
+ * queue_put.c), never with a request of its own:
+ *	- puts: an item in the queue: zk_queue_put_now's at its answer,
+ *	  zk_queue_put's at its transaction's COMMIT;
+ *	- takes: items held by a take; timeouts: takes that ended with no item
+ *	  (a timeout, a try-take that found none); waits and wait_time (ms):
+ *	  takes that had to wait (the worker's listing found no free item for
+ *	  them: the entry's queue_waited; or ended with none after waiting),
+ *	  from the request to the item or the timeout;
+ *	- consumed: items held at a COMMIT; given_back: items held at an
+ *	  ABORT, a ROLLBACK TO, the backend's exit (back in the queue: a
+ *	  redelivery to come).
+ * A take cancelled or failed (an ERROR) is not counted.
+ *
  * Locking rules
  * -------------
  * StatsShared->lock (an LWLock, its own tranche "zklock_stats") guards the
@@ -83,8 +100,14 @@ typedef struct StatsKey
 typedef struct StatsEntry
 {
 	StatsKey	key;			/* hash key; must be first.  lock */
-	slock_t		mutex;			/* guards c */
-	ZkStatsCounters c;			/* mutex (and the lock held, any mode) */
+	slock_t		mutex;			/* guards usage and c */
+	double		usage;			/* mutex: events counted, decayed at
+								 * evictions */
+	union
+	{
+		ZkStatsCounters lock;	/* a lock's (key.mode a ZkLockMode) */
+		ZkQueueCounters queue;	/* a queue's (ZKLOCK_STATS_QUEUE) */
+	}			c;				/* mutex (and the lock held, any mode) */
 } StatsEntry;
 
 typedef struct StatsShared
@@ -93,6 +116,8 @@ typedef struct StatsShared
 	double		median_usage;	/* lock (exclusive to write): new entries'
 								 * usage */
 	int64		evictions;		/* lock (exclusive) */
+	TimestampTz reset_at;		/* lock (exclusive to write): the start or
+								 * the last reset */
 	StatsEntry *sort[FLEXIBLE_ARRAY_MEMBER];	/* lock (exclusive): an
 												 * eviction's scratch */
 } StatsShared;
@@ -100,7 +125,7 @@ typedef struct StatsShared
 /* A change to an entry's counters: what one call counts */
 typedef struct StatsDelta
 {
-	ZkStatsCounters add;			/* added to the counters (usage unused) */
+	ZkStatsCounters add;		/* added to the counters */
 	double		wait_ms;		/* < 0: no wait to take the maximum of */
 	double		held_ms;		/* < 0: no hold */
 } StatsDelta;
@@ -139,6 +164,7 @@ zklock_stats_shmem_init(void)
 		stats->lock = &(GetNamedLWLockTranche("zklock_stats"))->lock;
 		stats->median_usage = 1.0;
 		stats->evictions = 0;
+		stats->reset_at = GetCurrentTimestamp();
 	}
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(StatsKey);
@@ -151,8 +177,8 @@ zklock_stats_shmem_init(void)
 static int
 usage_cmp(const void *a, const void *b)
 {
-	double		x = (*(StatsEntry *const *) a)->c.usage;
-	double		y = (*(StatsEntry *const *) b)->c.usage;
+	double		x = (*(StatsEntry *const *) a)->usage;
+	double		y = (*(StatsEntry *const *) b)->usage;
 
 	return (x > y) - (x < y);
 }
@@ -174,12 +200,12 @@ stats_evict(void)
 	{
 		if (n < zklock_stats_max)
 			stats->sort[n++] = e;
-		e->c.usage *= STATS_DECAY;
+		e->usage *= STATS_DECAY;
 	}
 	if (n == 0)
 		return;
 	qsort(stats->sort, n, sizeof(StatsEntry *), usage_cmp);
-	stats->median_usage = stats->sort[n / 2]->c.usage;
+	stats->median_usage = stats->sort[n / 2]->usage;
 	victims = Max(STATS_EVICT_MIN, n * STATS_EVICT_PERCENT / 100);
 	victims = Min(victims, n);
 	for (int i = 0; i < victims; i++)
@@ -208,7 +234,7 @@ stats_enter(const StatsKey *key)
 	{
 		SpinLockInit(&e->mutex);
 		memset(&e->c, 0, sizeof(e->c));
-		e->c.usage = stats->median_usage;
+		e->usage = stats->median_usage;
 	}
 	return e;
 }
@@ -234,25 +260,23 @@ apply_delta(ZkStatsCounters *c, const StatsDelta *d)
 		c->total_held_time += d->held_ms;
 		c->max_held_time = Max(c->max_held_time, d->held_ms);
 	}
-	c->usage += 1.0;
 }
 
 /*
- * Add a delta to the counters of (resource, mode): one lookup under the
- * lock held shared and the entry's spinlock; a first event of a key takes
- * the lock exclusively to make its entry.  Never raises.
+ * The entry of (name, mode), made if need be, with the lock held (shared,
+ * or exclusively for a first event of a key, to make its entry): the
+ * caller counts under the entry's spinlock, then releases the lock.  NULL
+ * (the lock held too) only if the hash refuses.
  */
-static void
-stats_add(const char *resource, ZkLockMode mode, const StatsDelta *d)
+static StatsEntry *
+stats_find(const char *name, int32 mode)
 {
 	StatsKey	key;
 	StatsEntry *e;
 
-	if (!zklock_track_stats || stats == NULL)
-		return;
 	memset(&key, 0, sizeof(key));
-	strlcpy(key.resource, resource, sizeof(key.resource));
-	key.mode = (int32) mode;
+	strlcpy(key.resource, name, sizeof(key.resource));
+	key.mode = mode;
 
 	LWLockAcquire(stats->lock, LW_SHARED);
 	e = hash_search(stats_hash, &key, HASH_FIND, NULL);
@@ -262,13 +286,96 @@ stats_add(const char *resource, ZkLockMode mode, const StatsDelta *d)
 		LWLockAcquire(stats->lock, LW_EXCLUSIVE);
 		e = stats_enter(&key);
 	}
+	return e;
+}
+
+/*
+ * Add a delta to the counters of (resource, mode): one lookup under the
+ * lock and the entry's spinlock.  Never raises.
+ */
+static void
+stats_add(const char *resource, ZkLockMode mode, const StatsDelta *d)
+{
+	StatsEntry *e;
+
+	if (!zklock_track_stats || stats == NULL)
+		return;
+	e = stats_find(resource, (int32) mode);
 	if (e)
 	{
 		SpinLockAcquire(&e->mutex);
-		apply_delta(&e->c, d);
+		apply_delta(&e->c.lock, d);
+		e->usage += 1.0;
 		SpinLockRelease(&e->mutex);
 	}
 	LWLockRelease(stats->lock);
+}
+
+/* Add to a queue's counters, as stats_add does.  Never raises. */
+static void
+stats_queue_add(const char *queue, const ZkQueueCounters *d)
+{
+	StatsEntry *e;
+
+	if (!zklock_track_stats || stats == NULL)
+		return;
+	e = stats_find(queue, ZKLOCK_STATS_QUEUE);
+	if (e)
+	{
+		ZkQueueCounters *c = &e->c.queue;
+
+		SpinLockAcquire(&e->mutex);
+		c->puts += d->puts;
+		c->takes += d->takes;
+		c->consumed += d->consumed;
+		c->given_back += d->given_back;
+		c->waits += d->waits;
+		c->wait_time += d->wait_time;
+		c->timeouts += d->timeouts;
+		e->usage += 1.0;
+		SpinLockRelease(&e->mutex);
+	}
+	LWLockRelease(stats->lock);
+}
+
+void
+zklock_stats_queue_count(const char *queue, ZkQueueStatEvent event)
+{
+	ZkQueueCounters d;
+
+	memset(&d, 0, sizeof(d));
+	switch (event)
+	{
+		case ZKLOCK_QSTAT_PUT:
+			d.puts = 1;
+			break;
+		case ZKLOCK_QSTAT_CONSUMED:
+			d.consumed = 1;
+			break;
+		case ZKLOCK_QSTAT_GIVEN_BACK:
+			d.given_back = 1;
+			break;
+	}
+	stats_queue_add(queue, &d);
+}
+
+void
+zklock_stats_queue_take(const char *queue, bool got, bool waited,
+						double wait_ms)
+{
+	ZkQueueCounters d;
+
+	memset(&d, 0, sizeof(d));
+	if (got)
+		d.takes = 1;
+	else
+		d.timeouts = 1;
+	if (waited)
+	{
+		d.waits = 1;
+		d.wait_time = wait_ms;
+	}
+	stats_queue_add(queue, &d);
 }
 
 static void
@@ -393,11 +500,13 @@ zklock_stats_copy(ZkStatsRow **rows_out)
 			hash_seq_term(&seq);
 			break;
 		}
+		if (e->key.mode == ZKLOCK_STATS_QUEUE)
+			continue;			/* zk_queue_stats' */
 		strlcpy(rows[nrows].resource, e->key.resource,
 				sizeof(rows[nrows].resource));
 		rows[nrows].mode = (ZkLockMode) e->key.mode;
 		SpinLockAcquire(&e->mutex);
-		rows[nrows].c = e->c;
+		rows[nrows].c = e->c.lock;
 		SpinLockRelease(&e->mutex);
 		nrows++;
 	}
@@ -406,7 +515,49 @@ zklock_stats_copy(ZkStatsRow **rows_out)
 	return nrows;
 }
 
-/* Forget every entry (zk_lock_stats_reset, status.c) */
+/*
+ * The queues' entries (zk_queue_stats, functions/queue.c), as
+ * zklock_stats_copy; *reset_at: the start or the last reset
+ */
+int
+zklock_stats_queue_copy(ZkQueueStatsRow **rows_out, TimestampTz *reset_at)
+{
+	HASH_SEQ_STATUS seq;
+	StatsEntry *e;
+	ZkQueueStatsRow *rows;
+	int			nrows = 0;
+	long		nmax;
+
+	*rows_out = NULL;
+	*reset_at = 0;
+	if (stats == NULL)
+		return 0;
+	LWLockAcquire(stats->lock, LW_SHARED);
+	*reset_at = stats->reset_at;
+	nmax = hash_get_num_entries(stats_hash);
+	rows = palloc(sizeof(ZkQueueStatsRow) * Max(nmax, 1));
+	hash_seq_init(&seq, stats_hash);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		if (nrows == nmax)
+		{
+			hash_seq_term(&seq);
+			break;
+		}
+		if (e->key.mode != ZKLOCK_STATS_QUEUE)
+			continue;
+		strlcpy(rows[nrows].queue, e->key.resource, sizeof(rows[nrows].queue));
+		SpinLockAcquire(&e->mutex);
+		rows[nrows].c = e->c.queue;
+		SpinLockRelease(&e->mutex);
+		nrows++;
+	}
+	LWLockRelease(stats->lock);
+	*rows_out = rows;
+	return nrows;
+}
+
+/* Forget every entry, locks' and queues' (zk_lock_stats_reset, status.c) */
 void
 zklock_stats_reset(void)
 {
@@ -420,5 +571,6 @@ zklock_stats_reset(void)
 	while ((e = hash_seq_search(&seq)) != NULL)
 		hash_search(stats_hash, &e->key, HASH_REMOVE, NULL);
 	stats->median_usage = 1.0;
+	stats->reset_at = GetCurrentTimestamp();
 	LWLockRelease(stats->lock);
 }

@@ -45,8 +45,39 @@ typedef struct ZkStatsCounters
 	int64		lost;
 	double		total_held_time;	/* ms */
 	double		max_held_time;	/* ms */
-	double		usage;			/* events counted, decayed at evictions */
 } ZkStatsCounters;
+
+/*
+ * The counters of one queue (1.9, zk_queue_stats), in the same hash as the
+ * locks' (its key's mode ZKLOCK_STATS_QUEUE): see stats.c's header
+ */
+#define ZKLOCK_STATS_QUEUE	(-1)
+
+typedef struct ZkQueueCounters
+{
+	int64		puts;
+	int64		takes;
+	int64		consumed;
+	int64		given_back;
+	int64		waits;
+	double		wait_time;		/* ms */
+	int64		timeouts;
+} ZkQueueCounters;
+
+/* What befell an item held: consumed at COMMIT, or given back */
+typedef enum ZkQueueStatEvent
+{
+	ZKLOCK_QSTAT_PUT,
+	ZKLOCK_QSTAT_CONSUMED,
+	ZKLOCK_QSTAT_GIVEN_BACK
+} ZkQueueStatEvent;
+
+/* One row of zk_queue_stats */
+typedef struct ZkQueueStatsRow
+{
+	char		queue[ZKLOCK_MAX_RESOURCE_LEN + 1];
+	ZkQueueCounters c;
+} ZkQueueStatsRow;
 
 /* One row of zk_lock_stats: a (resource, mode) and its counters */
 typedef struct ZkStatsRow
@@ -82,6 +113,20 @@ extern void zklock_stats_count(const char *resource, ZkLockMode mode,
 /* A lock released (its node given back) after held_ms */
 extern void zklock_stats_released(const char *resource, ZkLockMode mode,
 								  double held_ms);
+
+/* A queue's put (in the queue), or an item held consumed or given back */
+extern void zklock_stats_queue_count(const char *queue, ZkQueueStatEvent event);
+
+/*
+ * A take's end: an item held (got) or none (a timeout, a try-take that
+ * found nothing); waited: it had to wait, for wait_ms
+ */
+extern void zklock_stats_queue_take(const char *queue, bool got, bool waited,
+									double wait_ms);
+
+/* zk_queue_stats (functions/queue.c): the queues' rows, the last reset */
+extern int	zklock_stats_queue_copy(ZkQueueStatsRow **rows,
+									TimestampTz *reset_at);
 
 /* zk_lock_stats and zk_lock_stats_reset (status.c): copy, forget */
 extern int	zklock_stats_copy(ZkStatsRow **rows);

@@ -143,6 +143,9 @@ typedef struct ZkLockEntry
 	bool		long_wait;		/* lock: the request has waited past the
 								 * deadlock timeout (deadlock.c), for the
 								 * worker to publish (deadlock_publish.c) */
+	bool		queue_waited;	/* lock: a queue's take had to wait (the
+								 * worker; cleared at submission): what
+								 * the verdict's waited says of a take */
 	uint32		generation;		/* lock: bumped at each allocation */
 	int			next_free;		/* lock: free-list link */
 	int			count_slot;		/* lock: the backend slot it counts

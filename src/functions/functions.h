@@ -21,4 +21,7 @@ extern char *zklock_utf8_in(char *name);
 extern char *zklock_resource_arg(FunctionCallInfo fcinfo);
 extern int	zklock_timeout_arg(FunctionCallInfo fcinfo, int argno);
 
+/* status.c: a name from ZooKeeper (UTF-8) in the database encoding */
+extern char *zklock_text_out(char *s);
+
 #endif							/* ZKLOCK_FUNCTIONS_H */

@@ -9,7 +9,7 @@
  * own child nodes (entries, taken, pending: queue_arg); an item is bytea or text (the same varlena: the
  * text's bytes in the database encoding), not NULL, at most
  * ZKLOCK_QUEUE_MAX_ITEM bytes (54000); a priority 0..999 (22023), as
- * Kazoo's.
+ * Kazoo's.  zk_queue_stats' rows are stats.c's (its lock, copied there).
  *
  *-------------------------------------------------------------------------
  */
@@ -18,12 +18,15 @@
 #include "access/htup_details.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "backend.h"
 #include "functions.h"
 #include "queue_common.h"
 #include "resource.h"
+#include "stats.h"
 
 PG_FUNCTION_INFO_V1(zklock_queue_put_now_sql);
 PG_FUNCTION_INFO_V1(zklock_queue_put_sql);
@@ -32,6 +35,7 @@ PG_FUNCTION_INFO_V1(zklock_queue_try_take_sql);
 PG_FUNCTION_INFO_V1(zklock_queue_length_sql);
 PG_FUNCTION_INFO_V1(zklock_queue_peek_sql);
 PG_FUNCTION_INFO_V1(zklock_queue_purge_sql);
+PG_FUNCTION_INFO_V1(zklock_queue_stats_sql);
 
 /* a queue's own child nodes: no component of a queue's name */
 static const char *const queue_reserved[] = {
@@ -172,6 +176,14 @@ take_common(FunctionCallInfo fcinfo, bool wait, bool peek)
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+
+	/*
+	 * A timeout of 0 (or under 1 ms) takes what is free now, as a try-take:
+	 * waited for, its deadline passed before the worker could answer, so
+	 * no item ever came, and zk_queue_stats counted a wait
+	 */
+	if (wait && timeout_ms == 0)
+		wait = false;
 	found = peek ? zklock_queue_peek(queue, &id, &item, &priority) :
 		zklock_queue_take(queue, wait, timeout_ms, &id, &item, &priority);
 	if (found)
@@ -214,4 +226,45 @@ Datum
 zklock_queue_purge_sql(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_INT64(zklock_queue_purge(queue_arg(fcinfo)));
+}
+
+/*
+ * zk_queue_stats(): the queues' counters (stats.c), copied under its
+ * lock, then turned into rows without it
+ */
+#define QUEUE_STATS_COLUMNS		9
+
+Datum
+zklock_queue_stats_sql(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkQueueStatsRow *rows;
+	TimestampTz reset_at;
+	int			nrows;
+
+	zklock_check_loaded();
+	InitMaterializedSRF(fcinfo, 0);
+	nrows = zklock_stats_queue_copy(&rows, &reset_at);
+	for (int r = 0; r < nrows; r++)
+	{
+		Datum		values[QUEUE_STATS_COLUMNS];
+		bool		nulls[QUEUE_STATS_COLUMNS] = {0};
+		const ZkQueueCounters *c = &rows[r].c;
+		int			i = 0;
+
+		CHECK_FOR_INTERRUPTS();
+		values[i++] = CStringGetTextDatum(zklock_text_out(rows[r].queue));
+		values[i++] = Int64GetDatum(c->puts);
+		values[i++] = Int64GetDatum(c->takes);
+		values[i++] = Int64GetDatum(c->consumed);
+		values[i++] = Int64GetDatum(c->given_back);
+		values[i++] = Int64GetDatum(c->waits);
+		values[i++] = Float8GetDatum(c->wait_time);
+		values[i++] = Int64GetDatum(c->timeouts);
+		values[i++] = TimestampTzGetDatum(reset_at);
+		Assert(i == QUEUE_STATS_COLUMNS);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values,
+							 nulls);
+	}
+	return (Datum) 0;
 }

@@ -861,3 +861,10 @@ zklock_lock_stats_reset(PG_FUNCTION_ARGS)
 	zklock_stats_reset();
 	PG_RETURN_VOID();
 }
+
+/* text_out for the other files' views (functions/queue.c) */
+char *
+zklock_text_out(char *s)
+{
+	return text_out(s);
+}

@@ -139,6 +139,7 @@ typedef struct WorkEntry
 	bool		revoke_posted;	/* our mailbox named our node before the
 								 * grant: guard it by its own watch */
 	bool		self_watched;	/* explicit: a watch on our waiting node */
+	bool		queue_waited;	/* a take: marked in its entry (queue_wait.c) */
 	int			waiter_child;	/* explicit: 0 none, 1 create sent, 2 made */
 	bool		grant_written;	/* explicit: the grant's rewrite succeeded */
 	int			create_rc;		/* create's result, for CHECKING */

@@ -332,6 +332,35 @@ busy(QWaitGroup *g, const char *name)
 	return false;
 }
 
+/*
+ * The waiters a listing left waiting had to wait (zk_queue_stats' waits):
+ * each entry's queue_waited, set once, under the channel's lock, while
+ * the entry is still the take's.  A listing per change of the queue;
+ * nothing is asked of ZooKeeper.
+ */
+static void
+mark_waited(QWaitGroup *g)
+{
+	bool		any = false;
+
+	for (int i = 0; i < g->nwaiters && !any; i++)
+		any = !zklock_work[g->waiters[i]].queue_waited;
+	if (!any)
+		return;
+	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < g->nwaiters; i++)
+	{
+		int			idx = g->waiters[i];
+		ZkLockEntry *e = entry(idx);
+
+		if (e->generation == zklock_work[idx].generation &&
+			e->state == ZKE_REQUESTED)
+			e->queue_waited = true;
+		zklock_work[idx].queue_waited = true;
+	}
+	LWLockRelease(zklock_shared->lock);
+}
+
 /* The listing answered: its free entries to the first waiters, one each */
 static void
 hand_out(int slot)
@@ -353,6 +382,8 @@ hand_out(int slot)
 		zklock_queue_wait_leave(idx);	/* may free the group */
 		zklock_queue_try_entry(idx, name);
 	}
+	if (g->used)
+		mark_waited(g);
 	if (g->used && g->cxt)
 	{
 		MemoryContextDelete(g->cxt);
