@@ -57,6 +57,7 @@ OBJS_BACKEND = \
 	src/backend/wait.o \
 	src/backend/local_locks.o \
 	src/backend/request.o \
+	src/backend/holder.o \
 	src/backend/fence.o \
 	src/backend/guard.o \
 	src/backend/leader.o \

@@ -26,6 +26,7 @@
  *	guard.c		DROP EXTENSION against session locks being taken
  *	fence.c		lost locks and the commit fence
  *	request.c	explicit locks, listings and administrators' requests
+ *	holder.c	the holder's node data every lock request writes
  *
  *-------------------------------------------------------------------------
  */

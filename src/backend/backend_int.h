@@ -6,7 +6,7 @@
  *		EXTENSION guard (guard.c), the commit fence (fence.c) and the
  *		deadlock search (deadlock.c, deadlock_read.c), and an acquisition's
  *		steps (acquire.c, acquire_batch.c).  Only those files, backend.c,
- *		request.c and leader.c include it; the rest of zklock calls the
+ *		request.c, holder.c and leader.c include it; the rest of zklock calls the
  *		backend side through backend.h.
  *
  * Portions Copyright (c) 2026, zklock developers
@@ -148,9 +148,10 @@ extern char *zklock_deadlock_read_children(const char *resource,
 										   const char **why);
 extern void zklock_deadlock_withdraw_read(void);
 
-/* request.c: a lock node's data */
+/* holder.c: a lock node's data, a shared catalog's name in it */
 extern void zklock_holder_data(char *buf, size_t buflen, const char *scope,
 							   bool implicit, int64 ttl_ms);
+extern const char *zklock_catalog_name_utf8(const char *name);
 /* request.c: a step's request (acquire.c, acquire_batch.c) */
 extern void zklock_step_request(ZkChannelRequest *req, LockStep *step,
 								bool session);

@@ -18,7 +18,13 @@
  *	  that a COMMIT that returned has consumed;
  *	- ABORT, ROLLBACK TO a savepoint that took it, exit: withdrawn without
  *	  consume=: the hold alone goes, the item is back in its place.
- * Nothing here raises an ERROR after the commit record.  Backend-local
+ * Nothing here raises an ERROR after the commit record.
+ *
+ * Below backend.c, whose callbacks call the ends here (and queue_put.c's):
+ * this file never calls it.  Its entry points (backend.h) expect the
+ * backend side set up: functions/queue.c calls zklock_backend_init first,
+ * right before each call (where zklock_queue_request did before, so a
+ * server without zklock preloaded fails at the same point).  Backend-local
  * state only (holds[] in TopMemoryContext, the takes' segment kept
  * mapped: take_segment); the entries are the
  * channel's (channel.c's rules).
@@ -63,12 +69,16 @@ static bool queue_take(const char *queue, bool wait, bool peek,
 static int	nholds = 0;
 static int	maxholds = 0;
 
-/* The queue's resource, after its name's checks (22023, 42622, 22021) */
+/*
+ * The queue's resource, after its name's checks (22023, 42622, 22021).
+ * The backend side is set up already (zklock_backend_init: by the SQL
+ * function, or by the put that PRE_COMMIT writes)
+ */
 void
 zklock_queue_request(ZkChannelRequest *req, ZkEntryKind kind,
 					 const char *queue)
 {
-	zklock_backend_init();
+	Assert(zklock_local_locks != NULL);
 	zklock_check_resource(queue);
 	if (strlen(ZKLOCK_QUEUE_PREFIX) + strlen(queue) > ZKLOCK_MAX_RESOURCE_LEN)
 		ereport(ERROR,

@@ -18,7 +18,7 @@
  *
  *	v=2				the format's version (zklock 1.2, format 2).  Data
  *					without it is format 1 (zklock 1.0 and 1.1).  Written
- *					first by zklock_holder_data (request.c; before 1.3
+ *					first by zklock_holder_data (holder.c; before 1.3
  *					zklock_describe_holder, backend.c) and by
  *					zk_lock_revoke (zk_lock_revoke_data, status.c).
  *	instance=		the holder's zklock.instance_name			1.0, backend.c

@@ -9,7 +9,9 @@
  * own child nodes (entries, taken, pending: queue_arg); an item is bytea or text (the same varlena: the
  * text's bytes in the database encoding), not NULL, at most
  * ZKLOCK_QUEUE_MAX_ITEM bytes (54000); a priority 0..999 (22023), as
- * Kazoo's.  zk_queue_stats' rows are stats.c's (its lock, copied there).
+ * Kazoo's.  Each function sets the backend side up (zklock_backend_init)
+ * right before it calls backend/queue.c, which does not.  zk_queue_stats'
+ * rows are stats.c's (its lock, copied there).
  *
  *-------------------------------------------------------------------------
  */
@@ -137,6 +139,7 @@ zklock_queue_put_now_sql(PG_FUNCTION_ARGS)
 	bytea	   *item = item_arg(fcinfo);
 	int			priority = priority_arg(fcinfo, 2);
 
+	zklock_backend_init();
 	PG_RETURN_TEXT_P(cstring_to_text(zklock_queue_put_now(queue,
 														  VARDATA_ANY(item),
 														  VARSIZE_ANY_EXHDR(item),
@@ -151,6 +154,7 @@ zklock_queue_put_sql(PG_FUNCTION_ARGS)
 	bytea	   *item = item_arg(fcinfo);
 	int			priority = priority_arg(fcinfo, 2);
 
+	zklock_backend_init();
 	PG_RETURN_TEXT_P(cstring_to_text(zklock_queue_put(queue,
 													  VARDATA_ANY(item),
 													  VARSIZE_ANY_EXHDR(item),
@@ -184,6 +188,7 @@ take_common(FunctionCallInfo fcinfo, bool wait, bool peek)
 	 */
 	if (wait && timeout_ms == 0)
 		wait = false;
+	zklock_backend_init();
 	found = peek ? zklock_queue_peek(queue, &id, &item, &priority) :
 		zklock_queue_take(queue, wait, timeout_ms, &id, &item, &priority);
 	if (found)
@@ -212,7 +217,10 @@ zklock_queue_try_take_sql(PG_FUNCTION_ARGS)
 Datum
 zklock_queue_length_sql(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT64(zklock_queue_length(queue_arg(fcinfo)));
+	char	   *queue = queue_arg(fcinfo);
+
+	zklock_backend_init();
+	PG_RETURN_INT64(zklock_queue_length(queue));
 }
 
 Datum
@@ -225,7 +233,10 @@ zklock_queue_peek_sql(PG_FUNCTION_ARGS)
 Datum
 zklock_queue_purge_sql(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT64(zklock_queue_purge(queue_arg(fcinfo)));
+	char	   *queue = queue_arg(fcinfo);
+
+	zklock_backend_init();
+	PG_RETURN_INT64(zklock_queue_purge(queue));
 }
 
 /*
