@@ -49,7 +49,8 @@ OBJS_RECIPES = \
 	src/worker/recipes/queue_write.o \
 	src/worker/recipes/queue_release.o \
 	src/worker/recipes/queue_pending.o \
-	src/worker/recipes/queue_wait.o
+	src/worker/recipes/queue_wait.o \
+	src/worker/recipes/queue_util.o
 OBJS_BACKEND = \
 	src/backend/backend.o \
 	src/backend/acquire.o \

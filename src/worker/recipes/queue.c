@@ -25,7 +25,7 @@
  *	  tried.  No entry left: a try is NOT_GRANTED.  A ZKR_QUEUE_TAKE
  *	  (a wait) lists nothing itself: it waits in its queue's group
  *	  (queue_wait.c), whose shared listing hands it one free entry
- *	  (zklock_queue_try_entry); its hold failed, it waits again, first.
+ *	  (try_entry, its callback); its hold failed, it waits again, first.
  *	  A lost reply of the hold's create is found
  *	  again once connected by reading the hold: ours when it is of our
  *	  session and names our request (req=).
@@ -39,6 +39,12 @@
  * when the backend committed, its entry's data says "consume=1" (written
  * before the withdrawal, backend/queue.c) and the entry and the hold are
  * deleted as one multi (queue_release.c, with the hold's guard).
+ *
+ * The top of the recipe's files: it calls queue_write.c, queue_release.c,
+ * queue_wait.c and queue_util.c, and none of them calls it; what they must
+ * reach here is registered at q_init, as callbacks: queue_wait.c's
+ * hand-out of an entry (try_entry) and a request's failure's cleanup
+ * (take_end, run by queue_util.c's zklock_queue_fail).
  *
  * Rules: only the worker's thread runs this; a take's listing lives in
  * this file's memory (takes[idx], its own context) from the listing to
@@ -83,21 +89,12 @@ typedef struct QTake
 static QTake **takes = NULL;
 
 static void try_next(int idx);
-char	   *zklock_queue_put_modes = NULL; /* QPutMode of each put, by idx */
 
 static bool
 queue_kind(ZkEntryKind k)
 {
 	return k == ZKR_QUEUE_PUT || k == ZKR_QUEUE_TAKE ||
 		k == ZKR_QUEUE_TRY_TAKE || k == ZKR_QUEUE_LENGTH;
-}
-
-void
-zklock_queue_sub_path(char *buf, WorkEntry *w, const char *dir,
-					  const char *name)
-{
-	snprintf(buf, Q_MAX_PATH, "%s/%s%s%s", w->parent, dir,
-			 name ? "/" : "", name ? name : "");
 }
 
 static void
@@ -110,43 +107,12 @@ take_drop(int idx)
 	}
 }
 
-const char *
-zklock_queue_rc_text(ZkEvent *ev)
+/* A request's end (zklock_queue_fail's hook): its take, its group left */
+static void
+take_end(int idx)
 {
-	return ev->rc == ZKC_CONNLOSS ? "connection to ZooKeeper lost" :
-		ev->rc == ZKC_EXPIRED ? "ZooKeeper session expired" :
-		zkc_result_text(ev->zoo_rc);
-}
-
-/* The request ends in failure (or, withdrawn, is released) */
-void
-zklock_queue_fail(int idx, int sqlstate, const char *msg)
-{
-	WorkEntry  *w = &zklock_work[idx];
-
 	take_drop(idx);
 	zklock_queue_wait_leave(idx);
-	if (w->release)
-		zklock_recipe_released(idx);
-	else
-		zklock_recipe_fail(idx, sqlstate, msg);
-}
-
-/* A segment's handle and size, if the request is still asked for */
-dsm_segment *
-zklock_queue_segment(int idx, Size *size)
-{
-	ZkLockEntry *e = entry(idx);
-	dsm_handle	handle;
-	bool		ok;
-
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	handle = e->list_handle;
-	*size = e->list_size;
-	ok = e->generation == zklock_work[idx].generation &&
-		e->state == ZKE_REQUESTED;
-	LWLockRelease(zklock_shared->lock);
-	return ok ? dsm_attach(handle) : NULL;
 }
 
 /* ---- a take: list, hold, read ---- */
@@ -342,11 +308,12 @@ try_next(int idx)
 }
 
 /*
- * queue_wait.c: a waiting take is handed an entry its group's listing
- * showed free: try to hold it (failing that, it waits again, first)
+ * queue_wait.c's callback (zklock_queue_wait_init): a waiting take is
+ * handed an entry its group's listing showed free: try to hold it
+ * (failing that, it waits again, first)
  */
-void
-zklock_queue_try_entry(int idx, const char *name)
+static void
+try_entry(int idx, const char *name)
 {
 	WorkEntry  *w = &zklock_work[idx];
 	MemoryContext cxt;
@@ -861,9 +828,8 @@ q_init(void)
 {
 	takes = MemoryContextAllocZero(TopMemoryContext,
 								   sizeof(QTake *) * zklock_recipe_nentries());
-	zklock_queue_put_modes = MemoryContextAllocZero(TopMemoryContext,
-									   zklock_recipe_nentries());
-	zklock_queue_wait_init();
+	zklock_queue_util_init(take_end);
+	zklock_queue_wait_init(try_entry);
 }
 
 const ZkRecipe zklock_queue_recipe = {

@@ -1,9 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * queue_int.h
- *		What the queue recipe's two files share (worker/recipes/queue.c:
- *		takes, releases, the dispatch; queue_write.c: puts and the moves
- *		and drops of transactional puts).  Only the worker's thread.
+ *		What the queue recipe's files share, from the top down: queue.c
+ *		(takes, releases, the dispatch), queue_write.c (puts and the moves
+ *		and drops of transactional puts), queue_release.c (a held take's
+ *		guard and consume), queue_wait.c (the waiting takers) and
+ *		queue_util.c (what they all call).  A file calls only the files
+ *		below it; what a lower file must reach above goes through the
+ *		callbacks queue.c registers at the recipe's init.  Only the
+ *		worker's thread.
  *
  *-------------------------------------------------------------------------
  */
@@ -47,22 +52,27 @@ typedef enum QPutMode
 
 #define Q_MAX_PATH	(ZKLOCK_MAX_PATH + ZKLOCK_MAX_NODE_NAME_LEN + 16)
 
-/* each put's mode, by idx (queue.c allocates it; set at the start) */
+/* a request's end, before its failure (queue.c's take_end) */
+typedef void (*QueueEndHook) (int idx);
+
+/* a waiting take handed a free entry (queue.c's try_entry) */
+typedef void (*QueueTryEntry) (int idx, const char *name);
+
+/* queue_util.c: each put's mode, by idx (queue.c sets it at the start) */
 extern char *zklock_queue_put_modes;
 
-/* queue.c */
+extern void zklock_queue_util_init(QueueEndHook on_end);
 extern void zklock_queue_sub_path(char *buf, WorkEntry *w, const char *dir,
 								  const char *name);
 extern const char *zklock_queue_rc_text(ZkEvent *ev);
 extern void zklock_queue_fail(int idx, int sqlstate, const char *msg);
 extern dsm_segment *zklock_queue_segment(int idx, Size *size);
-extern void zklock_queue_try_entry(int idx, const char *name);
 
 /* queue_wait.c: the waiting takers, per queue */
 extern bool zklock_queue_entry_name(const char *name);
 extern char **zklock_queue_names(MemoryContext cxt, ZkEvent *ev, bool sorted,
 								 int *n);
-extern void zklock_queue_wait_init(void);
+extern void zklock_queue_wait_init(QueueTryEntry try_entry);
 extern bool zklock_queue_waiting(int idx);
 extern void zklock_queue_wait_join(int idx, bool first);
 extern void zklock_queue_wait_leave(int idx);

@@ -23,7 +23,8 @@
  * ephemeral).
  *
  * Rules: only the worker's thread runs this; consume_left is this file's
- * (by idx, the replies a consume still waits for).
+ * (by idx, the replies a consume still waits for).  Called by queue.c, it
+ * calls only queue_util.c of the recipe.
  *
  *-------------------------------------------------------------------------
  */

@@ -17,7 +17,8 @@
  * waiter whose try failed always comes back through a listing made after
  * its try.  On the reply, the entries without a hold and not being tried
  * by another take of this instance go to the first waiters, one each
- * (queue.c's zklock_queue_try_entry); the others stay, behind the same
+ * (queue.c's try_entry, the callback given to zklock_queue_wait_init, as
+ * this file calls nothing above it); the others stay, behind the same
  * watches.  So a put costs one listing per instance that waits on the
  * queue, not one per taker, and this instance's takers never race each
  * other for a hold.
@@ -38,8 +39,9 @@
  * too, for both files, the rule of an entry's name and a listing's names
  * (zklock_queue_entry_name, zklock_queue_names).
  *
- * Rules: only the worker's thread; groups[] and wait_slot[] are this
- * file's (TopMemoryContext), each group's listing in its own context.
+ * Rules: only the worker's thread; groups[], wait_slot[] and try_entry
+ * are this file's (TopMemoryContext; try_entry set once, at the init),
+ * each group's listing in its own context.
  * Every request and watch of a group is tagged (generation, op, its
  * index): a reply of a freed group is ignored.
  *
@@ -90,11 +92,12 @@ typedef struct QWaitGroup
 static QWaitGroup *groups = NULL;
 static int	ngroups = 0;
 static int *wait_slot = NULL;	/* by idx: its group's slot + 1, or 0 */
+static QueueTryEntry try_entry = NULL;	/* queue.c's, set at the init */
 
 static void wait_list(int slot);
 
 void
-zklock_queue_wait_init(void)
+zklock_queue_wait_init(QueueTryEntry try_one)
 {
 	int			n = zklock_recipe_nentries();
 
@@ -102,6 +105,7 @@ zklock_queue_wait_init(void)
 	groups = MemoryContextAllocZero(TopMemoryContext,
 									sizeof(QWaitGroup) * Max(ngroups, 1));
 	wait_slot = MemoryContextAllocZero(TopMemoryContext, sizeof(int) * n);
+	try_entry = try_one;
 }
 
 /* Is idx waiting in a group? */
@@ -380,7 +384,7 @@ hand_out(int slot)
 		idx = g->waiters[0];
 		strlcpy(name, g->entries[e++], sizeof(name));
 		zklock_queue_wait_leave(idx);	/* may free the group */
-		zklock_queue_try_entry(idx, name);
+		try_entry(idx, name);	/* queue.c's */
 	}
 	if (g->used)
 		mark_waited(g);

@@ -11,7 +11,9 @@
  * NONODE, and the write sent again, at most three tries; a move is not
  * sent again (the multi failed as a whole: a pending node already moved
  * by queue_pending.c is why).  Rules: only the worker's thread; a put's
- * item is in the backend's segment, read when the write is sent.
+ * item is in the backend's segment, read when the write is sent.  Called
+ * by queue.c (its start and its dispatch), it calls only queue_util.c of
+ * the recipe (paths, the segment, each put's mode, a failure).
  *
  *-------------------------------------------------------------------------
  */
