@@ -32,7 +32,16 @@ for my $sql (
 	q{SELECT zk_lock_outer_role()},
 	q{SELECT zk_lock_release_explicit('a/b')},
 	q{SELECT zk_lock_force_release('a/b')},
-	q{SELECT zk_lock_revoke('a/b')})
+	q{SELECT zk_lock_revoke('a/b')},
+	# the queue's (1.9): functions/queue.c sets the backend side up before
+	# backend/queue.c, which does not (it is below backend.c)
+	q{SELECT zk_queue_put_now('q', 'x'::text)},
+	q{SELECT zk_queue_put('q', '\\x01'::bytea, 5)},
+	q{SELECT * FROM zk_queue_try_take('q')},
+	q{SELECT * FROM zk_queue_take('q', '1 s')},
+	q{SELECT * FROM zk_queue_peek('q')},
+	q{SELECT zk_queue_length('q')},
+	q{SELECT zk_queue_purge('q')})
 {
 	my ($ret, $out, $err) = $node->psql('postgres', $sql,
 		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
