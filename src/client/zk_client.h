@@ -184,6 +184,7 @@ typedef struct ZkcMultiOp
 	int			datalen;
 	int			flags;			/* a create's ZKC_* flags (no container) */
 	uint64		tag;
+	bool		together;		/* never sent again alone (zk_multi.c) */
 } ZkcMultiOp;
 
 extern bool zkc_multi(const ZkcMultiOp *ops, int nops, const char *anchor);

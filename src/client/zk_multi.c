@@ -38,7 +38,10 @@
  * a lost reply.  A create is not sent again from here, because the listing
  * behind it has left already and would answer before such a create.  A
  * multi lost with the connection (or the session) delivers that to every
- * member.
+ * member.  A member marked together (the queue's move: an entry's create
+ * and its pending node's delete) is never sent again alone: rolled back,
+ * it is delivered as not done (ZKC_CONNLOSS, ZRUNTIMEINCONSISTENCY), so
+ * that the multi stays all or nothing; its caller sends the whole again.
  *
  * anchor_lost says that a multi found the anchor node missing (someone
  * deleted it): batch.c makes a new one before the next multi.  Each anchor
@@ -66,6 +69,7 @@ typedef struct MultiContext
 	struct
 	{
 		bool		create;
+		bool		together;	/* never sent again alone */
 		uint64		tag;
 		char	   *path;		/* the op's path */
 		char	   *created;	/* a create's result: the created path */
@@ -147,6 +151,11 @@ multi_completion(int rc, const void *data)
 									  ctx->members[i].create ? &st : NULL,
 									  0, NULL, NULL, 0));
 		}
+		else if (per_op && !op_failed(err) && ctx->members[i].together)
+			zkc_deliver(zkc_event_new(kind, tag, ZKC_CONNLOSS,
+									  ZRUNTIMEINCONSISTENCY,
+									  ctx->members[i].path, NULL, 0, NULL,
+									  NULL, 0));
 		else if (per_op && !op_failed(err) && !ctx->members[i].create)
 			multi_delete_again(ctx, i);
 		else if (per_op && !op_failed(err))
@@ -228,6 +237,7 @@ zkc_multi(const ZkcMultiOp *ops, int nops, const char *anchor)
 
 		Assert(!(ops[i].flags & ZKC_CONTAINER));
 		ctx->members[i].create = ops[i].create;
+		ctx->members[i].together = ops[i].together;
 		ctx->members[i].tag = ops[i].tag;
 		ctx->members[i].path = strdup(ops[i].path);
 		ok = ctx->members[i].path != NULL;

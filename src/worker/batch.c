@@ -401,6 +401,7 @@ send_group(int first, int end)
 			ops[i].datalen = bw->datalen;
 			ops[i].flags = bw->flags;
 			ops[i].tag = bw->tag;
+			ops[i].together = false;
 		}
 		if (zkc_multi(ops, n, anchor_path))
 		{

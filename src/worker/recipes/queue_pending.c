@@ -10,10 +10,12 @@
  * after the commit record) or deletes it (abort): backend/queue_put.c.
  * When that did not happen (the instance crashed between the commit
  * record and the move, the worker or the connection went, the backend's
- * wait ran out), the node stays.  At every connection this recipe lists
- * <root>/zklock.queues, then each queue's pending, and for each node of
- * this system id whose transaction is no longer in progress asks the
- * commit log: committed, it reads the node and moves it (the same multi
+ * wait ran out, the move's multi failed), the node stays.  At every
+ * connection this recipe walks <root>/zklock.queues down to every queue,
+ * nested ones too ("x/y": every child of a queue's node other than its
+ * entries, taken and pending is a queue), lists each queue's pending, and
+ * for each node of this system id whose transaction is no longer in
+ * progress asks the commit log: committed, it reads the node and moves it (the same multi
  * as the backend's: the entry made, the pending node deleted, all or
  * nothing, so a move raced by the backend's own happens once); not
  * committed (aborted, or never committed before a crash), it deletes it.
@@ -27,7 +29,10 @@
  * walk waits (walk_owed) and runs at the first tick after.  Rules: only
  * the worker's thread runs this; it keeps no state beyond the generation
  * of its walk (a reply of an older walk is ignored) and walk_owed.  Cost:
- * one listing of the queues and one per queue at each connection.
+ * two listings per queue node (its children, its pending) at each
+ * connection.  A move is the entry's create and the pending node's delete,
+ * both marked together (zk_multi.c): a multi that fails leaves the pending
+ * node, and the next walk moves it again.
  *
  *-------------------------------------------------------------------------
  */
@@ -110,6 +115,21 @@ pending_verdict(FullTransactionId fxid)
 	return verdict;
 }
 
+/* A queue's own folder (entries, taken, pending): not a queue below it */
+static bool
+queue_folder(const char *name)
+{
+	return strcmp(name, ZKLOCK_QUEUE_ENTRIES) == 0 ||
+		strcmp(name, ZKLOCK_QUEUE_TAKEN) == 0 ||
+		strcmp(name, ZKLOCK_QUEUE_PENDING) == 0;
+}
+
+/*
+ * The children of zklock.queues, or of a queue's node: each is a queue
+ * (queue names nest, "x/y", and no component of a name is a queue's own
+ * folder).  Its pending is listed, and its own children, at any depth;
+ * bounded by ZooKeeper's tree and by the path's length.
+ */
 static void
 on_queues(ZkEvent *ev)
 {
@@ -117,9 +137,13 @@ on_queues(ZkEvent *ev)
 
 	for (int i = 0; ev->rc == ZKC_OK && i < ev->nchildren; i++)
 	{
-		snprintf(path, sizeof(path), "%s/%s/%s", ev->path, ev->children[i],
-				 ZKLOCK_QUEUE_PENDING);
+		if (queue_folder(ev->children[i]) ||
+			snprintf(path, sizeof(path), "%s/%s/%s", ev->path, ev->children[i],
+					 ZKLOCK_QUEUE_PENDING) >= (int) sizeof(path))
+			continue;
 		(void) zkc_get_children(path, TAG(walk_gen, POP_PENDING, QPENDING_IDX));
+		snprintf(path, sizeof(path), "%s/%s", ev->path, ev->children[i]);
+		(void) zkc_get_children(path, TAG(walk_gen, POP_QUEUES, QPENDING_IDX));
 	}
 }
 
@@ -183,6 +207,8 @@ on_read(ZkEvent *ev)
 	ops[0].tag = TAG(walk_gen, POP_DONE, QPENDING_IDX);
 	ops[1].path = ev->path;
 	ops[1].tag = TAG(walk_gen, POP_DONE, QPENDING_IDX);
+	/* all or nothing: the pending node never deleted without its entry */
+	ops[0].together = ops[1].together = true;
 	ereport(LOG,
 			(errmsg("zklock: moving the queue item \"%s\" of a committed transaction into the queue",
 					ev->path)));

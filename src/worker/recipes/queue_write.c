@@ -77,6 +77,8 @@ send_move(int idx, const char *item, int len)
 	ops[0].tag = TAG(w->generation, QOP_PUT, idx);
 	ops[1].path = pending_path;
 	ops[1].tag = TAG(w->generation, QOP_MOVED, idx);
+	/* all or nothing: the pending node never deleted without its entry */
+	ops[0].together = ops[1].together = true;
 	/* the queue's node is the multi's anchor: its setData gives the zxid */
 	return zkc_multi(ops, 2, w->parent);
 }
