@@ -90,4 +90,7 @@ extern void zklock_queue_send_put(int idx, bool with_parents);
 extern void zklock_queue_on_put(int idx, ZkEvent *ev);
 extern void zklock_queue_on_drop(int idx, ZkEvent *ev);
 
+/* queue_pending.c: a move failed; a walk is owed (backing off) */
+extern void zklock_queue_pending_retry(void);
+
 #endif							/* ZKLOCK_QUEUE_INT_H */

@@ -32,7 +32,9 @@
  * two listings per queue node (its children, its pending) at each
  * connection.  A move is the entry's create and the pending node's delete,
  * both marked together (zk_multi.c): a multi that fails leaves the pending
- * node, and the next walk moves it again.
+ * node, and a walk moves it again: the next connection's, or sooner, the
+ * one a failed move owes (zklock_queue_pending_retry: after 1 s, backing
+ * off to one a minute while moves keep failing; retry_at and retry_ms).
  *
  *-------------------------------------------------------------------------
  */
@@ -42,8 +44,10 @@
 #include "access/xlog.h"
 #include "storage/lwlock.h"
 #include "storage/procarray.h"
+#include "utils/timestamp.h"
 
 #include "queue_common.h"
+#include "queue_int.h"
 #include "recipe.h"
 #include "settings.h"
 #include "zklock.h"
@@ -59,6 +63,12 @@ enum
 
 static uint32 walk_gen = 0;
 static bool walk_owed = false;	/* connected during recovery: walk after */
+
+/* a move failed while connected: a walk at retry_at, backing off */
+#define QP_RETRY_FIRST_MS	1000
+#define QP_RETRY_MAX_MS		60000
+static TimestampTz retry_at = 0;	/* 0: none owed */
+static int	retry_ms = 0;		/* the last delay; 0 after a connection */
 
 #define QP_MAX_PATH	(ZKLOCK_MAX_PATH + 2 * ZKLOCK_MAX_NODE_NAME_LEN + 32)
 
@@ -215,11 +225,30 @@ on_read(ZkEvent *ev)
 	(void) zkc_multi(ops, 2, queue);
 }
 
+/*
+ * A move failed (the backend's, queue_write.c, or a walk's): its pending
+ * node stays, and one more walk is owed, after 1 s, then twice as long
+ * each time (at most 60 s) until the next connection, so that a failure
+ * that lasts (an ACL on entries) costs a walk a minute, not a loop.
+ */
+void
+zklock_queue_pending_retry(void)
+{
+	if (retry_at != 0)
+		return;					/* one owed already */
+	retry_ms = retry_ms == 0 ? QP_RETRY_FIRST_MS :
+		Min(retry_ms * 2, QP_RETRY_MAX_MS);
+	retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), retry_ms);
+}
+
 static void
 qp_event(ZkEvent *ev)
 {
 	if (TAG_GEN(ev->tag) != walk_gen)
 		return;
+	if (TAG_OP(ev->tag) == POP_DONE && ev->kind == ZKEV_CREATED &&
+		ev->rc != ZKC_OK)
+		zklock_queue_pending_retry();	/* the walk's own move failed */
 	switch (TAG_OP(ev->tag))
 	{
 		case POP_QUEUES:
@@ -258,15 +287,31 @@ qp_walk(void)
 static void
 qp_connected(int64 session_id)
 {
+	retry_at = 0;
+	retry_ms = 0;
 	qp_walk();
 }
 
 static long
 qp_tick(void)
 {
+	long		wait = -1;
+
 	if (walk_owed && zklock_connected)
 		qp_walk();
-	return walk_owed ? 1000 : -1;
+	if (retry_at != 0 && zklock_connected)
+	{
+		wait = (long) ((retry_at - GetCurrentTimestamp()) / 1000);
+		if (wait <= 0)
+		{
+			retry_at = 0;
+			wait = -1;
+			qp_walk();
+		}
+	}
+	if (walk_owed)
+		wait = wait < 0 ? 1000 : Min(wait, 1000);
+	return wait;
 }
 
 const ZkRecipe zklock_queue_pending_recipe = {

@@ -10,10 +10,12 @@
  * queue's path (its node, entries, taken, pending) is made on the first
  * NONODE, and the write sent again, at most three tries; a move is not
  * sent again (the multi failed as a whole: a pending node already moved
- * by queue_pending.c is why).  Rules: only the worker's thread; a put's
- * item is in the backend's segment, read when the write is sent.  Called
- * by queue.c (its start and its dispatch), it calls only queue_util.c of
- * the recipe (paths, the segment, each put's mode, a failure).
+ * by queue_pending.c is why); a failed move owes queue_pending.c a walk,
+ * which moves it again.  Rules: only the worker's thread; a put's item is
+ * in the backend's segment, read when the write is sent.  Called by
+ * queue.c (its start and its dispatch), it calls queue_util.c of the
+ * recipe (paths, the segment, each put's mode, a failure) and
+ * queue_pending.c's zklock_queue_pending_retry.
  *
  *-------------------------------------------------------------------------
  */
@@ -143,9 +145,13 @@ zklock_queue_on_put(int idx, ZkEvent *ev)
 		zklock_queue_put_modes[idx] != QPUT_MOVE)
 		zklock_queue_send_put(idx, true);
 	else if (ev->rc != ZKC_OK)
+	{
+		if (zklock_queue_put_modes[idx] == QPUT_MOVE)
+			zklock_queue_pending_retry();	/* its pending node stays */
 		zklock_queue_fail(idx, ev->rc == ZKC_NOAUTH ? ERRCODE_INSUFFICIENT_PRIVILEGE :
 			   ERRCODE_CONNECTION_FAILURE,
 			   psprintf("the put's outcome is unknown: %s", zklock_queue_rc_text(ev)));
+	}
 	else if (w->release)
 		zklock_recipe_released(idx);
 	else

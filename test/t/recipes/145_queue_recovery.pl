@@ -3,8 +3,9 @@
 # recovery reaches every queue:
 #  - a move whose entry cannot be made (the queue's entries deleted from
 #    outside while the move is paused at queue-before-move) leaves the
-#    pending node: the item of the committed transaction is not lost; once
-#    entries exists again, the restarted worker moves it
+#    pending node: the item of the committed transaction is not lost; the
+#    failed move owes a walk (backing off from 1 s), and once entries
+#    exists again the worker, still connected, moves it
 #  - the instance killed between the commit record and the move of puts
 #    to nested queues (tx/sub, tx/sub/deep): the restarted worker's walk
 #    finds their pending nodes at any depth and moves them
@@ -61,12 +62,13 @@ is(scalar(children('rq', 'pending')), 1,
 ($rc, undef, $err) =
   ZkLockTest::zkutil('create-acl', "$qroot/rq/entries", 'rwcda', 'x:y');
 is($rc, 0, "rq's entries made again") or diag($err);
-$node1->restart;
 ok( wait_until(
 		sub { children('rq', 'entries') == 1 && !children('rq', 'pending') },
-		timeout => 60),
-	'the restarted worker moved the committed item into the queue');
-$a1 = zk_session($node1, 'A1');
+		timeout => 90),
+	'the worker, still connected, moved the committed item into the queue');
+ok(zk_log_count($node1, qr/moving the queue item .*rq.* of a committed transaction/,
+		$from) >= 1,
+	'its walk said so in the log');
 is($a1->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_try_take('rq')}),
 	'committed', 'and it is taken');
 
