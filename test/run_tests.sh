@@ -138,21 +138,21 @@ major_of() { "$1" --version | sed -nE 's/^PostgreSQL ([0-9]+).*/\1/p'; }
 prepare_leg() {
 	local name=$1 pgc=$2 tree
 	if [ "$name" = system ]; then
-		make -C "$src" -s clean
+		make -C "$src" -s clean || return 1
 		# the test build: with failpoints (src/common/failpoint.c), warnings are errors
-		make -C "$src" -s FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2
-		make -C "$src" -s install FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2
-		cp -a "$src/." "$work/src-$name"
+		make -C "$src" -s FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2 || return 1
+		make -C "$src" -s install FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2 || return 1
+		cp -a "$src/." "$work/src-$name" || return 1
 		tree=$(dirname "$("$pgc" --bindir)")
 	else
 		tree="$work/pg-$name"
-		cp -a "$(dirname "$("$pgc" --bindir)")" "$tree"
+		cp -a "$(dirname "$("$pgc" --bindir)")" "$tree" || return 1
 		pgc="$tree/bin/pg_config"
-		cp -a "$src/." "$work/src-$name"
-		make -C "$work/src-$name" -s clean PG_CONFIG="$pgc" >&2
-		make -C "$work/src-$name" -s FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2
-		make -C "$work/src-$name" -s install FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2
-		chmod -R a+rX "$tree"
+		cp -a "$src/." "$work/src-$name" || return 1
+		make -C "$work/src-$name" -s clean PG_CONFIG="$pgc" >&2 || return 1
+		make -C "$work/src-$name" -s FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2 || return 1
+		make -C "$work/src-$name" -s install FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2 || return 1
+		chmod -R a+rX "$tree" || return 1
 	fi
 	echo "$tree"
 }
@@ -330,9 +330,20 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 				fi
 			done
 		fi
+		# (a leg whose build fails is counted failed and not run: set -e
+		# does not reach into $(...), and Debian's PostgreSQL would
+		# otherwise run the suite against the zklock a former run installed)
+		built=()
 		for leg in "${legs[@]}"; do
-			inst_of[$leg]=$(prepare_leg "$leg" "${pgc_of[$leg]}")
+			if inst_of[$leg]=$(prepare_leg "$leg" "${pgc_of[$leg]}"); then
+				built+=("$leg")
+			else
+				failed=$((failed + 1))
+				summary+="PostgreSQL $(major_of "${pgc_of[$leg]}"): the build FAILED (above), not run"$'\n'
+				unset 'pgc_of[$leg]'
+			fi
 		done
+		legs=(${built[@]+"${built[@]}"})
 
 		# the rolling upgrade test runs the library of the last release
 		# (ZKLOCK_OLD_REV) beside this one: built here, from git history
