@@ -16,9 +16,10 @@
 #        installed into a copy of the cached tree, and runs the unit tests,
 #        all of pg_regress and the TAP tests of MAJOR_TAP_TESTS below
 #        (locking, the fence, the worker's session, the update scripts).
-#        These two run side by side (mostly waiting on timeouts, they use a
-#        fraction of a core each), after 15, each into its own log; the
-#        logs are printed whole, in the majors' order.  Every leg reserves
+#        These two run side by side with 15 (mostly waiting on timeouts,
+#        a leg uses a fraction of a core): 15 streams its output, 17 and 18
+#        each write theirs into a log, printed whole after, in the majors'
+#        order.  Every leg reserves
 #        its ports in one lock directory (PG_TEST_PORT_DIR, as
 #        PostgreSQL::Test::Cluster::get_free_port does), so that no two
 #        servers of the run take the same port.
@@ -35,7 +36,7 @@
 #   ZKLOCK_TEST_VERSIONS="15 17 18"   the majors (15: Debian's package)
 #   ZKLOCK_TEST_ALL_VERSIONS=1        the whole suite on every major
 #                                     (one major after the other)
-#   ZKLOCK_TEST_SEQUENTIAL=1          17 and 18 one after the other too
+#   ZKLOCK_TEST_SEQUENTIAL=1          every leg alone, one after the other
 #   PG_CONFIG=/var/cache/zklock/pg18/bin/pg_config
 #                                     the whole suite on that PostgreSQL alone
 #                                     (a copy of its tree gets zklock)
