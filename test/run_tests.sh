@@ -16,9 +16,10 @@
 #        installed into a copy of the cached tree, and runs the unit tests,
 #        all of pg_regress and the TAP tests of MAJOR_TAP_TESTS below
 #        (locking, the fence, the worker's session, the update scripts).
-#        These two run side by side (mostly waiting on timeouts, they use a
-#        fraction of a core each), after 15, each into its own log; the
-#        logs are printed whole, in the majors' order.  Every leg reserves
+#        These two run side by side with 15 (mostly waiting on timeouts,
+#        a leg uses a fraction of a core): 15 streams its output, 17 and 18
+#        each write theirs into a log, printed whole after, in the majors'
+#        order.  Every leg reserves
 #        its ports in one lock directory (PG_TEST_PORT_DIR, as
 #        PostgreSQL::Test::Cluster::get_free_port does), so that no two
 #        servers of the run take the same port.
@@ -35,7 +36,7 @@
 #   ZKLOCK_TEST_VERSIONS="15 17 18"   the majors (15: Debian's package)
 #   ZKLOCK_TEST_ALL_VERSIONS=1        the whole suite on every major
 #                                     (one major after the other)
-#   ZKLOCK_TEST_SEQUENTIAL=1          17 and 18 one after the other too
+#   ZKLOCK_TEST_SEQUENTIAL=1          every leg alone, one after the other
 #   PG_CONFIG=/var/cache/zklock/pg18/bin/pg_config
 #                                     the whole suite on that PostgreSQL alone
 #                                     (a copy of its tree gets zklock)
@@ -147,21 +148,21 @@ major_of() { "$1" --version | sed -nE 's/^PostgreSQL ([0-9]+).*/\1/p'; }
 prepare_leg() {
 	local name=$1 pgc=$2 tree
 	if [ "$name" = system ]; then
-		make -C "$src" -s clean
+		make -C "$src" -s clean || return 1
 		# the test build: with failpoints (src/common/failpoint.c), warnings are errors
-		make -C "$src" -s FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2
-		make -C "$src" -s install FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2
-		cp -a "$src/." "$work/src-$name"
+		make -C "$src" -s FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2 || return 1
+		make -C "$src" -s install FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2 || return 1
+		cp -a "$src/." "$work/src-$name" || return 1
 		tree=$(dirname "$("$pgc" --bindir)")
 	else
 		tree="$work/pg-$name"
-		cp -a "$(dirname "$("$pgc" --bindir)")" "$tree"
+		cp -a "$(dirname "$("$pgc" --bindir)")" "$tree" || return 1
 		pgc="$tree/bin/pg_config"
-		cp -a "$src/." "$work/src-$name"
-		make -C "$work/src-$name" -s clean PG_CONFIG="$pgc" >&2
-		make -C "$work/src-$name" -s FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2
-		make -C "$work/src-$name" -s install FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2
-		chmod -R a+rX "$tree"
+		cp -a "$src/." "$work/src-$name" || return 1
+		make -C "$work/src-$name" -s clean PG_CONFIG="$pgc" >&2 || return 1
+		make -C "$work/src-$name" -s FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2 || return 1
+		make -C "$work/src-$name" -s install FAILPOINTS=1 PG_CFLAGS=-Werror PG_CONFIG="$pgc" ${zk_client:+ZK_CLIENT="$zk_client"} >&2 || return 1
+		chmod -R a+rX "$tree" || return 1
 	fi
 	echo "$tree"
 }
@@ -202,8 +203,12 @@ count_leg() {
 		report_failures "$work/src-$name"
 		# and, for the end of the output, which tests and checks failed
 		failures+="PostgreSQL $major:"$'\n'
-		failures+=$(grep -E '^(test/t/.* \(Wstat|# +Failed test|# +at test/t/)' \
-			"$work/src-$name/prove.out.log" 2>/dev/null | head -n 30)$'\n'
+		# (never fails: under set -e and pipefail a grep that finds nothing,
+		# a pg_regress-only failure, would end the runner before its summary;
+		# so would grep killed by SIGPIPE once head has its 30 lines, when
+		# many checks failed: hence the last "|| true")
+		failures+=$( { grep -E '^(test/t/.* \(Wstat|# +Failed test|# +at test/t/)' \
+			"$work/src-$name/prove.out.log" 2>/dev/null || echo "(no TAP failure: see the unit tests and pg_regress above)"; } | head -n 30 || true)$'\n'
 	fi
 	return 0
 }
@@ -335,9 +340,20 @@ if [ "${ZKLOCK_TEST_INNER:-}" != 1 ]; then
 				fi
 			done
 		fi
+		# (a leg whose build fails is counted failed and not run: set -e
+		# does not reach into $(...), and Debian's PostgreSQL would
+		# otherwise run the suite against the zklock a former run installed)
+		built=()
 		for leg in "${legs[@]}"; do
-			inst_of[$leg]=$(prepare_leg "$leg" "${pgc_of[$leg]}")
+			if inst_of[$leg]=$(prepare_leg "$leg" "${pgc_of[$leg]}"); then
+				built+=("$leg")
+			else
+				failed=$((failed + 1))
+				summary+="PostgreSQL $(major_of "${pgc_of[$leg]}"): the build FAILED (above), not run"$'\n'
+				unset 'pgc_of[$leg]'
+			fi
 		done
+		legs=(${built[@]+"${built[@]}"})
 
 		# the rolling upgrade test runs the library of the last release
 		# (ZKLOCK_OLD_REV) beside this one: built here, from git history
