@@ -5,6 +5,15 @@
 
 -- The distributed queue (issue 31; doc/sql.md "Queues").  Kazoo's
 -- LockingQueue layout under <zklock.root>/zklock.queues/<queue>.
+--
+-- Not granted to PUBLIC (REVOKEs below; zk_lock_settle_privileges keeps
+-- them from PUBLIC and from default privileges' grantees): queues have no
+-- owner and no per-role namespace, so a role that may put or take may do
+-- so on every queue -- read any item (zk_queue_peek, a take), consume it,
+-- and write persistent nodes of up to 1 MB into the ensemble that every
+-- instance shares.  An administrator grants EXECUTE to the roles that use
+-- queues (doc/security.md "Queues").  The views show names and counts
+-- only, as zk_locks does for locks, and stay PUBLIC's.
 
 CREATE FUNCTION zk_queue_put_now(queue text, item bytea,
                                  priority integer DEFAULT 100)
@@ -72,14 +81,21 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION zk_queue_peek(text) IS
   'The first item no one holds, read without taking it; NULLs when there is none.';
 
--- Administrators only: any role could otherwise empty any queue.
 CREATE FUNCTION zk_queue_purge(queue text)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'zklock_queue_purge_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION zk_queue_purge(text) IS
   'Delete the items of the queue that no one holds (held items stay with their holders); returns the number deleted.';
-REVOKE ALL ON FUNCTION zk_queue_purge(text) FROM PUBLIC;
+
+-- Administrators, and the roles they grant each to (see the top).  Purge
+-- is granted apart: a role allowed to take can already empty a queue
+-- (take and COMMIT in a loop), but only item by item, each one read.
+REVOKE ALL ON FUNCTION zk_queue_put_now(text, bytea, integer),
+  zk_queue_put_now(text, text, integer), zk_queue_put(text, bytea, integer),
+  zk_queue_put(text, text, integer), zk_queue_try_take(text),
+  zk_queue_take(text, interval), zk_queue_length(text), zk_queue_peek(text),
+  zk_queue_purge(text) FROM PUBLIC;
 
 -- Every queue item under <root>/zklock.queues (every instance and client),
 -- with its hold; not granted to PUBLIC, as zk_lock_nodes.  The views below
@@ -149,9 +165,10 @@ GRANT SELECT ON zk_queue_stats TO PUBLIC;
 -- ==== privileges, last ====
 
 -- zk_lock_settle_privileges() as 1.8's (zklock--1.3--1.4.sql says the
--- rule), with 1.9's zk_queue_purge and zk_queue_item_nodes among those not
--- granted to PUBLIC: a grant that default privileges give them is removed
--- (any role could otherwise empty every queue, or read who holds what).
+-- rule), with 1.9's queue functions and zk_queue_item_nodes among those
+-- not granted to PUBLIC: a grant that default privileges give them is
+-- removed (the role would otherwise read, take and fill every queue, or
+-- read who holds what); grants made by hand are kept.
 CREATE OR REPLACE FUNCTION zk_lock_settle_privileges()
 RETURNS integer
 LANGUAGE plpgsql
@@ -168,6 +185,9 @@ DECLARE
                              'zk_lock_status_watches',
                              'zk_lock_status_notifications',
                              'zk_lock_status_security',
+                             'zk_queue_put_now', 'zk_queue_put',
+                             'zk_queue_try_take', 'zk_queue_take',
+                             'zk_queue_length', 'zk_queue_peek',
                              'zk_queue_purge', 'zk_queue_item_nodes'];
   -- granted to pg_read_all_stats by the scripts: kept, even when default
   -- privileges would give the same grant

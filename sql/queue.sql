@@ -12,7 +12,8 @@ FROM pg_proc p JOIN pg_depend d
 WHERE p.proname LIKE 'zk\_queue%'
 ORDER BY 1::text;
 
--- who may call them: PUBLIC all but zk_queue_purge and zk_queue_item_nodes
+-- who may call them: PUBLIC only the functions behind the views (an
+-- administrator grants the others: doc/security.md)
 SELECT p.oid::regprocedure AS function,
        has_function_privilege('public', p.oid, 'EXECUTE') AS public
 FROM pg_proc p JOIN pg_depend d

@@ -29,6 +29,13 @@
 #  - (1.9) zk_queue_purge and zk_queue_item_nodes are among those not
 #    granted to PUBLIC: app, whom default privileges would give them, can
 #    neither empty a queue nor read who holds its items (42501).
+#  - (1.9, review of issue 31, findings 4 and 5) so are the queue's own
+#    functions: neither app nor plain (PUBLIC) can put into, take from,
+#    peek at or count a queue (42501: before, every role could read and
+#    consume every queue's items and fill ZooKeeper with 1 MB items); a
+#    role granted the documented set by hand (doc/security.md) puts,
+#    peeks, counts and takes, keeps its grants when the privileges are
+#    settled again (as the next update does), and still may not purge.
 #  - (1.7; 1.8's zk_lock_status_security too) a member of pg_monitor reads zk_lock_status (granted to
 #    pg_read_all_stats, as zk_lock_waits) on every path.
 # A schema name with a double quote is refused by PostgreSQL itself (it
@@ -59,6 +66,7 @@ $node->safe_psql('postgres', q{
 	CREATE ROLE mon LOGIN;      -- granted the raw listings by hand
 	CREATE ROLE ops LOGIN;      -- granted the admin functions by hand
 	CREATE ROLE watcher LOGIN IN ROLE pg_monitor;   -- monitoring
+	CREATE ROLE qw LOGIN;       -- granted the queue's functions by hand
 	CREATE ROLE "Ap%p ""x";     -- a name to quote});
 
 my $qs = '"We%ird s"';    # capitals, a space and a %
@@ -82,6 +90,15 @@ my $hand_grants = qq{
 	GRANT EXECUTE ON FUNCTION $qs.zk_lock_fence(text, bigint) TO writer;
 	GRANT EXECUTE ON FUNCTION $qs.zk_lock_nodes(text), $qs.zk_lock_local() TO mon;
 	GRANT SELECT ON $qs.zk_lock_local TO mon;};
+# the queue's functions, as doc/security.md tells an administrator to grant
+# them (1.9: they exist only once the updates are done)
+my $queue_grants = qq{
+	GRANT EXECUTE ON FUNCTION
+	  $qs.zk_queue_put(text, bytea, integer), $qs.zk_queue_put(text, text, integer),
+	  $qs.zk_queue_put_now(text, bytea, integer), $qs.zk_queue_put_now(text, text, integer),
+	  $qs.zk_queue_take(text, interval), $qs.zk_queue_try_take(text),
+	  $qs.zk_queue_length(text), $qs.zk_queue_peek(text)
+	TO qw;};
 my $admin_grants = qq{
 	GRANT EXECUTE ON FUNCTION $qs.zk_lock_force_release(text, text),
 	  $qs.zk_lock_revoke(text, text),
@@ -112,7 +129,11 @@ my @closed_functions = (
 	'zk_lock_local()', 'zk_lock_fence(text,bigint)',
 	'zk_lock_settle_privileges()', 'zk_lock_waits()', 'zk_lock_stats_reset()',
 	'zk_lock_status()', 'zk_lock_status_watches()', 'zk_lock_status_notifications()',
-	'zk_lock_status_security()', 'zk_queue_purge(text)', 'zk_queue_item_nodes()');
+	'zk_lock_status_security()', 'zk_queue_purge(text)', 'zk_queue_item_nodes()',
+	'zk_queue_put_now(text,bytea,integer)', 'zk_queue_put_now(text,text,integer)',
+	'zk_queue_put(text,bytea,integer)', 'zk_queue_put(text,text,integer)',
+	'zk_queue_try_take(text)', 'zk_queue_take(text,interval)',
+	'zk_queue_length(text)', 'zk_queue_peek(text)');
 my @closed_table = qw(INSERT UPDATE DELETE TRUNCATE REFERENCES TRIGGER);
 my $closed_query = join("\nUNION ALL ",
 	(map { my $f = $_; map { qq{SELECT '$_ $f', has_function_privilege('$_', '$qs.$f', 'EXECUTE')} } (qw(app plain), 'Ap%p "x') } @closed_functions),
@@ -250,7 +271,22 @@ foreach my $path (@paths)
 
 	# the attacks, as the default-privilege role, and as a role granted the
 	# admin functions and writes to zk_lock_fences by hand
+	$node->safe_psql($db, $queue_grants);
+	my ($qc, $qo, $qe) = sqlstate_as($db, 'qw', "SELECT zk_queue_put_now('priv/q', 'secret')");
+	is($qc, '00000', "$what: qw, granted the queue's functions, puts") or diag($qe);
+	my ($src, $sout, $serr) = $node->psql($db, "SELECT $qs.zk_lock_settle_privileges()");
+	is("$src $sout", '0 0', "$what: settling the privileges again removes none of qw's grants")
+	  or diag($serr);
 	$node->safe_psql($db, $admin_grants);
+	($qc, $qo, $qe) = sqlstate_as($db, 'qw', q{
+		SELECT zk_queue_put('priv/q', 'later'::text) IS NOT NULL;
+		SELECT zk_queue_length('priv/q');
+		SELECT convert_from(item, 'UTF8') FROM zk_queue_peek('priv/q');
+		SELECT convert_from(item, 'UTF8') FROM zk_queue_try_take('priv/q');
+		SELECT convert_from(item, 'UTF8') FROM zk_queue_take('priv/q', '10 s');
+		SELECT zk_queue_length('priv/q');});
+	is("$qc $qo", "00000 t\n2\nsecret\nsecret\nlater\n0",
+		"$what: and, the grants kept, puts, counts, peeks and takes") or diag($qe);
 	$node->safe_psql($db, "GRANT INSERT, UPDATE, DELETE, TRUNCATE ON $qs.zk_lock_fences TO ops");
 	$node->safe_psql($db, "SELECT $qs.zk_lock_fence('priv/fence', 1000)");
 	my ($code) = sqlstate_as($db, 'app',
@@ -282,6 +318,17 @@ foreach my $path (@paths)
 		[ 'app', q{SELECT * FROM zk_lock_waits()} ],
 		[ 'app', q{SELECT zk_queue_purge('priv/q')} ],
 		[ 'app', q{SELECT * FROM zk_queue_item_nodes()} ],
+		(map { my $r = $_; map { [ $r, $_ ] } (
+			q{SELECT zk_queue_put_now('priv/q', 'junk')},
+			q{SELECT zk_queue_put_now('priv/q', '\\x00'::bytea, 1)},
+			q{SELECT zk_queue_put('priv/q', 'junk'::text)},
+			q{SELECT zk_queue_put('priv/q', '\\x00'::bytea)},
+			q{SELECT * FROM zk_queue_try_take('priv/q')},
+			q{SELECT * FROM zk_queue_take('priv/q', '1 s')},
+			q{SELECT convert_from(item, 'UTF8') FROM zk_queue_peek('priv/q')},
+			q{SELECT zk_queue_length('priv/q')}) } qw(app plain)),
+		[ 'plain', q{SELECT zk_queue_purge('priv/q')} ],
+		[ 'qw', q{SELECT zk_queue_purge('priv/q')} ],
 		[ 'plain', q{SELECT zk_lock_stats_reset()} ],
 		[ 'plain', q{SELECT hosts, last_error FROM zk_lock_status} ],
 		[ 'plain', q{SELECT hosts, last_error FROM zk_lock_status()} ],

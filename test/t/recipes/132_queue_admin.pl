@@ -5,9 +5,12 @@
 #    none is free)
 #  - zk_queue_purge deletes the items no one holds and returns how many;
 #    an item held by a transaction at that moment stays with it: its
-#    COMMIT consumes it, a ROLLBACK gives it back; a role that is not an
-#    administrator may not purge (42501), since zk_queue_purge is not
-#    granted to PUBLIC
+#    COMMIT consumes it, a ROLLBACK gives it back; a role granted the
+#    queue's other functions (alice) may not purge (42501), since
+#    zk_queue_purge is not granted to PUBLIC
+#  - a role with no grant on the queue's functions puts into one queue
+#    through the administrator's SECURITY DEFINER function
+#    (doc/security.md), and is refused them directly (42501)
 use strict;
 use warnings;
 
@@ -20,7 +23,16 @@ use Test::More;
 zk_start();
 my $node1 = zk_node('node1');
 my $node2 = zk_node('node2');
-$node1->safe_psql('postgres', 'CREATE ROLE alice LOGIN');
+# alice uses queues: an administrator grants her the queue's functions as
+# doc/security.md says (they are not PUBLIC's), purge excepted
+$node1->safe_psql('postgres', q{
+	CREATE ROLE alice LOGIN;
+	GRANT EXECUTE ON FUNCTION
+	  zk_queue_put(text, bytea, integer), zk_queue_put(text, text, integer),
+	  zk_queue_put_now(text, bytea, integer), zk_queue_put_now(text, text, integer),
+	  zk_queue_take(text, interval), zk_queue_try_take(text),
+	  zk_queue_length(text), zk_queue_peek(text)
+	TO alice;});
 
 my $root = zk_root();
 my $q = "$root/zklock.queues/adm";
@@ -96,7 +108,7 @@ $a1->query_ok('COMMIT');
 # ---------------------------------------------------------------------------
 # Purge: administrators only; held items stay with their holder.
 $r = $alice->query(q{SELECT zk_queue_purge('adm')});
-is($r->{sqlstate}, '42501', 'a role with no grant may not purge (42501)');
+is($r->{sqlstate}, '42501', 'a role with no grant on it may not purge (42501)');
 is($a1->query_ok("SELECT zk_queue_length('adm')"), 3, 'and nothing was purged');
 
 is($a1->query_ok(q{SELECT zk_queue_purge('adm')}), 2,
@@ -145,6 +157,31 @@ like($a1->query_ok(q{SELECT zk_queue_put_now('adm', 'c')}), qr/^entry-100-/,
 	'once an item is consumed, a put fits again');
 $a1->query_ok(q{RESET zklock.max_queue_items});
 is($a1->query_ok(q{SELECT zk_queue_purge('adm')}), 2, 'purged');
+
+# ---------------------------------------------------------------------------
+# doc/security.md's way to confine a role to one queue: no grant on the
+# queue's functions, a SECURITY DEFINER function of the administrator's
+# that puts into a fixed queue, run as that role.
+$node1->safe_psql('postgres', q{
+	CREATE ROLE bob LOGIN;
+	CREATE FUNCTION put_adm(item text) RETURNS text
+	  LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_temp
+	  AS $$ SELECT zk_queue_put_now('adm', item) $$;
+	REVOKE ALL ON FUNCTION put_adm(text) FROM PUBLIC;
+	GRANT EXECUTE ON FUNCTION put_adm(text) TO bob;});
+my $bob = zk_session_as($node1, 'BOB', 'bob');
+like($bob->query_ok(q{SELECT put_adm('from bob')}), qr/^entry-100-/,
+	'bob puts into adm through the administrator\'s SECURITY DEFINER function');
+for my $sql (q{SELECT zk_queue_put_now('other', 'x')},
+	q{SELECT id FROM zk_queue_peek('adm')}, q{SELECT zk_queue_length('adm')})
+{
+	$r = $bob->query($sql);
+	is($r->{sqlstate}, '42501', "but, with no grant, not directly: $sql");
+}
+is($a1->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_peek('adm')}),
+	'from bob', 'his item is in adm');
+is($a1->query_ok(q{SELECT zk_queue_purge('adm')}), 1, 'purged');
+$bob->quit;
 
 $alice->quit;
 $a1->quit;

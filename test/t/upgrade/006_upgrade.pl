@@ -37,7 +37,9 @@
 #    (no queue functions) takes a lock; after the update to 1.9 (compared
 #    with zklock--1.9.sql) an item is put and taken, zk_queues and
 #    zk_queue_items are PUBLIC's, zk_queue_purge and zk_queue_item_nodes
-#    are not.
+#    are not, nor (review of issue 31) are the functions that put, take,
+#    peek and count: a role without a grant is refused (42501), a role
+#    granted them as doc/security.md says puts and takes.
 #  (test/t/ops/044 does every path again with default privileges in place and
 #  a schema named We%ird s.)
 use strict;
@@ -303,6 +305,36 @@ is($node->safe_psql('v18',
 		         has_function_privilege('public', 'zk_queue_item_nodes()', 'EXECUTE')}),
 	't|x|t|t|f|f',
 	'updated from 1.8: an item is put and taken; zk_queues and zk_queue_items are PUBLIC\'s, zk_queue_purge and zk_queue_item_nodes are not');
+is($node->safe_psql('v18',
+		q{SELECT string_agg(p.oid::regprocedure::text, ',' ORDER BY p.proname)
+		  FROM pg_proc p WHERE p.proname LIKE 'zk\_queue\_%'
+		   AND has_function_privilege('public', p.oid, 'EXECUTE')}),
+	'zk_queue_items(),zk_queue_stats()',
+	'updated from 1.8: of the queue functions PUBLIC executes only those behind the views');
+$node->safe_psql('postgres', 'CREATE ROLE qapp LOGIN; CREATE ROLE qnone LOGIN');
+foreach my $sql (q{SELECT zk_queue_put_now('upgrade/q18', 'x')},
+	q{SELECT zk_queue_length('upgrade/q18')},
+	q{SELECT * FROM zk_queue_peek('upgrade/q18')},
+	q{SELECT * FROM zk_queue_try_take('upgrade/q18')})
+{
+	my ($rc, $out, $err) = $node->psql('v18', "\\set VERBOSITY verbose\n$sql",
+		extra_params => [ '-U', 'qnone' ]);
+	like($err, qr/ERROR:  42501: permission denied for function/,
+		"updated from 1.8: a role without a grant is refused: $sql");
+}
+$node->safe_psql('v18', q{
+	GRANT EXECUTE ON FUNCTION
+	  zk_queue_put(text, bytea, integer), zk_queue_put(text, text, integer),
+	  zk_queue_put_now(text, bytea, integer), zk_queue_put_now(text, text, integer),
+	  zk_queue_take(text, interval), zk_queue_try_take(text),
+	  zk_queue_length(text), zk_queue_peek(text)
+	TO qapp;});
+is($node->safe_psql('v18',
+		q{SELECT zk_queue_put('upgrade/q18', 'y'::text) IS NOT NULL;
+		  SELECT convert_from(item, 'UTF8') FROM zk_queue_take('upgrade/q18', '10 s');
+		  SELECT zk_queue_length('upgrade/q18')},
+		extra_params => [ '-U', 'qapp' ]),
+	"t\ny\n0", 'updated from 1.8: a role granted the queue functions puts and takes');
 is($node->safe_psql('v17',
 		q{SELECT transport, identity, tls_expires IS NULL,
 		         (SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
