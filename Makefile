@@ -9,6 +9,7 @@ OBJS_COMMON = \
 	src/common/shmem.o \
 	src/common/lease.o \
 	src/common/grant_rule.o \
+	src/common/queue_name.o \
 	src/common/resource.o \
 	src/common/nodedata.o \
 	src/common/stats.o \
@@ -135,7 +136,8 @@ REGRESS_PREP = zklock-installcheck-precheck
 override with_llvm = no
 
 # the unit test's program (make zklock-unit, below)
-EXTRA_CLEAN = test/unit/test_grant_rule test/unit/test_nodedata
+EXTRA_CLEAN = test/unit/test_grant_rule test/unit/test_nodedata \
+	test/unit/test_queue_name
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -155,9 +157,10 @@ zklock--1.9.sql: $(ZKLOCK_SCRIPTS)
 ZKLOCK_HEADERS = $(wildcard $(addsuffix /*.h,$(ZKLOCK_SRC_DIRS)))
 $(OBJS): $(ZKLOCK_HEADERS)
 
-# make zklock-unit: the unit tests of the grant rule and of the node data
-# codec (test/unit/), standalone programs with src/common/grant_rule.c and
-# src/common/nodedata.c compiled in, built with the extension's compiler flags
+# make zklock-unit: the unit tests of the grant rule, of the node data
+# codec and of queue entry names (test/unit/), standalone programs with
+# src/common/grant_rule.c, src/common/nodedata.c or src/common/queue_name.c
+# compiled in, built with the extension's compiler flags
 # (and PG_CFLAGS); they print TAP.
 test/unit/test_grant_rule: test/unit/test_grant_rule.c src/common/grant_rule.c src/common/grant_rule.h src/common/zklock.h src/common/compat.h
 	$(CC) $(CFLAGS) $(CPPFLAGS) -o $@ $(srcdir)/test/unit/test_grant_rule.c $(srcdir)/src/common/grant_rule.c
@@ -165,6 +168,10 @@ test/unit/test_grant_rule: test/unit/test_grant_rule.c src/common/grant_rule.c s
 test/unit/test_nodedata: test/unit/test_nodedata.c src/common/nodedata.c src/common/nodedata.h src/common/grant_rule.c src/common/grant_rule.h src/common/zklock.h src/common/compat.h
 	$(CC) $(CFLAGS) $(CPPFLAGS) -o $@ $(srcdir)/test/unit/test_nodedata.c $(srcdir)/src/common/nodedata.c $(srcdir)/src/common/grant_rule.c
 
-zklock-unit: test/unit/test_grant_rule test/unit/test_nodedata
-	rc=0; ./test/unit/test_grant_rule || rc=1; ./test/unit/test_nodedata || rc=1; exit $$rc
+test/unit/test_queue_name: test/unit/test_queue_name.c src/common/queue_name.c src/common/queue_name.h src/common/queue_common.h src/common/zklock.h src/common/compat.h
+	$(CC) $(CFLAGS) $(CPPFLAGS) -o $@ $(srcdir)/test/unit/test_queue_name.c $(srcdir)/src/common/queue_name.c
+
+zklock-unit: test/unit/test_grant_rule test/unit/test_nodedata test/unit/test_queue_name
+	rc=0; ./test/unit/test_grant_rule || rc=1; ./test/unit/test_nodedata || rc=1; \
+	./test/unit/test_queue_name || rc=1; exit $$rc
 .PHONY: zklock-unit

@@ -67,6 +67,10 @@
  *						its entry's read (sent behind it) not handled yet
  *						(pause: the entry may be consumed meanwhile; no
  *						"fail")
+ *	queue-before-guard	worker/recipes/queue_release.c: a take was
+ *						granted (or its hold changed), the exists that
+ *						watches its hold not sent yet; fail: as if it could
+ *						not be sent (disconnected): sent again by q_retry
  *	queue-before-consume	worker/recipes/queue_release.c: a committed
  *						take's multi (delete entry and hold) is about to
  *						be sent (pause: either may go meanwhile; no "fail")

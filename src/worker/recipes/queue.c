@@ -762,6 +762,9 @@ q_retry(void)
 		WorkEntry  *w = &zklock_work[idx];
 		char		path[Q_MAX_PATH];
 
+		if (queue_kind(w->kind) && w->phase == PH_HELD && w->guard_needed &&
+			!w->release && w->created)
+			zklock_queue_send_guard(idx);	/* queue_release.c */
 		if (!queue_kind(w->kind) || w->phase != PH_RECOVERING)
 			continue;
 		if (w->create_unknown)

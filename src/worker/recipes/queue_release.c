@@ -45,18 +45,28 @@ static uint8 *consume_left = NULL;
  * that a hold deleted by someone else marks the take LOST (its commit then
  * fails at the fence, as a lock's whose node went).  One request per take,
  * sent with the grant (no round trip waited for); nothing per commit.
- * Not sent: the fence cannot tell (a LOG line says so).
+ * Not sent (disconnected at the grant): guard_needed, and q_retry sends it
+ * again, soon while connected and at the reconnection; it then finds a
+ * hold deleted meanwhile gone (NONODE: LOST).
  */
 void
 zklock_queue_send_guard(int idx)
 {
 	WorkEntry  *w = &zklock_work[idx];
 	char		path[Q_MAX_PATH];
+	bool		owed = w->guard_needed;
 
 	zklock_queue_sub_path(path, w, ZKLOCK_QUEUE_TAKEN, w->node);
-	if (!zkc_watch_node(path, TAG(w->generation, QOP_GUARD, idx)))
-		ereport(LOG,
-				(errmsg("zklock: could not watch the hold \"%s\"", path)));
+	w->guard_needed = ZKLOCK_FAILPOINT("queue-before-guard") ||
+		!zkc_watch_node(path, TAG(w->generation, QOP_GUARD, idx));
+	if (w->guard_needed)
+	{
+		if (!owed)				/* once, not at each retry */
+			ereport(LOG,
+					(errmsg("zklock: could not watch the hold \"%s\" yet; it is watched once connected",
+							path)));
+		zklock_recipe_retry_soon();
+	}
 }
 
 /* The guard: the hold is gone (or changed: watch it again) */
@@ -70,6 +80,13 @@ zklock_queue_on_guard(int idx, ZkEvent *ev)
 	if (ev->kind == ZKEV_WATCH && ev->watch_type != ZKC_WATCH_DELETED)
 	{
 		zklock_queue_send_guard(idx);
+		return;
+	}
+	if (ev->kind != ZKEV_WATCH && ev->rc != ZKC_NONODE && ev->rc != ZKC_OK)
+	{
+		/* its reply lost (the connection went): no watch set, again */
+		w->guard_needed = true;
+		zklock_recipe_retry_soon();
 		return;
 	}
 	if (!(ev->kind == ZKEV_WATCH || ev->rc == ZKC_NONODE))

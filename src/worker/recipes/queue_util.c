@@ -72,19 +72,36 @@ zklock_queue_fail(int idx, int sqlstate, const char *msg)
 		zklock_recipe_fail(idx, sqlstate, msg);
 }
 
-/* A segment's handle and size, if the request is still asked for */
+/*
+ * The request's segment, attached, and its size, if the request is still
+ * asked for; else NULL.
+ *
+ * Attached under the channel's lock, with the check: a backend leaves
+ * REQUESTED (withdraw, at an ERROR, a cancel or its exit: before_shmem_exit,
+ * ahead of its DSM detach) under that lock in exclusive mode, before it
+ * detaches the segment, so a handle read while the entry is REQUESTED
+ * names the backend's live segment, and once we are attached the segment
+ * lives (its reference count) until our dsm_detach, whatever the backend
+ * does: its handle cannot be given to another segment meanwhile.  Attached
+ * after the release (as before), the backend could withdraw and destroy it
+ * in between and a new segment take its handle: another backend's memory
+ * read as an item or written with one.  dsm_attach under an LWLock is what
+ * PostgreSQL's own dsa.c does (get_best_segment attaches under the area's
+ * lock); it takes DynamicSharedMemoryControlLock inside, and nothing takes
+ * our lock while holding that one.  An ERROR in it (mapping failed) ends
+ * the worker, whose exit releases every LWLock.
+ */
 dsm_segment *
 zklock_queue_segment(int idx, Size *size)
 {
 	ZkLockEntry *e = entry(idx);
-	dsm_handle	handle;
-	bool		ok;
+	dsm_segment *seg = NULL;
 
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	handle = e->list_handle;
 	*size = e->list_size;
-	ok = e->generation == zklock_work[idx].generation &&
-		e->state == ZKE_REQUESTED;
+	if (e->generation == zklock_work[idx].generation &&
+		e->state == ZKE_REQUESTED)
+		seg = dsm_attach(e->list_handle);
 	LWLockRelease(zklock_shared->lock);
-	return ok ? dsm_attach(handle) : NULL;
+	return seg;
 }

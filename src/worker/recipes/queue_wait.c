@@ -37,7 +37,8 @@
  * sets no child watch: an exists sets a creation watch instead (one not
  * sent makes the listing lost: asked again once connected).  Here
  * too, for both files, the rule of an entry's name and a listing's names
- * (zklock_queue_entry_name, zklock_queue_names).
+ * (zklock_queue_entry_name, zklock_queue_names; the name's parser and the
+ * order of entries, past 2^31 too, are src/common/queue_name.c's).
  *
  * Rules: only the worker's thread; groups[], wait_slot[] and try_entry
  * are this file's (TopMemoryContext; try_entry set once, at the init),
@@ -55,6 +56,7 @@
 #include "failpoint.h"
 #include "queue_common.h"
 #include "queue_int.h"
+#include "queue_name.h"
 #include "recipe.h"
 
 /* the groups' operations (their own tags' op field) */
@@ -262,22 +264,17 @@ wait_list(int slot)
 	}
 }
 
-/* Is name an entry's (entry-<digits>-<digits>)? */
+/*
+ * Is name an entry's (entry-<digits>-<seq>)?  <seq> may be negative: the
+ * entries' cversion past 2^31 (queue_name.c)
+ */
 bool
 zklock_queue_entry_name(const char *name)
 {
-	const char *p = name + strlen(ZKLOCK_QUEUE_ENTRY);
+	int			priority;
+	int32		seq;
 
-	if (strncmp(name, ZKLOCK_QUEUE_ENTRY, strlen(ZKLOCK_QUEUE_ENTRY)) != 0 ||
-		!isdigit((unsigned char) *p))
-		return false;
-	while (isdigit((unsigned char) *p))
-		p++;
-	if (*p++ != '-' || !isdigit((unsigned char) *p))
-		return false;
-	while (isdigit((unsigned char) *p))
-		p++;
-	return *p == '\0' && strlen(name) <= ZKLOCK_MAX_NODE_NAME_LEN;
+	return zklock_queue_parse_entry(name, &priority, &seq);
 }
 
 static int
@@ -286,7 +283,16 @@ name_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
-/* A listing's entry names, in cxt (sorted if asked): none when it failed */
+static int
+entry_cmp(const void *a, const void *b)
+{
+	return zklock_queue_entry_cmp(*(char *const *) a, *(char *const *) b);
+}
+
+/*
+ * A listing's entry names, in cxt (if sorted, in the order they are taken:
+ * priority, then arrival, across the wrap too): none when it failed
+ */
 char	  **
 zklock_queue_names(MemoryContext cxt, ZkEvent *ev, bool sorted, int *n)
 {
@@ -298,7 +304,7 @@ zklock_queue_names(MemoryContext cxt, ZkEvent *ev, bool sorted, int *n)
 		if (zklock_queue_entry_name(ev->children[i]))
 			names[(*n)++] = MemoryContextStrdup(cxt, ev->children[i]);
 	if (sorted)
-		qsort(names, *n, sizeof(char *), name_cmp);
+		qsort(names, *n, sizeof(char *), entry_cmp);
 	return names;
 }
 
@@ -312,7 +318,11 @@ keep_names(QWaitGroup *g, ZkEvent *ev, bool entries)
 	if (entries)
 		g->entries = zklock_queue_names(g->cxt, ev, true, &g->nentries);
 	else
-		g->taken = zklock_queue_names(g->cxt, ev, true, &g->ntaken);
+	{
+		/* as strings: for busy()'s bsearch, a plain total order */
+		g->taken = zklock_queue_names(g->cxt, ev, false, &g->ntaken);
+		qsort(g->taken, g->ntaken, sizeof(char *), name_cmp);
+	}
 }
 
 /* Is the entry held (the listing says), or being tried or held by a take of ours? */

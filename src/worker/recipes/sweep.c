@@ -45,7 +45,8 @@
  *
  * The first sweep of each worker is a walk of the whole tree, whether or
  * not it sweeps for all: it lists every resource node and reads every lock
- * node, as every sweep did before 1.5.  It removes what has expired, and
+ * node, as every sweep did before 1.5 (not <root>/zklock.queues, where no
+ * lock lives and every queue item is a node: sweep_queues_node).  It removes what has expired, and
  * records in the index every explicit node it keeps that has none.  This
  * is the rolling upgrade's argument: zklock 1.4 records nothing in the
  * index, but it sweeps the whole tree itself, on every instance, so while
@@ -112,6 +113,7 @@
 #include "zk_client.h"
 #include "lease.h"
 #include "explicit_index.h"
+#include "queue_common.h"
 
 /* The sweep's operations, as carried in a tag */
 typedef enum SweepOp
@@ -350,9 +352,24 @@ sweep_child_cmp(const void *a, const void *b)
 }
 
 /*
+ * Is a child of the root zklock.queues, the home of the queues (issue 31)?
+ * No lock lives there ("zklock." names are no resource's), and a queue has
+ * a node per item, per hold and per pending put: the walk skips it, as the
+ * lock listing does (listing.c), or it would cost a request per item.
+ */
+static bool
+sweep_queues_node(const char *child)
+{
+	size_t		len = strlen(ZKLOCK_QUEUE_PREFIX) - 1;	/* no '/' */
+
+	return strncmp(child, ZKLOCK_QUEUE_PREFIX, len) == 0 && child[len] == '\0';
+}
+
+/*
  * The lock nodes of a listing, in sequence order, each with Hive's verdict
  * among its siblings (grant_rule.c): node.blocker < 0 when granted.  The
- * walk walks the other children (resource nodes), except the index.
+ * walk walks the other children (resource nodes), except, at the root, the
+ * index, the sweeper's node and the queues.
  */
 static SweepChild *
 sweep_children(ZkEvent *ev, int *nkids)
@@ -370,7 +387,8 @@ sweep_children(ZkEvent *ev, int *nkids)
 			kids[n++].child = c;
 		else if (TAG_OP(ev->tag) == OP_LIST_CHILDREN &&
 				 !(at_root && (strcmp(c, ZKLOCK_EXPLICIT_INDEX_NODE) == 0 ||
-							   strcmp(c, SWEEPER_NODE) == 0)))
+							   strcmp(c, SWEEPER_NODE) == 0 ||
+							   sweep_queues_node(c))))
 		{
 			char	   *child = psprintf("%s/%s", ev->path, c);
 
