@@ -9,6 +9,7 @@
  *   java CuratorBench handoff HOSTS BASE SECS HOLD_MS OUTFILE
  *   java CuratorBench scale   HOSTS BASE WAITERS SECS
  *   java CuratorBench many    HOSTS BASE COUNT SECS LIMIT_SECS [IDLE_SECS]
+ *   java CuratorBench queue1|queuepc|queueclean ...   (DistributedQueue: CuratorQueue.java)
  *
  * RECIPE is mutex, read or write.  Each mode prints one JSON line on
  * stdout; handoff also writes "who t_req t_got t_rel" lines (seconds, on
@@ -376,7 +377,7 @@ public class CuratorBench {
 
     public static void main(String[] a) throws Exception {
         if (a.length < 3) {
-            System.err.println("usage: CuratorBench cycles|handoff|scale|many HOSTS BASE ...");
+            System.err.println("usage: CuratorBench cycles|handoff|scale|many|queue1|queuepc|queueclean HOSTS BASE ...");
             System.exit(2);
         }
         hosts = a[1];
@@ -385,6 +386,9 @@ public class CuratorBench {
             case "handoff": handoff(a); break;
             case "scale": scale(a); break;
             case "many": many(a); break;
+            case "queue1": CuratorQueue.queue1(a); break;
+            case "queuepc": CuratorQueue.queuepc(a); break;
+            case "queueclean": CuratorQueue.queueclean(a); break;
             default: System.err.println("unknown mode " + a[0]); System.exit(2);
         }
         System.exit(0);

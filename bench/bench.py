@@ -12,7 +12,8 @@ check), which install what is missing first; run it through them.
 What it does: starts a standalone ZooKeeper with test/zk_server.sh (the
 only ZooKeeper every contender talks to), initdb's two PostgreSQL 15
 instances with zklock into a temporary folder (run as `postgres` when we are
-root), compiles bench/zk_floor.c and bench/CuratorBench.java there, runs the
+root), compiles bench/zk_floor.c and bench/CuratorBench.java (with
+CuratorQueue.java) there, runs the
 scenarios, prints one table and stops everything it started.
 
 The parts: servers.py (ZooKeeper, PostgreSQL, processes, cleanup),

@@ -9,6 +9,8 @@ One KazooClient per client, one process per client (multiprocessing).
   kazoo_queue.py pc HOSTS PATH locking|plain PRODUCERS CONSUMERS SECS WARMUP
       producers put as fast as they can, consumers take (and consume);
       counts the items taken inside the window
+  kazoo_queue.py clean HOSTS PATH
+      removes the queue (pc leaves it: its deletes are not counted)
 
 Prints one JSON line: items_per_s (items put and taken per second),
 items (all items taken, the warm-up included: what ZooKeeper's counters
@@ -130,10 +132,10 @@ def cmd_pc(path, kind, producers, consumers, secs, warmup):
         p.join(30)
     if errs:
         raise RuntimeError("; ".join(errs))
-    # what is left: taken by no one in the run
+    # what is left: taken by no one in the run (removed by `clean`, after
+    # ZooKeeper's counters are read)
     zk = client()
     left = len(zk.get_children(path + "/entries" if kind == "locking" else path))
-    zk.delete(path, recursive=True)
     zk.stop()
     return {"items_per_s": taken / secs, "items": every, "put": put, "left": left}
 
@@ -148,6 +150,11 @@ def main():
         r = cmd_cycles(a[0], a[1], float(a[2]), float(a[3]))
     elif mode == "pc":
         r = cmd_pc(a[0], a[1], int(a[2]), int(a[3]), float(a[4]), float(a[5]))
+    elif mode == "clean":
+        zk = client()
+        zk.delete(a[0], recursive=True)
+        zk.stop()
+        r = {"removed": a[0]}
     else:
         print("unknown mode " + mode, file=sys.stderr)
         sys.exit(2)

@@ -1,15 +1,19 @@
 """queue_bench.py -- the scenario `queue` (issue 31; not queue.py, which would
 shadow the standard library's queue module for every script in bench/, Kazoo
 included): zklock's distributed queue
-beside Kazoo's LockingQueue and Queue (bench/kazoo_queue.py) on the same
-ZooKeeper, in one run.
+beside Kazoo's LockingQueue and Queue (bench/kazoo_queue.py) and Curator's
+DistributedQueue built with a lock path (bench/CuratorQueue.java) on the
+same ZooKeeper, in one run.
 
   - 1 client: put, then take and commit, one after the other (zklock:
     zk_queue_put_now; BEGIN; zk_queue_try_take; COMMIT, one pgbench
-    transaction per item; Kazoo: put, get, consume)
+    transaction per item; Kazoo: put, get, consume; Curator: one session,
+    put, then wait until the queue's own consumer thread, woken by its
+    children watch, has locked, read, handed over and deleted the item)
   - 8 producers / 8 consumers across two instances (zklock: 4 + 4 on each
-    of pg1 and pg2; Kazoo: 8 + 8 processes): items taken and committed per
-    second, while the producers put as fast as they can
+    of pg1 and pg2; Kazoo: 8 + 8 processes; Curator: 8 + 8 sessions in one
+    JVM): items taken and committed per second, while the producers put as
+    fast as they can
   - the handoff: a taker on pg2 waits in zk_queue_take, pg1 puts an item
     every 50 ms carrying clock_timestamp() taken just before the put; the
     latency is the taker's clock_timestamp() at its grant minus that (one
@@ -19,12 +23,14 @@ ZooKeeper's requests per item are counted as the lock rows count them
 (servers.ZkCounter: every server's request counter, the idle rate taken
 out), divided by the items of the measurement; with 8 + 8 the producers
 put more than the consumers take, so an item there is half a put and half
-a take: (puts + takes) / 2.  Kazoo's handoff is not measured.  The queue's SQL comes from
+a take: (puts + takes) / 2.  Kazoo's and Curator's handoffs are not
+measured.  The queue's SQL comes from
 zklock--1.8--1.9.sql when the installed extension lacks it (as the TAP
 tests load it)."""
 import os
 
 from common import HERE, PYTHON, join_notes, log, pct
+from runner_curator import curator_cmd
 from runner_pg import Pgbench
 from servers import ZkCounter, run_json
 
@@ -85,6 +91,18 @@ def one_client(env, res):
                     note=z.note(r["items"]), zk=z.counts(r["items"]))
         res.attempt(TITLE1, "Kazoo " + kind, "kazoo", kz)
 
+    def cur():
+        with ZkCounter(env) as z:
+            r = run_json(curator_cmd(env, "queue1", "/curator/q1", env.secs, env.warmup),
+                         env.secs + env.warmup + 180, "CuratorBench queue1")
+        res.add(TITLE1, "Curator DistributedQueue+lockPath put; consumed", "curator",
+                r["items_per_s"], r["p50_ms"], r["p99_ms"],
+                join_notes(z.note(r["items"]), "1 session: put, then wait until its "
+                           "consumer thread had the item and deleted it and its lock node",
+                           "left: %d" % r["left"]),
+                zk=z.counts(r["items"]))
+    res.attempt(TITLE1, "Curator", "curator", cur)
+
 
 def many(env, res):
     put = "SELECT zk_queue_put_now('bq8', 'x');\n"
@@ -121,7 +139,23 @@ def many(env, res):
                     z.note(items), "%d put, %d taken, %d left" % (
                         r["put"], r["items"], r["left"])),
                 zk=z.counts(items))
+            # the items left are removed outside the count, as purge() for zklock
+            run_json(kazoo(env, "clean", "/kazoo/q8" + kind), 120, "kazoo_queue clean")
         res.attempt(TITLE8, "Kazoo " + kind, "kazoo", kz)
+
+    def cur():
+        with ZkCounter(env) as z:
+            r = run_json(curator_cmd(env, "queuepc", "/curator/q8", 8, 8, env.secs,
+                                     env.warmup), env.secs + env.warmup + 240,
+                         "CuratorBench queuepc")
+        items = (r["put"] + r["items"]) / 2.0
+        res.add(TITLE8, "Curator DistributedQueue+lockPath (8 + 8 sessions)", "curator",
+                r["items_per_s"], note=join_notes(
+                    z.note(items), "%d put, %d consumed, %d left" % (
+                        r["put"], r["items"], r["left"])),
+                zk=z.counts(items))
+        run_json(curator_cmd(env, "queueclean", "/curator/q8"), 120, "CuratorBench queueclean")
+    res.attempt(TITLE8, "Curator", "curator", cur)
 
 
 def handoff(env, res):

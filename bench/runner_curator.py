@@ -1,5 +1,6 @@
 """runner_curator.py -- Apache Curator 5.4 (Debian's libcurator-recipes-java):
-CuratorBench.java compiled against /usr/share/java, run with `java`; one
+CuratorBench.java (and CuratorQueue.java, its DistributedQueue modes)
+compiled against /usr/share/java, run with `java`; one
 CuratorFramework (ZooKeeper session) per client thread.  Each command prints
 one JSON line (run it with servers.run_json)."""
 import os
@@ -16,7 +17,8 @@ JARS = ["curator-recipes.jar", "curator-framework.jar", "curator-client.jar",
 def compile_curator(env, build):
     cp = ":".join(os.path.join(JAVA_DIR, j) for j in JARS)
     run(["javac", "-nowarn", "-d", build, "-cp", cp,
-         os.path.join(HERE, "CuratorBench.java")], timeout=180)
+         os.path.join(HERE, "CuratorBench.java"), os.path.join(HERE, "CuratorQueue.java")],
+        timeout=180)
     env.curator_cp = build + ":" + cp
 
 
