@@ -11,11 +11,16 @@
  *	- PRE_COMMIT (zklock_queue_fence): every hold must still stand (of the
  *	  session the lease covers), else the commit fails (55P03, as for a lock); the commit
  *	  window is then opened for that session, as the lock fence does;
+ *	  After the window opened, the holds are looked at again (fence.c);
  *	- COMMIT, after the commit record (zklock_queue_xact_end): each entry
- *	  gets "consume=1" in its data, then is withdrawn; the worker deletes
- *	  the item and its hold, and this backend waits (interrupts held, at
- *	  most a session timeout) until the worker has freed the entries, so
- *	  that a COMMIT that returned has consumed;
+ *	  is given back with "consume=1" in its data, awaiting its verdict
+ *	  (channel_consume.c); the worker deletes the item and its hold, and
+ *	  this backend waits (interrupts held, at most a session timeout) for
+ *	  each verdict, so that a COMMIT that returned has consumed, or said
+ *	  with a WARNING that an item was not (or may not have been) consumed
+ *	  and is delivered again; zk_queue_stats counts consumed only for
+ *	  consumed.  A hold LOST by then: the same WARNING.  backend.c closes
+ *	  the commit window only after this;
  *	- ABORT, ROLLBACK TO a savepoint that took it, exit: withdrawn without
  *	  consume=: the hold alone goes, the item is back in its place.
  * Nothing here raises an ERROR after the commit record.
@@ -24,7 +29,8 @@
  * this file never calls it.  Its entry points (backend.h) expect the
  * backend side set up: functions/queue.c calls zklock_backend_init first,
  * right before each call (where zklock_queue_request did before, so a
- * server without zklock preloaded fails at the same point).  Backend-local
+ * server without zklock preloaded fails at the same point);
+ * zklock_queue_request raises an ERROR when it was not.  Backend-local
  * state only (holds[] in TopMemoryContext, the takes' segment kept
  * mapped: take_segment); the entries are the
  * channel's (channel.c's rules).

@@ -3,10 +3,10 @@
  * channel.c
  *		The request channel between backends and the worker: the work
  *		queue, and every change of an entry's state.  No other file assigns
- *		ZkLockEntry.state or frees an entry, except channel_limits.c, which
- *		holds the free list (an entry's allocation and its free, counted
- *		against backend slots).  (shmem.c only sets up the segment, zeroed,
- *		and calls zklock_channel_init.)
+ *		ZkLockEntry.state or frees an entry, except channel_limits.c (the
+ *		free list: allocation and free, counted against backend slots) and
+ *		channel_consume.c (a queue consume's verdict).  (shmem.c only sets
+ *		up the segment, zeroed, and calls zklock_channel_init.)
  *
  * The shared table (zklock.h) has one entry per lock node of this instance,
  * or per request for one, from the moment a backend asks for it until the

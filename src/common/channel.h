@@ -4,7 +4,8 @@
  *		The request channel between backends and the worker: the only code
  *		that changes an entry's state or frees an entry (see channel.c for
  *		the ownership and locking rules, channel_limits.c for the free list
- *		and the per-backend limits).
+ *		and the per-backend limits, channel_consume.c for a queue consume's
+ *		verdict).
  *
  * Portions Copyright (c) 2026, zklock developers
  *
