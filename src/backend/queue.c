@@ -10,8 +10,8 @@
  * listed in holds[] with the subtransaction that took it.  Its end:
  *	- PRE_COMMIT (zklock_queue_fence): every hold must still stand (of the
  *	  session the lease covers), else the commit fails (55P03, as for a lock); the commit
- *	  window is then opened for that session, as the lock fence does;
- *	  After the window opened, the holds are looked at again (fence.c);
+ *	  window is then opened for that session, as the lock fence does,
+ *	  and the holds are looked at again once it is open (fence.c);
  *	- COMMIT, after the commit record (zklock_queue_xact_end): each entry
  *	  is given back with "consume=1" in its data, awaiting its verdict
  *	  (channel_consume.c); the worker deletes the item and its hold, and
