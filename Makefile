@@ -6,6 +6,7 @@ MODULE_big = zklock
 OBJS_COMMON = \
 	src/common/channel.o \
 	src/common/channel_limits.o \
+	src/common/channel_consume.o \
 	src/common/shmem.o \
 	src/common/lease.o \
 	src/common/grant_rule.o \

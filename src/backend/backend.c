@@ -171,11 +171,18 @@ xact_callback(XactEvent event, void *arg)
 	/* an error between extension_guard_begin and _end: the abort released it */
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
 		zklock_extension_guard_reset();
-	/* committed (its record written) or aborted: the fence's window closes */
-	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
-		event == XACT_EVENT_PREPARE)
+	/*
+	 * Aborted or prepared: the fence's window closes.  Committed (its record
+	 * written): once the queue's commit work is done too (the consumes of
+	 * its takes, the moves of its puts: queue.c), so that zklock does not
+	 * end the session under them itself (a reload, a worker restart wait
+	 * for the window, lease.c).
+	 */
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE)
 		zklock_lease_leave_commit();
 	queue_xact_event(event);
+	if (event == XACT_EVENT_COMMIT)
+		zklock_lease_leave_commit();
 	if (zklock_local_locks == NULL ||
 		hash_get_num_entries(zklock_local_locks) == 0)
 		return;

@@ -10,12 +10,17 @@
  * listed in holds[] with the subtransaction that took it.  Its end:
  *	- PRE_COMMIT (zklock_queue_fence): every hold must still stand (of the
  *	  session the lease covers), else the commit fails (55P03, as for a lock); the commit
- *	  window is then opened for that session, as the lock fence does;
+ *	  window is then opened for that session, as the lock fence does,
+ *	  and the holds are looked at again once it is open (fence.c);
  *	- COMMIT, after the commit record (zklock_queue_xact_end): each entry
- *	  gets "consume=1" in its data, then is withdrawn; the worker deletes
- *	  the item and its hold, and this backend waits (interrupts held, at
- *	  most a session timeout) until the worker has freed the entries, so
- *	  that a COMMIT that returned has consumed;
+ *	  is given back with "consume=1" in its data, awaiting its verdict
+ *	  (channel_consume.c); the worker deletes the item and its hold, and
+ *	  this backend waits (interrupts held, at most a session timeout) for
+ *	  each verdict, so that a COMMIT that returned has consumed, or said
+ *	  with a WARNING that an item was not (or may not have been) consumed
+ *	  and is delivered again; zk_queue_stats counts consumed only for
+ *	  consumed.  A hold LOST by then: the same WARNING.  backend.c closes
+ *	  the commit window only after this;
  *	- ABORT, ROLLBACK TO a savepoint that took it, exit: withdrawn without
  *	  consume=: the hold alone goes, the item is back in its place.
  * Nothing here raises an ERROR after the commit record.
@@ -24,7 +29,8 @@
  * this file never calls it.  Its entry points (backend.h) expect the
  * backend side set up: functions/queue.c calls zklock_backend_init first,
  * right before each call (where zklock_queue_request did before, so a
- * server without zklock preloaded fails at the same point).  Backend-local
+ * server without zklock preloaded fails at the same point);
+ * zklock_queue_request raises an ERROR when it was not.  Backend-local
  * state only (holds[] in TopMemoryContext, the takes' segment kept
  * mapped: take_segment); the entries are the
  * channel's (channel.c's rules).
@@ -43,6 +49,7 @@
 #include "backend.h"
 #include "backend_int.h"
 #include "channel.h"
+#include "failpoint.h"
 #include "lease.h"
 #include "nodedata.h"
 #include "queue_common.h"
@@ -57,6 +64,8 @@ typedef struct QueueHold
 	uint32		generation;
 	int64		session_id;
 	SubTransactionId subid;
+	bool		consuming;		/* COMMIT: given to be consumed, its verdict
+								 * awaited */
 	char		id[ZKLOCK_MAX_NODE_NAME_LEN + 1];
 	char		queue[ZKLOCK_MAX_RESOURCE_LEN + 1];
 } QueueHold;
@@ -78,7 +87,8 @@ void
 zklock_queue_request(ZkChannelRequest *req, ZkEntryKind kind,
 					 const char *queue)
 {
-	Assert(zklock_local_locks != NULL);
+	if (zklock_local_locks == NULL)
+		elog(ERROR, "zklock: a queue request before zklock_backend_init");
 	zklock_check_resource(queue);
 	if (strlen(ZKLOCK_QUEUE_PREFIX) + strlen(queue) > ZKLOCK_MAX_RESOURCE_LEN)
 		ereport(ERROR,
@@ -230,23 +240,33 @@ take_wait(int idx, uint32 gen, int timeout_ms)
 	return state;
 }
 
-/* Remember a hold, for the end of its transaction */
+/* Room in holds[] for one more, made before the take is asked for */
+static void
+hold_reserve(void)
+{
+	if (nholds == maxholds)
+	{
+		int			more = Max(8, maxholds * 2);
+
+		holds = holds ? repalloc(holds, sizeof(QueueHold) * more) :
+			MemoryContextAlloc(TopMemoryContext, sizeof(QueueHold) * more);
+		maxholds = more;
+	}
+}
+
+/* Remember a hold, for the end of its transaction (room reserved: no ERROR) */
 static void
 hold_add(int idx, uint32 gen, ZkChannelResult *r, const char *queue)
 {
 	QueueHold  *h;
 
-	if (nholds == maxholds)
-	{
-		maxholds = Max(8, maxholds * 2);
-		holds = holds ? repalloc(holds, sizeof(QueueHold) * maxholds) :
-			MemoryContextAlloc(TopMemoryContext, sizeof(QueueHold) * maxholds);
-	}
+	Assert(nholds < maxholds);
 	h = &holds[nholds++];
 	h->idx = idx;
 	h->generation = gen;
 	h->session_id = r->session_id;
 	h->subid = GetCurrentSubTransactionId();
+	h->consuming = false;
 	strlcpy(h->id, r->node, sizeof(h->id));
 	strlcpy(h->queue, queue, sizeof(h->queue));
 }
@@ -296,6 +316,24 @@ take_segment(void)
 	return seg;
 }
 
+/*
+ * Granted, and lost before this backend looked (its hold deleted by
+ * another client, or the worker's session ended): not taken; the item
+ * stays in the queue.  Given back, then 55P03.
+ */
+static void
+take_lost(int idx, uint32 gen, const char *queue)
+{
+	zklock_channel_withdraw(idx, gen);
+	zklock_set_pending(-1, 0);
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("could not take an item from zklock queue \"%s\": its hold was lost as it was granted",
+					queue),
+			 errdetail("The hold was deleted by another client, or the ZooKeeper session that held it ended; the item stays in the queue."),
+			 errhint("Take again.")));
+}
+
 static bool
 queue_take(const char *queue, bool wait, bool peek, int timeout_ms,
 		   char **id, bytea **item, int *priority)
@@ -322,17 +360,10 @@ queue_take(const char *queue, bool wait, bool peek, int timeout_ms,
 	req.list_handle = dsm_segment_handle(seg);
 	req.list_size = ZKLOCK_QUEUE_SEGMENT;
 	*item = NULL;
+	hold_reserve();
 	asked_at = GetCurrentTimestamp();
 	idx = zklock_submit(&req, &gen);
 	state = take_wait(idx, gen, wait ? timeout_ms : -1);
-	if (state == ZKE_GRANTED)
-	{
-		memcpy(&len, dsm_segment_address(seg), sizeof(uint32));
-		*item = palloc(VARHDRSZ + len);
-		SET_VARSIZE(*item, VARHDRSZ + len);
-		memcpy(VARDATA(*item),
-			   (char *) dsm_segment_address(seg) + sizeof(uint32), len);
-	}
 	if (state == ZKE_REQUESTED || state == ZKE_NOT_GRANTED)
 	{
 		zklock_channel_withdraw(idx, gen);	/* frees it, or gives it back */
@@ -342,11 +373,19 @@ queue_take(const char *queue, bool wait, bool peek, int timeout_ms,
 									zklock_stats_ms_since(asked_at));
 		return false;
 	}
+	if (state == ZKE_LOST)
+		take_lost(idx, gen, queue);
 	if (state != ZKE_GRANTED)
 	{
 		zklock_set_pending(-1, 0);
 		zklock_raise_failure(idx, gen, what);
 	}
+
+	/*
+	 * Held (in holds[], given back by an abort) or, a peek, withdrawn,
+	 * before anything that may raise: the copy of up to 1 MB.  The worker
+	 * no longer writes the segment of a request it answered.
+	 */
 	zklock_channel_result(idx, gen, &result);
 	if (peek)
 		zklock_channel_withdraw(idx, gen);	/* nothing held: freed */
@@ -357,6 +396,11 @@ queue_take(const char *queue, bool wait, bool peek, int timeout_ms,
 								zklock_stats_ms_since(asked_at));
 	}
 	zklock_set_pending(-1, 0);
+	memcpy(&len, dsm_segment_address(seg), sizeof(uint32));
+	*item = palloc(VARHDRSZ + len);
+	SET_VARSIZE(*item, VARHDRSZ + len);
+	memcpy(VARDATA(*item),
+		   (char *) dsm_segment_address(seg) + sizeof(uint32), len);
 	*id = pstrdup(result.node);
 	*priority = atoi(result.node + strlen(ZKLOCK_QUEUE_ENTRY));
 	return true;
@@ -414,6 +458,25 @@ zklock_queue_fence(void)
 	while (session_id != 0 && !zklock_lease_enter_commit(session_id))
 		for (int i = 0; i < nholds; i++)
 			prove_hold(&holds[i], start, bound_ms);
+	(void) ZKLOCK_FAILPOINT("queue-fence-window");
+
+	/*
+	 * A second look, as the lock fence's (fence.c): a hold whose guard
+	 * fired after prove_hold and before the window opened is LOST now, and
+	 * fails the commit (the abort gives it back); one lost after this look
+	 * is the COMMIT's (give_back: a WARNING).
+	 */
+	for (int i = 0; i < nholds; i++)
+	{
+		bool		proven;
+
+		if (!zklock_channel_grant_stands(holds[i].idx, holds[i].generation,
+										 &proven))
+		{
+			zklock_lease_leave_commit();
+			prove_hold(&holds[i], start, bound_ms);
+		}
+	}
 }
 
 /* PRE_PREPARE: a prepared transaction would outlive the holds */
@@ -427,9 +490,37 @@ zklock_queue_prepare_check(void)
 }
 
 /*
- * Wait until the worker has freed the entries given back (consumed), at
- * most a session timeout; interrupts are held: this runs after the
- * commit record, where an ERROR would be a PANIC.
+ * COMMIT, a hold not consumed (verdict ZKLOCK_NOT_CONSUMED, or _UNKNOWN:
+ * ZooKeeper's answer never came): said, as the header promises
+ */
+static void
+warn_not_consumed(QueueHold *h, int verdict, const char *why)
+{
+	if (verdict == ZKLOCK_NOT_CONSUMED)
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("zklock queue item \"%s\" of queue \"%s\" was not consumed by this commit",
+						h->id, h->queue),
+				 errdetail("%s.", why),
+				 errhint("The item stays in the queue and is delivered again.")));
+	else
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("zklock queue item \"%s\" of queue \"%s\" may not have been consumed by this commit",
+						h->id, h->queue),
+				 errdetail("%s.", why),
+				 errhint("If it was not, the item stays in the queue and is delivered again.")));
+}
+
+/*
+ * Wait for each consume's verdict (channel_consume.c) of holds[from..],
+ * at most a session timeout in all; a hold the COMMIT could not give to
+ * be consumed (LOST: not consuming) has had its WARNING.  Counted in
+ * zk_queue_stats: consumed only when ZooKeeper deleted the entry; given
+ * back when it stays.  This runs after the commit record, where an ERROR
+ * is a PANIC: interrupts are held (CommitTransaction holds them too); a
+ * cancel or a termination meanwhile (the worker's cancel of an open
+ * commit window after a session timeout) waits until the COMMIT is done.
  */
 static void
 wait_consumed(int from)
@@ -437,51 +528,80 @@ wait_consumed(int from)
 	TimestampTz deadline =
 		TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 									zklock_session_timeout);
+	char		why[ZKLOCK_MAX_ERROR_LEN + 1];
 
 	HOLD_INTERRUPTS();
 	for (int i = from; i < nholds; i++)
 	{
-		while (zklock_channel_state(holds[i].idx, holds[i].generation) ==
-			   ZKE_RELEASING)
+		QueueHold  *h = &holds[i];
+		int			verdict;
+
+		if (!h->consuming)
+			continue;
+		while ((verdict = zklock_channel_take_verdict(h->idx, h->generation,
+													  false, why,
+													  sizeof(why))) < 0)
 		{
 			if (GetCurrentTimestamp() >= deadline)
 			{
-				ereport(WARNING,
-						(errmsg("zklock queue item \"%s\" of queue \"%s\" was not consumed within %d ms of the commit",
-								holds[i].id, holds[i].queue,
-								zklock_session_timeout),
-						 errdetail("It is consumed once ZooKeeper answers, or given again to a taker if this instance's session ends first.")));
-				RESUME_INTERRUPTS();
-				return;
+				verdict = zklock_channel_take_verdict(h->idx, h->generation,
+													  true, why, sizeof(why));
+				if (verdict == ZKLOCK_CONSUME_UNKNOWN && why[0] == '\0')
+					snprintf(why, sizeof(why),
+							 "ZooKeeper had not answered its consume within %d ms of the commit; it is consumed once it answers, or given again to a taker if this instance's session ends first",
+							 zklock_session_timeout);
+				break;
 			}
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 10, zklock_wait_event(ZKLOCK_WAIT_WORKER));
 			ResetLatch(MyLatch);
 		}
+		if (verdict != ZKLOCK_CONSUMED)
+			warn_not_consumed(h, verdict, why[0] ? why : "no verdict");
+		if (verdict != ZKLOCK_CONSUME_UNKNOWN)
+			zklock_stats_queue_count(h->queue, verdict == ZKLOCK_CONSUMED ?
+									 ZKLOCK_QSTAT_CONSUMED :
+									 ZKLOCK_QSTAT_GIVEN_BACK);
 	}
 	RESUME_INTERRUPTS();
 }
 
-/* Give back holds[from..]: consumed (the transaction committed) or not */
+/*
+ * Give back holds[from..]: consumed (the transaction committed) or not.
+ * A hold found LOST at COMMIT (its guard fired after the fence) cannot be
+ * consumed: WARNING, given back.
+ */
 static void
 give_back(int from, bool consume)
 {
 	if (from >= nholds)
 		return;
-	zklock_channel_hold_wakes();
+	if (!consume)
+	{
+		zklock_channel_hold_wakes();
+		for (int i = from; i < nholds; i++)
+		{
+			zklock_channel_withdraw(holds[i].idx, holds[i].generation);
+			zklock_stats_queue_count(holds[i].queue, ZKLOCK_QSTAT_GIVEN_BACK);
+		}
+		zklock_channel_release_wakes();
+		nholds = from;
+		return;
+	}
 	for (int i = from; i < nholds; i++)
 	{
-		if (consume)
-			zklock_channel_set_data(holds[i].idx, holds[i].generation,
-									"consume=1\n");
-		zklock_channel_withdraw(holds[i].idx, holds[i].generation);
-		zklock_stats_queue_count(holds[i].queue, consume ?
-								 ZKLOCK_QSTAT_CONSUMED :
-								 ZKLOCK_QSTAT_GIVEN_BACK);
+		QueueHold  *h = &holds[i];
+
+		h->consuming = zklock_channel_consume(h->idx, h->generation,
+											  "consume=1\n") == ZKE_GRANTED;
+		if (h->consuming)
+			continue;
+		zklock_channel_withdraw(h->idx, h->generation);
+		warn_not_consumed(h, ZKLOCK_NOT_CONSUMED,
+						  "its hold was lost before the commit (deleted by another client, or the ZooKeeper session that held it ended)");
+		zklock_stats_queue_count(h->queue, ZKLOCK_QSTAT_GIVEN_BACK);
 	}
-	zklock_channel_release_wakes();
-	if (consume)
-		wait_consumed(from);
+	wait_consumed(from);
 	nholds = from;
 }
 

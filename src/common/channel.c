@@ -3,10 +3,10 @@
  * channel.c
  *		The request channel between backends and the worker: the work
  *		queue, and every change of an entry's state.  No other file assigns
- *		ZkLockEntry.state or frees an entry, except channel_limits.c, which
- *		holds the free list (an entry's allocation and its free, counted
- *		against backend slots).  (shmem.c only sets up the segment, zeroed,
- *		and calls zklock_channel_init.)
+ *		ZkLockEntry.state or frees an entry, except channel_limits.c (the
+ *		free list: allocation and free, counted against backend slots) and
+ *		channel_consume.c (a queue consume's verdict).  (shmem.c only sets
+ *		up the segment, zeroed, and calls zklock_channel_init.)
  *
  * The shared table (zklock.h) has one entry per lock node of this instance,
  * or per request for one, from the moment a backend asks for it until the
@@ -65,7 +65,9 @@
  * - When the worker stops, or a new one starts after one that stopped
  *   (zklock_channel_worker_gone), every request the worker owned becomes
  *   FAILED, every GRANTED entry LOST, and every RELEASING one is freed:
- *   the session that held their nodes is being closed.
+ *   the session that held their nodes is being closed.  A queue take's
+ *   COMMIT that awaits its consume's verdict gets it (DONE) instead of
+ *   the free, here and wherever the worker frees (channel_consume.c).
  *
  * Every worker-side call about one entry checks its generation, bumped at
  * each allocation and each free: an answer for a request that was freed
@@ -145,8 +147,8 @@ channel_entry(int idx)
  * Put an entry in the worker's queue, once.  The ring holds every entry at
  * most once, so it cannot overflow.  Caller holds the lock.
  */
-static void
-channel_enqueue(int idx)
+void
+zklock_channel_enqueue(int idx)
 {
 	ZkLockEntry *e = channel_entry(idx);
 	int			n = zklock_shared->nentries;
@@ -290,7 +292,7 @@ zklock_channel_submit(const ZkChannelRequest *req, bool wake,
 	e->wait_node[0] = '\0';
 	e->waits_behind[0] = '\0';
 	e->state = ZKE_REQUESTED;
-	channel_enqueue(idx);
+	zklock_channel_enqueue(idx);
 	if (wake)
 		wake_procno = channel_worker_procno_locked();
 	*generation = e->generation;
@@ -465,7 +467,7 @@ zklock_channel_set_data(int idx, uint32 generation, const char *data)
 	{
 		strlcpy(e->data, data, sizeof(e->data));
 		e->data_version++;
-		channel_enqueue(idx);
+		zklock_channel_enqueue(idx);
 		wake_procno = channel_worker_procno_locked();
 	}
 	channel_unlock_and_wake(wake_procno);
@@ -518,7 +520,7 @@ zklock_channel_withdraw(int idx, uint32 generation)
 			case ZKE_GRANTED:
 			case ZKE_LOST:
 				zklock_channel_set_releasing(idx);
-				channel_enqueue(idx);
+				zklock_channel_enqueue(idx);
 				if (wake_hold > 0)
 					wake_owed = true;	/* woken once, at the release */
 				else
@@ -579,7 +581,7 @@ zklock_channel_withdraw_waiting(int idx, uint32 generation)
 	if (waiting)
 	{
 		zklock_channel_set_releasing(idx);
-		channel_enqueue(idx);
+		zklock_channel_enqueue(idx);
 		wake_procno = channel_worker_procno_locked();
 	}
 	channel_unlock_and_wake(wake_procno);
@@ -818,7 +820,9 @@ zklock_channel_session_lost(int idx, uint32 generation, int *owner_pid)
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	lost = channel_mark_lost(idx, generation, owner_pid);
-	if (!lost && channel_is(idx, generation, ZKE_RELEASING))
+	if (!lost && channel_is(idx, generation, ZKE_RELEASING) &&
+		!zklock_channel_verdict_locked(idx, ZKLOCK_NOT_CONSUMED,
+									   "the ZooKeeper session ended before its consume was sent"))
 	{
 		wake_procno = channel_freed_wake(idx);
 		zklock_channel_free(idx);
@@ -834,7 +838,9 @@ zklock_channel_released(int idx, uint32 generation)
 	int			wake_procno = -1;
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
-	if (channel_is(idx, generation, ZKE_RELEASING))
+	if (channel_is(idx, generation, ZKE_RELEASING) &&
+		!zklock_channel_verdict_locked(idx, ZKLOCK_NOT_CONSUMED,
+									   "its hold was gone before its consume was sent"))
 	{
 		wake_procno = channel_freed_wake(idx);
 		zklock_channel_free(idx);
@@ -868,6 +874,8 @@ zklock_channel_worker_gone(const char *why)
 				(void) channel_mark_lost(i, e->generation, NULL);
 				break;
 			case ZKE_RELEASING:
+				if (zklock_channel_verdict_locked(i, ZKLOCK_CONSUME_UNKNOWN, why))
+					break;		/* a consume's COMMIT: it frees it */
 				if (zklock_channel_full_slot(i) >= 0)
 					SetLatch(ZKLOCK_PROC_LATCH(e->count_slot));
 				zklock_channel_free(i);

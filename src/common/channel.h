@@ -4,7 +4,8 @@
  *		The request channel between backends and the worker: the only code
  *		that changes an entry's state or frees an entry (see channel.c for
  *		the ownership and locking rules, channel_limits.c for the free list
- *		and the per-backend limits).
+ *		and the per-backend limits, channel_consume.c for a queue consume's
+ *		verdict).
  *
  * Portions Copyright (c) 2026, zklock developers
  *
@@ -52,6 +53,17 @@ typedef struct ZkChannelResult
 	bool		waited;			/* it waited behind another node first */
 } ZkChannelResult;
 
+/*
+ * A committed queue take's consume, as the worker ended it: the token of
+ * the DONE entry its COMMIT collects (channel_consume.c)
+ */
+typedef enum ZkConsumeVerdict
+{
+	ZKLOCK_CONSUMED = 0,		/* ZooKeeper deleted the entry */
+	ZKLOCK_NOT_CONSUMED,		/* the entry stays: delivered again */
+	ZKLOCK_CONSUME_UNKNOWN		/* sent, no answer: either */
+} ZkConsumeVerdict;
+
 /* setup: shmem.c, on a zeroed table */
 extern void zklock_channel_init(void);
 
@@ -78,6 +90,10 @@ extern bool zklock_channel_mark_long_wait(int idx, uint32 generation);
 extern bool zklock_channel_withdraw_waiting(int idx, uint32 generation);
 extern void zklock_channel_hold_wakes(void);
 extern void zklock_channel_release_wakes(void);
+extern ZkEntryState zklock_channel_consume(int idx, uint32 generation,
+										  const char *data);
+extern int	zklock_channel_take_verdict(int idx, uint32 generation,
+										bool give_up, char *why, Size whylen);
 
 /* worker side */
 extern int	zklock_channel_dequeue(void);
@@ -96,6 +112,8 @@ extern bool zklock_channel_lost(int idx, uint32 generation, int *owner_pid);
 extern bool zklock_channel_session_lost(int idx, uint32 generation,
 										int *owner_pid);
 extern void zklock_channel_released(int idx, uint32 generation);
+extern void zklock_channel_consume_end(int idx, uint32 generation,
+									  int verdict, const char *why);
 extern void zklock_channel_worker_gone(const char *why);
 extern void zklock_channel_clear_queue(void);
 

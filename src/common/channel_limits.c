@@ -108,6 +108,7 @@ zklock_channel_alloc(ZkEntryKind kind, int slot)
 	e->node[0] = '\0';
 	e->error[0] = '\0';
 	e->long_wait = false;
+	e->awaits_verdict = false;
 	return idx;
 }
 

@@ -96,6 +96,10 @@
  *						publication of long waits, holding
  *						zklock_shared->lock (shared), at a long wait
  *						(error: as an out of memory there; no "fail")
+ *	queue-fence-window	backend/queue.c, in a backend: the queue fence
+ *						proved its holds and opened the commit window,
+ *						its second look not made (pause: a hold may be
+ *						deleted meanwhile; no "fail")
  *	backend-before-answer	wait.c, in a backend: about to look for the
  *						worker's answer to its request (pause: the worker
  *						may answer, stop and close its session meanwhile;

@@ -150,6 +150,11 @@ typedef struct ZkLockEntry
 	int			next_free;		/* lock: free-list link */
 	int			count_slot;		/* lock: the backend slot it counts
 								 * against, -1 for none */
+	bool		awaits_verdict; /* lock: a queue take's COMMIT waits for its
+								 * consume's verdict (channel_consume.c):
+								 * set by the owner with the withdrawal,
+								 * cleared by it when it gives up waiting;
+								 * the worker's end of it is then DONE */
 
 	/*
 	 * request: copied from the backend's ZkChannelRequest at submission;

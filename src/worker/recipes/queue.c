@@ -614,9 +614,7 @@ q_release(int idx)
 		zklock_recipe_released(idx);
 		return;
 	}
-	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	consume = zklock_node_field(entry(idx)->data, "consume=") != NULL;
-	LWLockRelease(zklock_shared->lock);
+	consume = zklock_queue_consuming(idx);
 	if (consume)
 		zklock_queue_send_consume(idx); /* queue_release.c */
 	else
@@ -819,6 +817,10 @@ q_session_lost(void)
 				zklock_recipe_lost_lock(pid);
 			w->phase = PH_IDLE;
 		}
+		else if (w->release && zklock_queue_consuming(idx))
+			zklock_queue_consume_end(idx, ZKLOCK_CONSUME_UNKNOWN,
+									 psprintf("the ZooKeeper session ended before ZooKeeper answered its consume (%s)",
+											  why));
 		else
 			zklock_queue_fail(idx, ERRCODE_CONNECTION_FAILURE,
 				   psprintf("ZooKeeper session lost during a queue request: %s",

@@ -84,6 +84,8 @@ extern void zklock_queue_send_guard(int idx);
 extern void zklock_queue_on_guard(int idx, ZkEvent *ev);
 extern void zklock_queue_send_consume(int idx);
 extern void zklock_queue_on_consume(int idx, ZkEvent *ev);
+extern bool zklock_queue_consuming(int idx);
+extern void zklock_queue_consume_end(int idx, int verdict, const char *why);
 
 /* queue_write.c */
 extern void zklock_queue_send_put(int idx, bool with_parents);

@@ -20,10 +20,14 @@
  * entry; NOAUTH) counts as its reply, with a LOG line: retried, it would
  * fail again and hold the take's channel entry to each reconnection.
  * A crash before the multi leaves the entry (redelivered: the hold is
- * ephemeral).
+ * ephemeral).  The consume's end is its verdict, which the COMMIT waiting
+ * for it reads (channel_consume.c): consumed (the entry's delete OK or
+ * NONODE), not consumed (NOTEMPTY, NOAUTH), or, when the session ends
+ * with the multi in flight (queue.c's q_session_lost), unknown.
  *
- * Rules: only the worker's thread runs this; consume_left is this file's
- * (by idx, the replies a consume still waits for).  Called by queue.c, it
+ * Rules: only the worker's thread runs this; consume_left and
+ * consume_refused are this file's (by idx, the replies a consume still
+ * waits for, and its entry's delete's refusal).  Called by queue.c, it
  * calls only queue_util.c of the recipe.
  *
  *-------------------------------------------------------------------------
@@ -34,11 +38,13 @@
 
 #include "channel.h"
 #include "failpoint.h"
+#include "nodedata.h"
 #include "queue_common.h"
 #include "queue_int.h"
 #include "recipe.h"
 
 static uint8 *consume_left = NULL;
+static int *consume_refused = NULL; /* by idx: the entry's delete's refusal */
 
 /*
  * The hold's guard: an exists with a watch on taken/<entry> while held, so
@@ -108,8 +114,12 @@ zklock_queue_send_consume(int idx)
 	ZkcMultiOp	ops[2];
 
 	if (consume_left == NULL)
+	{
 		consume_left = MemoryContextAllocZero(TopMemoryContext,
 											  zklock_recipe_nentries());
+		consume_refused = MemoryContextAllocZero(TopMemoryContext,
+												 sizeof(int) * zklock_recipe_nentries());
+	}
 	zklock_queue_sub_path(entry_path, w, ZKLOCK_QUEUE_ENTRIES, w->node);
 	zklock_queue_sub_path(hold_path, w, ZKLOCK_QUEUE_TAKEN, w->node);
 	memset(ops, 0, sizeof(ops));
@@ -120,6 +130,7 @@ zklock_queue_send_consume(int idx)
 	(void) ZKLOCK_FAILPOINT("queue-before-consume");
 	w->phase = PH_DELETING;
 	consume_left[idx] = 2;
+	consume_refused[idx] = ZKC_OK;
 	if (!zkc_multi(ops, 2, w->parent))
 		set_recovering(w);
 }
@@ -155,9 +166,45 @@ zklock_queue_on_consume(int idx, ZkEvent *ev)
 				 TAG_OP(ev->tag) == QOP_CONSUME ?
 				 errdetail("ZooKeeper refused the delete of its entry: the item stays in the queue.") :
 				 errdetail("ZooKeeper refused the delete of its hold: the hold stays to the end of this ZooKeeper session.")));
+		if (TAG_OP(ev->tag) == QOP_CONSUME)
+			consume_refused[idx] = ev->rc;
 	}
 	if (--consume_left[idx] > 0)
 		return;
+	if (consume_refused[idx] == ZKC_NOTEMPTY)
+		zklock_queue_consume_end(idx, ZKLOCK_NOT_CONSUMED,
+								 "ZooKeeper refused to delete its entry, which has child nodes (NOTEMPTY)");
+	else if (consume_refused[idx] == ZKC_NOAUTH)
+		zklock_queue_consume_end(idx, ZKLOCK_NOT_CONSUMED,
+								 "ZooKeeper refused to delete its entry: no permission (NOAUTH)");
+	else
+		zklock_queue_consume_end(idx, ZKLOCK_CONSUMED, "");
+}
+
+/* Is idx a committed take, given back to be consumed (its "consume=")? */
+bool
+zklock_queue_consuming(int idx)
+{
+	bool		consume;
+
+	LWLockAcquire(zklock_shared->lock, LW_SHARED);
+	consume = zklock_node_field(entry(idx)->data, "consume=") != NULL;
+	LWLockRelease(zklock_shared->lock);
+	return consume;
+}
+
+/*
+ * A committed take's end: the verdict to the COMMIT that waits for it
+ * (channel_consume.c), the entry released
+ */
+void
+zklock_queue_consume_end(int idx, int verdict, const char *why)
+{
+	WorkEntry  *w = &zklock_work[idx];
+
+	if (consume_left)
+		consume_left[idx] = 0;
 	w->created = false;
-	zklock_recipe_released(idx);
+	zklock_channel_consume_end(idx, w->generation, verdict, why);
+	w->phase = PH_IDLE;
 }
