@@ -112,6 +112,8 @@ MAJOR_TAP_TESTS="
 	test/t/recipes/138_queue_wait.pl
 	test/t/recipes/141_queue_names.pl
 	test/t/recipes/143_queue_stats.pl
+	test/t/recipes/145_queue_recovery.pl
+	test/t/recipes/146_queue_consume_outcome.pl
 "
 
 # After a failed run: the logs of the failed TAP tests only (their own log
