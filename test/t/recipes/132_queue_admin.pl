@@ -196,6 +196,15 @@ for my $sql (q{SELECT put_jobs('from carol')}, q{SELECT take_jobs('1 s')})
 	$r = $carol->query($sql);
 	is($r->{sqlstate}, '42501', "a role granted nothing may not use the wrappers: $sql");
 }
+# nor reach the queue's nodes as locks (names under zklock. are zklock's)
+# or free a hold by force (superusers only)
+for my $c ([ q{SELECT zk_lock_try_acquire('zklock.queues/jobs/entries')}, '22023' ],
+	[ q{SELECT zk_lock_try_acquire_session('zklock.queues/jobs/taken/x', 'shared')}, '22023' ],
+	[ q{SELECT zk_lock_force_release('zklock.queues/jobs', 'exclusive')}, '42501' ])
+{
+	$r = $carol->query($c->[0]);
+	is($r->{sqlstate}, $c->[1], "carol is refused $c->[0] ($c->[1])");
+}
 is($a1->query_ok(q{SELECT zk_queue_length('jobs')}), 1, 'only bob\'s item is in jobs');
 
 # bob takes through the wrapper: held in his transaction, shown as his
