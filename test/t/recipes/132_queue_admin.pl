@@ -231,6 +231,18 @@ is($a1->query_ok(q{SELECT zk_queue_purge('jobs')}), 1, 'purged');
 $bob->quit;
 $carol->quit;
 
+# zklock.allowed_subtrees names what a role may lock, not queues (said in
+# doc/security.md and doc/settings.md): app, confined to etl, still puts
+# into and takes from jobs with the documented grants
+$node1->safe_psql('postgres', q{ALTER ROLE app SET zklock.allowed_subtrees = 'etl'});
+my ($arc, $aout, $aerr) = $node1->psql('postgres', q{\set VERBOSITY verbose
+	SELECT zk_queue_put_now('jobs', 'from confined app') IS NOT NULL;
+	SELECT convert_from(item, 'UTF8') FROM zk_queue_try_take('jobs');
+	SELECT zk_lock_try_acquire('jobs')}, extra_params => [ '-U', 'app' ]);
+is($aout, "t\nfrom confined app", 'a role confined by zklock.allowed_subtrees puts into and takes from any queue');
+like($aerr, qr/42501: not allowed to lock zklock resource "jobs"/, 'while it may not lock that name');
+$node1->safe_psql('postgres', q{ALTER ROLE app RESET zklock.allowed_subtrees});
+
 $alice->quit;
 $a1->quit;
 $b1->quit;
