@@ -172,7 +172,7 @@ my ($section) = $doc =~ /^## Queues: who may use them \(1\.9\)\n(.*?)^## /ms;
 my @blocks = ($section // '') =~ /^  ```sql\n(.*?)^  ```\n/msg;
 is(scalar(@blocks), 2, 'doc/security.md\'s queue section has its two SQL blocks');
 like($blocks[0], qr/^\s*GRANT EXECUTE ON FUNCTION.*\bTO app;\s*$/s, 'the first is the GRANT');
-like($blocks[1], qr/SECURITY DEFINER.*\bTO bob;\s*$/s, 'the second, the wrappers, granted to bob');
+like($blocks[1], qr/^\s*BEGIN;.*SECURITY DEFINER.*\bTO bob;\s*COMMIT;\s*$/s, 'the second, the wrappers, granted to bob');
 # the doc's GRANT as written (to app; alice above got the same by hand)
 $node1->safe_psql('postgres', 'CREATE ROLE app LOGIN; CREATE ROLE bob LOGIN; CREATE ROLE carol LOGIN');
 $node1->safe_psql('postgres', $blocks[0]);
