@@ -8,9 +8,13 @@
 #    COMMIT consumes it, a ROLLBACK gives it back; a role granted the
 #    queue's other functions (alice) may not purge (42501), since
 #    zk_queue_purge is not granted to PUBLIC
-#  - a role with no grant on the queue's functions puts into one queue
-#    through the administrator's SECURITY DEFINER function
-#    (doc/security.md), and is refused them directly (42501)
+#  - doc/security.md's GRANT, run as written, lets its role put and take;
+#    its SECURITY DEFINER wrappers, run as written: bob, with no grant on
+#    the queue's functions, puts into and takes from one queue through them
+#    (the hold his, as zk_queue_items shows), is refused the functions
+#    directly (42501), and cannot make the wrapper call a zk_queue_put of
+#    his own through his search_path; carol, granted nothing, is refused
+#    the wrappers (42501)
 use strict;
 use warnings;
 
@@ -159,29 +163,85 @@ $a1->query_ok(q{RESET zklock.max_queue_items});
 is($a1->query_ok(q{SELECT zk_queue_purge('adm')}), 2, 'purged');
 
 # ---------------------------------------------------------------------------
-# doc/security.md's way to confine a role to one queue: no grant on the
-# queue's functions, a SECURITY DEFINER function of the administrator's
-# that puts into a fixed queue, run as that role.
-$node1->safe_psql('postgres', q{
-	CREATE ROLE bob LOGIN;
-	CREATE FUNCTION put_adm(item text) RETURNS text
-	  LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_temp
-	  AS $$ SELECT zk_queue_put_now('adm', item) $$;
-	REVOKE ALL ON FUNCTION put_adm(text) FROM PUBLIC;
-	GRANT EXECUTE ON FUNCTION put_adm(text) TO bob;});
+# doc/security.md's way to confine a role to named queues, its SQL block run
+# as written (review of the change: the prose alone left out the REVOKE from
+# PUBLIC, without which every role uses the wrapper, and the search_path,
+# without which the caller's own zk_queue_put runs with the owner's rights).
+my $doc = PostgreSQL::Test::Utils::slurp_file("$FindBin::RealBin/../../../doc/security.md");
+my ($section) = $doc =~ /^## Queues: who may use them \(1\.9\)\n(.*?)^## /ms;
+my @blocks = ($section // '') =~ /^  ```sql\n(.*?)^  ```\n/msg;
+is(scalar(@blocks), 2, 'doc/security.md\'s queue section has its two SQL blocks');
+like($blocks[0], qr/^\s*GRANT EXECUTE ON FUNCTION.*\bTO app;\s*$/s, 'the first is the GRANT');
+like($blocks[1], qr/^\s*BEGIN;.*SECURITY DEFINER.*\bTO bob;\s*COMMIT;\s*$/s, 'the second, the wrappers, granted to bob');
+# the doc's GRANT as written (to app; alice above got the same by hand)
+$node1->safe_psql('postgres', 'CREATE ROLE app LOGIN; CREATE ROLE bob LOGIN; CREATE ROLE carol LOGIN');
+$node1->safe_psql('postgres', $blocks[0]);
+is($node1->safe_psql('postgres', q{SELECT zk_queue_put_now('jobs', 'from app') IS NOT NULL;
+		SELECT convert_from(item, 'UTF8') FROM zk_queue_take('jobs', '10 s')},
+		extra_params => [ '-U', 'app' ]),
+	"t\nfrom app", 'the documented GRANT, run as written, lets app put and take');
+$node1->safe_psql('postgres', $blocks[1]);
 my $bob = zk_session_as($node1, 'BOB', 'bob');
-like($bob->query_ok(q{SELECT put_adm('from bob')}), qr/^entry-100-/,
-	'bob puts into adm through the administrator\'s SECURITY DEFINER function');
+my $carol = zk_session_as($node1, 'CAROL', 'carol');
+like($bob->query_ok(q{SELECT put_jobs('from bob')}), qr/^\d+-\d+-\d+-100$/,
+	'bob puts into jobs through the documented SECURITY DEFINER function');
 for my $sql (q{SELECT zk_queue_put_now('other', 'x')},
-	q{SELECT id FROM zk_queue_peek('adm')}, q{SELECT zk_queue_length('adm')})
+	q{SELECT id FROM zk_queue_peek('jobs')}, q{SELECT zk_queue_length('jobs')})
 {
 	$r = $bob->query($sql);
 	is($r->{sqlstate}, '42501', "but, with no grant, not directly: $sql");
 }
-is($a1->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_peek('adm')}),
-	'from bob', 'his item is in adm');
-is($a1->query_ok(q{SELECT zk_queue_purge('adm')}), 1, 'purged');
+for my $sql (q{SELECT put_jobs('from carol')}, q{SELECT take_jobs('1 s')})
+{
+	$r = $carol->query($sql);
+	is($r->{sqlstate}, '42501', "a role granted nothing may not use the wrappers: $sql");
+}
+# nor reach the queue's nodes as locks (names under zklock. are zklock's)
+# or free a hold by force (superusers only)
+for my $c ([ q{SELECT zk_lock_try_acquire('zklock.queues/jobs/entries')}, '22023' ],
+	[ q{SELECT zk_lock_try_acquire_session('zklock.queues/jobs/taken/x', 'shared')}, '22023' ],
+	[ q{SELECT zk_lock_force_release('zklock.queues/jobs', 'exclusive')}, '42501' ])
+{
+	$r = $carol->query($c->[0]);
+	is($r->{sqlstate}, $c->[1], "carol is refused $c->[0] ($c->[1])");
+}
+is($a1->query_ok(q{SELECT zk_queue_length('jobs')}), 1, 'only bob\'s item is in jobs');
+
+# bob takes through the wrapper: held in his transaction, shown as his
+$bob->query_ok('BEGIN');
+is($bob->query_ok(q{SELECT take_jobs('10 s')}), 'from bob', 'bob takes through the wrapper');
+is($bob->query_ok(q{SELECT held, pid = pg_backend_pid() FROM zk_queue_items WHERE queue = 'jobs'}),
+	't|t', 'held, and zk_queue_items shows bob his own pid (he is the holder, not the owner)');
+is($carol->query_ok(q{SELECT held, pid IS NULL FROM zk_queue_items WHERE queue = 'jobs'}),
+	't|t', 'and hides it from carol');
+$bob->query_ok('COMMIT');
+is($a1->query_ok(q{SELECT zk_queue_length('jobs')}), 0, 'his COMMIT consumed it');
+
+# the search_path of the caller does not reach inside the wrapper: bob's
+# own zk_queue_put, first in his search_path, is not the one called
+$node1->safe_psql('postgres', 'CREATE SCHEMA bobs AUTHORIZATION bob');
+$bob->query_ok(q{CREATE FUNCTION bobs.zk_queue_put(queue text, item text, priority integer DEFAULT 100)
+	RETURNS text LANGUAGE sql AS $$ SELECT 'hijacked as ' || current_user $$});
+$bob->query_ok('SET search_path = bobs, public');
+like($bob->query_ok(q{SELECT put_jobs('after the hijack')}), qr/^\d+-\d+-\d+-100$/,
+	'a function of bob\'s first in his search_path is not called by the wrapper');
+is($a1->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_peek('jobs')}),
+	'after the hijack', 'the item is in jobs');
+is($a1->query_ok(q{SELECT zk_queue_purge('jobs')}), 1, 'purged');
 $bob->quit;
+$carol->quit;
+
+# zklock.allowed_subtrees names what a role may lock, not queues (said in
+# doc/security.md and doc/settings.md): app, confined to etl, still puts
+# into and takes from jobs with the documented grants
+$node1->safe_psql('postgres', q{ALTER ROLE app SET zklock.allowed_subtrees = 'etl'});
+my ($arc, $aout, $aerr) = $node1->psql('postgres', q{\set VERBOSITY verbose
+	SELECT zk_queue_put_now('jobs', 'from confined app') IS NOT NULL;
+	SELECT convert_from(item, 'UTF8') FROM zk_queue_try_take('jobs');
+	SELECT zk_lock_try_acquire('jobs')}, extra_params => [ '-U', 'app' ]);
+is($aout, "t\nfrom confined app", 'a role confined by zklock.allowed_subtrees puts into and takes from any queue');
+like($aerr, qr/42501: not allowed to lock zklock resource "jobs"/, 'while it may not lock that name');
+$node1->safe_psql('postgres', q{ALTER ROLE app RESET zklock.allowed_subtrees});
 
 $alice->quit;
 $a1->quit;
