@@ -137,6 +137,46 @@ sub check_outcome
 	$s->quit;
 }
 
+# --- a take and a put in one COMMIT, the reload before the consume ---------
+# The window stays open for the consume's verdict only: the put's move,
+# asked for after the verdict, must not be held by the worker's wait for
+# that window (it defers requests until its next session, which waits for
+# the window: both would stall a session timeout, and the COMMIT warn that
+# the item is still pending).
+{
+	my $worker = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
+	my ($s, $id) = take_one('cp');
+	$s->query_ok(q{SELECT zk_queue_put('cp2', 'put beside a take') IS NOT NULL});
+	ok(zk_set_failpoints($node1, 'queue-fence-window=pause'), 'take and put: failpoint set');
+	my $log_at = -s $node1->logfile;
+	$s->send('COMMIT');
+	ok(zk_wait_log($node1, qr/failpoint "queue-fence-window" reached/, $log_at, 30),
+		'take and put: the put is pending, the window open');
+	kill 'STOP', $worker;
+	$node1->safe_psql('postgres',
+		"ALTER SYSTEM SET zklock.failpoints = ''; ALTER SYSTEM SET zklock.hosts = '$hosts'; SELECT pg_reload_conf()");
+	ok(wait_until(sub { psql1($node1, q{SELECT count(*) FROM landed WHERE q = 'cp'}) eq '1' },
+			timeout => 30), 'take and put: the commit record is written');
+	select(undef, undef, undef, 0.3);
+	my $cont_at = time();
+	kill 'CONT', $worker;
+	my $r = $s->wait(60);
+	ok($r && $r->{sqlstate} eq '00000', 'take and put: the COMMIT returns') or diag(explain($r));
+	unlike($r ? $r->{err} : '', qr/still pending/, 'take and put: the put is not left pending')
+	  or diag($r->{err});
+	my $took = time() - $cont_at;
+	ok($took < 3.5, 'take and put: the COMMIT is not held for a session timeout')
+	  or diag("the COMMIT returned $took s after the worker went on");
+	ok(zk_wait_connected($node1, 30), 'take and put: the worker is connected');
+	my $got;
+	ok(wait_until(sub {
+			$got = psql1($node1, q{SELECT convert_from(item, 'UTF8') FROM zk_queue_try_take('cp2')});
+			$got ne '';
+		}, timeout => 20), 'take and put: the put item is in its queue');
+	is($got, 'put beside a take', 'take and put: the put item');
+	$s->quit;
+}
+
 # --- NOTEMPTY: another client's child under the entry -----------------------
 {
 	my ($s, $id) = take_one('cn');
