@@ -177,6 +177,25 @@ sub check_outcome
 	$s->quit;
 }
 
+# --- the worker stopped (SIGSTOP) through the COMMIT's wait for its verdict --
+# A flag of a stopped worker says nothing: the wait is bounded by a session
+# timeout and says the item may not have been consumed; neither counted.
+{
+	my $worker = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
+	my ($s, $id) = take_one('cs');
+	ok(lease_fresh(), 'worker stopped: the lease is fresh');
+	kill 'STOP', $worker;
+	$s->send('COMMIT');
+	my $r = $s->wait(60);
+	kill 'CONT', $worker;
+	ok($r && $r->{elapsed} < 15, 'worker stopped: the COMMIT\'s wait is bounded')
+	  or diag(explain($r));
+	like($r ? $r->{err} : '', qr/"\Q$id\E" of queue "cs" may not have been consumed by this commit/,
+		'worker stopped: the COMMIT says the item may not have been consumed');
+	check_outcome('cs', $id, $r, 'worker stopped');
+	$s->quit;
+}
+
 # --- NOTEMPTY: another client's child under the entry -----------------------
 {
 	my ($s, $id) = take_one('cn');
