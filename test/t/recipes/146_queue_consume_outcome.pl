@@ -210,6 +210,34 @@ sub check_outcome
 	$s->quit;
 }
 
+# --- two takes in one COMMIT, one consumed, one refused (NOTEMPTY) ----------
+# Each hold has its own verdict: one WARNING, naming the one not consumed;
+# counted consumed once and given back once.
+{
+	my $s = zk_session($node1, 'taker_c2');
+	$s->query_ok(q{SELECT zk_queue_put_now('c2', 'first') IS NOT NULL});
+	$s->query_ok(q{SELECT zk_queue_put_now('c2', 'second') IS NOT NULL});
+	$s->query_ok('BEGIN');
+	my $id1 = $s->query_ok(q{SELECT id FROM zk_queue_try_take('c2')});
+	my $id2 = $s->query_ok(q{SELECT id FROM zk_queue_try_take('c2')});
+	isnt($id1, $id2, 'two takes: two items held');
+	my ($rc, $child) = ZkLockTest::zkutil('create-seq', qpath('c2') . "/entries/$id2/child-", 'x');
+	is($rc, 0, 'two takes: a child under the second entry');
+	chomp $child;
+	$s->send('COMMIT');
+	my $r = $s->wait(60);
+	ok($r && $r->{sqlstate} eq '00000', 'two takes: the COMMIT returns') or diag(explain($r));
+	my @warned = ($r->{err} =~ /item "([^"]+)" of queue "c2" (?:was not|may not have been) consumed/g);
+	is_deeply(\@warned, [$id2], 'two takes: one WARNING, for the second item only');
+	ok(!entry_exists('c2', $id1), 'two takes: the first item is consumed');
+	ok(entry_exists('c2', $id2), 'two takes: the second item stays');
+	is(stats('c2'), '1|1', 'two takes: counted consumed once, given back once');
+	ZkLockTest::zkutil('delete-r', $child);
+	$s->quit;
+	is(psql1($node1, q{SELECT id FROM zk_queue_try_take('c2')}), $id2,
+		'two takes: the second item is delivered again');
+}
+
 # --- finding 13: a hold lost after the fence's first look --------------------
 {
 	my ($s, $id) = take_one('cf');
