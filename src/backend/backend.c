@@ -173,16 +173,14 @@ xact_callback(XactEvent event, void *arg)
 		zklock_extension_guard_reset();
 	/*
 	 * Aborted or prepared: the fence's window closes.  Committed (its record
-	 * written): once the queue's commit work is done too (the consumes of
-	 * its takes, the moves of its puts: queue.c), so that zklock does not
-	 * end the session under them itself (a reload, a worker restart wait
-	 * for the window, lease.c).
+	 * written): once the consumes of its takes have their verdicts
+	 * (queue_xact_event), so that zklock does not end the session under
+	 * them itself (a reload, a worker restart wait for the window,
+	 * lease.c).
 	 */
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE)
 		zklock_lease_leave_commit();
 	queue_xact_event(event);
-	if (event == XACT_EVENT_COMMIT)
-		zklock_lease_leave_commit();
 	if (zklock_local_locks == NULL ||
 		hash_get_num_entries(zklock_local_locks) == 0)
 		return;
@@ -229,6 +227,17 @@ queue_xact_event(XactEvent event)
 			break;
 		case XACT_EVENT_COMMIT:
 			zklock_queue_xact_end(true);
+
+			/*
+			 * The window closes here, before the moves of the puts: a
+			 * consume needs the session that holds its take, a move does
+			 * not (any session moves a pending item).  Open, it would
+			 * hold a worker that ends its session (a reload, a restart)
+			 * in its wait for the window, while that worker defers the
+			 * move to its next session: both stalled for a session
+			 * timeout, and the item left pending.
+			 */
+			zklock_lease_leave_commit();
 			zklock_queue_puts_end(true);
 			break;
 		case XACT_EVENT_ABORT:

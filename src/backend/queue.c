@@ -496,19 +496,23 @@ zklock_queue_prepare_check(void)
 static void
 warn_not_consumed(QueueHold *h, int verdict, const char *why)
 {
+	/* a detail is a sentence: the reasons are written as clauses */
+	char		first = pg_toupper((unsigned char) why[0]);
+
+	Assert(why[0] != '\0');
 	if (verdict == ZKLOCK_NOT_CONSUMED)
 		ereport(WARNING,
 				(errcode(ERRCODE_WARNING),
 				 errmsg("zklock queue item \"%s\" of queue \"%s\" was not consumed by this commit",
 						h->id, h->queue),
-				 errdetail("%s.", why),
+				 errdetail("%c%s.", first, why + 1),
 				 errhint("The item stays in the queue and is delivered again.")));
 	else
 		ereport(WARNING,
 				(errcode(ERRCODE_WARNING),
 				 errmsg("zklock queue item \"%s\" of queue \"%s\" may not have been consumed by this commit",
 						h->id, h->queue),
-				 errdetail("%s.", why),
+				 errdetail("%c%s.", first, why + 1),
 				 errhint("If it was not, the item stays in the queue and is delivered again.")));
 }
 
@@ -557,7 +561,7 @@ wait_consumed(int from)
 			ResetLatch(MyLatch);
 		}
 		if (verdict != ZKLOCK_CONSUMED)
-			warn_not_consumed(h, verdict, why[0] ? why : "no verdict");
+			warn_not_consumed(h, verdict, why[0] ? why : "no verdict came");
 		if (verdict != ZKLOCK_CONSUME_UNKNOWN)
 			zklock_stats_queue_count(h->queue, verdict == ZKLOCK_CONSUMED ?
 									 ZKLOCK_QSTAT_CONSUMED :

@@ -137,6 +137,65 @@ sub check_outcome
 	$s->quit;
 }
 
+# --- a take and a put in one COMMIT, the reload before the consume ---------
+# The window stays open for the consume's verdict only: the put's move,
+# asked for after the verdict, must not be held by the worker's wait for
+# that window (it defers requests until its next session, which waits for
+# the window: both would stall a session timeout, and the COMMIT warn that
+# the item is still pending).
+{
+	my $worker = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
+	my ($s, $id) = take_one('cp');
+	$s->query_ok(q{SELECT zk_queue_put('cp2', 'put beside a take') IS NOT NULL});
+	ok(zk_set_failpoints($node1, 'queue-fence-window=pause'), 'take and put: failpoint set');
+	my $log_at = -s $node1->logfile;
+	$s->send('COMMIT');
+	ok(zk_wait_log($node1, qr/failpoint "queue-fence-window" reached/, $log_at, 30),
+		'take and put: the put is pending, the window open');
+	kill 'STOP', $worker;
+	$node1->safe_psql('postgres',
+		"ALTER SYSTEM SET zklock.failpoints = ''; ALTER SYSTEM SET zklock.hosts = '$hosts'; SELECT pg_reload_conf()");
+	ok(wait_until(sub { psql1($node1, q{SELECT count(*) FROM landed WHERE q = 'cp'}) eq '1' },
+			timeout => 30), 'take and put: the commit record is written');
+	select(undef, undef, undef, 0.3);
+	my $cont_at = time();
+	kill 'CONT', $worker;
+	my $r = $s->wait(60);
+	ok($r && $r->{sqlstate} eq '00000', 'take and put: the COMMIT returns') or diag(explain($r));
+	unlike($r ? $r->{err} : '', qr/still pending/, 'take and put: the put is not left pending')
+	  or diag($r->{err});
+	my $took = time() - $cont_at;
+	ok($took < 3.5, 'take and put: the COMMIT is not held for a session timeout')
+	  or diag("the COMMIT returned $took s after the worker went on");
+	ok(zk_wait_connected($node1, 30), 'take and put: the worker is connected');
+	my $got;
+	ok(wait_until(sub {
+			$got = psql1($node1, q{SELECT convert_from(item, 'UTF8') FROM zk_queue_try_take('cp2')});
+			$got ne '';
+		}, timeout => 20), 'take and put: the put item is in its queue');
+	is($got, 'put beside a take', 'take and put: the put item');
+	$s->quit;
+}
+
+# --- the worker stopped (SIGSTOP) through the COMMIT's wait for its verdict --
+# A flag of a stopped worker says nothing: the wait is bounded by a session
+# timeout and says the item may not have been consumed; neither counted.
+{
+	my $worker = psql1($node1, 'SELECT worker_pid FROM zk_lock_status');
+	my ($s, $id) = take_one('cs');
+	ok(lease_fresh(), 'worker stopped: the lease is fresh');
+	kill 'STOP', $worker;
+	$s->send('COMMIT');
+	my $r = $s->wait(60);
+	kill 'CONT', $worker;
+	ok($r && $r->{elapsed} < 15, 'worker stopped: the COMMIT\'s wait is bounded')
+	  or diag(explain($r));
+	like($r ? $r->{err} : '', qr/"\Q$id\E" of queue "cs" may not have been consumed by this commit/,
+		'worker stopped: the COMMIT says the item may not have been consumed');
+	check_outcome('cs', $id, $r, 'worker stopped');
+	$s->quit;
+}
+
 # --- NOTEMPTY: another client's child under the entry -----------------------
 {
 	my ($s, $id) = take_one('cn');
@@ -149,6 +208,34 @@ sub check_outcome
 	ZkLockTest::zkutil('delete-r', $child);
 	ok(!check_outcome('cn', $id, $r, 'NOTEMPTY'), 'NOTEMPTY: the entry stays');
 	$s->quit;
+}
+
+# --- two takes in one COMMIT, one consumed, one refused (NOTEMPTY) ----------
+# Each hold has its own verdict: one WARNING, naming the one not consumed;
+# counted consumed once and given back once.
+{
+	my $s = zk_session($node1, 'taker_c2');
+	$s->query_ok(q{SELECT zk_queue_put_now('c2', 'first') IS NOT NULL});
+	$s->query_ok(q{SELECT zk_queue_put_now('c2', 'second') IS NOT NULL});
+	$s->query_ok('BEGIN');
+	my $id1 = $s->query_ok(q{SELECT id FROM zk_queue_try_take('c2')});
+	my $id2 = $s->query_ok(q{SELECT id FROM zk_queue_try_take('c2')});
+	isnt($id1, $id2, 'two takes: two items held');
+	my ($rc, $child) = ZkLockTest::zkutil('create-seq', qpath('c2') . "/entries/$id2/child-", 'x');
+	is($rc, 0, 'two takes: a child under the second entry');
+	chomp $child;
+	$s->send('COMMIT');
+	my $r = $s->wait(60);
+	ok($r && $r->{sqlstate} eq '00000', 'two takes: the COMMIT returns') or diag(explain($r));
+	my @warned = ($r->{err} =~ /item "([^"]+)" of queue "c2" (?:was not|may not have been) consumed/g);
+	is_deeply(\@warned, [$id2], 'two takes: one WARNING, for the second item only');
+	ok(!entry_exists('c2', $id1), 'two takes: the first item is consumed');
+	ok(entry_exists('c2', $id2), 'two takes: the second item stays');
+	is(stats('c2'), '1|1', 'two takes: counted consumed once, given back once');
+	ZkLockTest::zkutil('delete-r', $child);
+	$s->quit;
+	is(psql1($node1, q{SELECT id FROM zk_queue_try_take('c2')}), $id2,
+		'two takes: the second item is delivered again');
 }
 
 # --- finding 13: a hold lost after the fence's first look --------------------
