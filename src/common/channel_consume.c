@@ -11,7 +11,8 @@
  * worker (or a worker's stop) would free it, an entry that awaits its
  * verdict becomes DONE instead, with the verdict (ZkConsumeVerdict) in its
  * token and the reason in its error, and its owner's latch set
- * (zklock_channel_verdict_locked: the consume's end, queue_release.c; a
+ * (zklock_channel_verdict_locked, in channel_limits.c, which channel.c
+ * calls too: the consume's end, queue_release.c; a
  * session lost before the consume was sent, channel.c's
  * zklock_channel_session_lost; the worker's stop, _worker_gone; any other
  * release, _released, which says "not consumed").  The owner reads the
@@ -22,8 +23,9 @@
  * withdrawal to its verdict or its give-up within one call of its COMMIT
  * (interrupts held), so no DONE entry outlives it.
  *
- * Locking: every function takes zklock_shared->lock exclusively itself,
- * except zklock_channel_verdict_locked, whose caller holds it.
+ * Locking: every function here takes zklock_shared->lock exclusively
+ * itself (channel_limits.c's zklock_channel_verdict_locked is called with
+ * it held).
  * awaits_verdict is a "lock" field (zklock.h): written by the owning
  * backend only, under the lock; reset at each allocation.
  *
@@ -107,27 +109,6 @@ zklock_channel_take_verdict(int idx, uint32 generation, bool give_up,
 	}
 	LWLockRelease(zklock_shared->lock);
 	return verdict;
-}
-
-/*
- * An entry that is RELEASING and awaits its verdict becomes DONE with it
- * (its owner woken), and true; else false (the caller frees it as before).
- * Caller holds the lock exclusively.
- */
-bool
-zklock_channel_verdict_locked(int idx, int verdict, const char *why)
-{
-	ZkLockEntry *e = &zklock_shared->entries[idx];
-
-	if (e->state != ZKE_RELEASING || !e->awaits_verdict)
-		return false;
-	if (e->count_slot >= 0)
-		zklock_shared->slot_releasing[e->count_slot]--;
-	e->state = ZKE_DONE;
-	e->token = verdict;
-	strlcpy(e->error, why, sizeof(e->error));
-	SetLatch(ZKLOCK_PROC_LATCH(e->owner_procno));
-	return true;
 }
 
 /*

@@ -3,8 +3,9 @@
  * channel_limits.c
  *		The request channel's free list and its limits: an entry's
  *		allocation, counted against the backend slot that asks for it, and
- *		its free.  Part of the channel (channel.c), which calls it for
- *		every entry it takes or frees.
+ *		its free; and a consume's verdict, which moves a RELEASING
+ *		entry to DONE (channel_consume.c).  Part of the channel
+ *		(channel.c), which calls it for every entry it takes or frees.
  *
  * Limits: every entry that is not FREE counts against the backend slot
  * (PGPROC number) that allocated it, until it is freed -- also while it is
@@ -38,6 +39,9 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include "storage/latch.h"
+#include "storage/proc.h"
 
 #include "channel.h"
 #include "channel_int.h"
@@ -180,4 +184,25 @@ zklock_channel_free(int idx)
 	e->next_free = zklock_shared->free_head;
 	zklock_shared->free_head = idx;
 	zklock_shared->nfree++;
+}
+
+/*
+ * An entry that is RELEASING and awaits its verdict becomes DONE with it
+ * (its owner woken), and true; else false (the caller frees it as before).
+ * Caller holds the lock exclusively.
+ */
+bool
+zklock_channel_verdict_locked(int idx, int verdict, const char *why)
+{
+	ZkLockEntry *e = &zklock_shared->entries[idx];
+
+	if (e->state != ZKE_RELEASING || !e->awaits_verdict)
+		return false;
+	if (e->count_slot >= 0)
+		zklock_shared->slot_releasing[e->count_slot]--;
+	e->state = ZKE_DONE;
+	e->token = verdict;
+	strlcpy(e->error, why, sizeof(e->error));
+	SetLatch(ZKLOCK_PROC_LATCH(e->owner_procno));
+	return true;
 }
