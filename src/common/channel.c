@@ -107,8 +107,10 @@
  * - A LIST request's result segment (dsm): the worker writes it while the
  *   entry is REQUESTED and before zklock_channel_done; the backend reads it
  *   after it has seen DONE under the lock.  The lock's release and
- *   acquisition order the two.  A backend that gave up detaches the
- *   segment, and the worker's dsm_attach then fails.
+ *   acquisition order the two.  A backend that gave up leaves REQUESTED
+ *   under the lock, then detaches the segment; the worker attaches it
+ *   under the lock while the entry is REQUESTED (recipe.c, queue_util.c),
+ *   so its handle cannot name another segment by then.
  * - ZkLockShared.worker_alive_at: an atomic, written without the lock by
  *   the worker; its age is all a reader needs.
  * No field of an entry is read without the lock.

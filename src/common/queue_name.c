@@ -16,7 +16,8 @@
  * arithmetic (RFC 1982): a is before b when (int32) (b - a) > 0.  That is
  * arrival order as long as the live entries of a queue were made within
  * fewer than 2^31 puts of each other; beyond that no order can be told
- * from the names.
+ * from the names (two exactly 2^31 apart: the lower signed number first,
+ * so that the comparator stays antisymmetric).
  *
  * Kazoo sorts the names as strings (sorted(children)): the same order
  * while the numbers are non-negative, priority first as here (its three
@@ -114,6 +115,16 @@ zklock_queue_entry_cmp(const char *a, const char *b)
 		return pa < pb ? -1 : 1;
 	/* b - a modulo 2^32, as signed: positive when a came first */
 	diff = (int32) ((uint32) sb - (uint32) sa);
+	if (diff == PG_INT32_MIN)
+	{
+		/*
+		 * Exactly 2^31 apart: b - a and a - b are both INT32_MIN, and
+		 * serial-number arithmetic has no order (RFC 1982); without this
+		 * each would be "after" the other, which qsort must not be told.
+		 * Any antisymmetric answer will do: the lower signed number first.
+		 */
+		return sa < sb ? -1 : 1;
+	}
 	if (diff != 0)
 		return diff > 0 ? -1 : 1;
 	return strcmp(a, b);

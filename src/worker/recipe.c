@@ -277,20 +277,25 @@ bool
 zklock_recipe_put_rows(int idx, const char *rows, Size len)
 {
 	ZkLockEntry *e = entry(idx);
-	dsm_handle	handle;
 	Size		size;
 	bool		ok;
-	dsm_segment *seg;
+	dsm_segment *seg = NULL;
 
+	/*
+	 * Attached under the lock, while the entry is REQUESTED, as
+	 * zklock_queue_segment (queue_util.c): a backend that gives up leaves
+	 * REQUESTED under the lock before it detaches, so the handle read here
+	 * cannot meanwhile name another backend's new segment.
+	 */
 	LWLockAcquire(zklock_shared->lock, LW_SHARED);
-	handle = e->list_handle;
 	size = e->list_size;
 	ok = e->generation == zklock_work[idx].generation &&
 		e->state == ZKE_REQUESTED;
+	if (ok && len + 1 <= size)
+		seg = dsm_attach(e->list_handle);
 	LWLockRelease(zklock_shared->lock);
 	if (!ok || len + 1 > size)
 		return ok;
-	seg = dsm_attach(handle);
 	if (seg == NULL)
 		return false;			/* the backend gave up meanwhile */
 	if (len > 0)

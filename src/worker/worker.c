@@ -834,7 +834,8 @@ handle_session_event(ZkEvent *ev)
  * code (bgworker.c's sigsetjmp block) reports it and calls proc_exit(1),
  * which runs this callback.  The ERROR may have been raised while the
  * worker held an LWLock (zklock_shared->lock, shared in
- * deadlock_publish.c's rebuild, or the statistics' lock).  The minor
+ * deadlock_publish.c's rebuild and around the dsm_attach of a request's
+ * segment, in recipe.c and queue_util.c, or the statistics' lock).  The minor
  * releases we build (15.20, 17, 18) release LWLocks in shmem_exit before
  * any callback runs; releases without that change release them only in
  * ProcKill, after this callback, so that the LWLockAcquire below would

@@ -66,6 +66,17 @@ static const OrderCase order_cases[] = {
 	{"priority first, wrapped or not",
 		{"entry-100--2147483648", "entry-050-2147483647", "entry-050--2147483648", "entry-007-0000000009", NULL},
 	{"entry-007-0000000009", "entry-050-2147483647", "entry-050--2147483648", "entry-100--2147483648", NULL}},
+	/*
+	 * exactly 2^31 apart (b - a = INT32_MIN both ways): no arrival order,
+	 * but an antisymmetric one (review: both said "after", which sorting
+	 * must never be told); the lower signed number first
+	 */
+	{"2^31 apart: an order all the same, either way round",
+		{"entry-100-0000000000", "entry-100--2147483648", NULL},
+	{"entry-100--2147483648", "entry-100-0000000000", NULL}},
+	{"2^31 apart, the other pair",
+		{"entry-100-2147483647", "entry-100--000000001", NULL},
+	{"entry-100--000000001", "entry-100-2147483647", NULL}},
 };
 
 static int	test_no = 0;
@@ -133,13 +144,45 @@ run_order_case(const OrderCase *c)
 			printf("#   %d: got %s, want %s\n", i, names[i], c->want[i]);
 }
 
+/*
+ * Every pair of numbers at the edges (and 2^31 apart), as ZooKeeper
+ * prints them: cmp(a, b) is -cmp(b, a) and 0 only for a name itself, so
+ * that qsort is never told two answers (review)
+ */
+static void
+run_antisymmetry(void)
+{
+	static const int32 seqs[] = {PG_INT32_MIN, PG_INT32_MIN + 1, -1073741824,
+		-2, -1, 0, 1, 2, 1073741824, PG_INT32_MAX - 1, PG_INT32_MAX};
+	char		names[lengthof(seqs)][32];
+	bool		ok = true;
+
+	for (int i = 0; i < lengthof(seqs); i++)
+		snprintf(names[i], sizeof(names[i]), "entry-100-%010d", seqs[i]);
+	for (int i = 0; i < lengthof(seqs); i++)
+		for (int j = 0; j < lengthof(seqs); j++)
+		{
+			int			r = zklock_queue_entry_cmp(names[i], names[j]);
+			int			q = zklock_queue_entry_cmp(names[j], names[i]);
+
+			if ((i == j) != (r == 0) || (r < 0) != (q > 0))
+			{
+				printf("#   %s vs %s: %d, the other way %d\n",
+					   names[i], names[j], r, q);
+				ok = false;
+			}
+		}
+	report(ok, "antisymmetric for every pair of edge numbers");
+}
+
 int
 main(void)
 {
-	printf("1..%d\n", (int) (lengthof(name_cases) + lengthof(order_cases)));
+	printf("1..%d\n", (int) (lengthof(name_cases) + lengthof(order_cases)) + 1);
 	for (int i = 0; i < lengthof(name_cases); i++)
 		run_name_case(&name_cases[i]);
 	for (int i = 0; i < lengthof(order_cases); i++)
 		run_order_case(&order_cases[i]);
+	run_antisymmetry();
 	return failures > 0 ? 1 : 0;
 }
