@@ -320,8 +320,8 @@ sub fuzz_queue_call
 		return 'BEGIN; SELECT id FROM ' . pick('zk_queue_try_take', 'zk_queue_peek') . "($q); ROLLBACK";
 	}
 	if ($p == 4) { return 'SELECT ' . pick('zk_queue_length', 'zk_queue_purge') . "($q)"; }
-	return "BEGIN; SELECT set_config('zklock.allowed_queues', " . maybe_null(pick(@ALLOWED, $q))
-	  . ", true); SELECT zk_queue_length($q); ROLLBACK";
+	return "SELECT set_config('zklock.allowed_queues', " . maybe_null(pick(@ALLOWED, $q))
+	  . ", true), zk_queue_length($q)";
 }
 
 sub fuzz_call

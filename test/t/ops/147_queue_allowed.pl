@@ -112,6 +112,12 @@ my ($rc, $out, $err) = $node->psql('postgres', q{\set VERBOSITY verbose
 like($err, qr/42501: not allowed to use zklock queue "etl"\nDETAIL:\s+zklock.allowed_queues is ""\./,
 	'empty, at the next login: no queue at all');
 
+# the views are not filtered: names and ids of every queue (doc/security.md)
+($rc, $out, $err) = $node->psql('postgres', q{
+	SELECT string_agg(queue || ' ' || id, ',') FROM zk_queue_items WHERE queue = 'other'},
+	extra_params => [ '-U', 'etl' ]);
+is($out, "other $other_id", 'a role allowed no queue still sees other in zk_queue_items');
+
 $node->safe_psql('postgres', q{ALTER ROLE etl SET zklock.allowed_queues = '*'});
 ($rc, $out, $err) = $node->psql('postgres', q{
 	SELECT zk_queue_length('other') || ' ' || zk_queue_length('etlx')},
