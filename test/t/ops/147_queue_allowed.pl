@@ -7,6 +7,7 @@
 #    every function, and nothing reaches ZooKeeper: no node for a queue it
 #    named, an item of other's neither held, nor taken, nor purged
 #  - "*" allows every queue, "" none
+#  - doc/security.md's GRANT and ALTER ROLE block is run as written
 #  - a non-superuser cannot SET it; ALTER ROLE ... SET applies at the
 #    role's next login (not to its open session); an item that is no
 #    queue name (a/../b) is refused when set
@@ -17,6 +18,7 @@ use FindBin;
 use lib "$FindBin::RealBin/../..";
 use ZkLockTest;
 
+use PostgreSQL::Test::Utils;
 use Test::More;
 
 zk_start();
@@ -28,8 +30,15 @@ $node->safe_psql('postgres', q{
 	  zk_queue_put_now(text, bytea, integer), zk_queue_put_now(text, text, integer),
 	  zk_queue_take(text, interval), zk_queue_try_take(text),
 	  zk_queue_length(text), zk_queue_peek(text), zk_queue_purge(text)
-	TO etl;
-	ALTER ROLE etl SET zklock.allowed_queues = 'etl';});
+	TO etl;});
+# doc/security.md's block that gives a role its own queues, run as written
+# (test/t/recipes/132 runs the section's other two)
+my $doc = PostgreSQL::Test::Utils::slurp_file("$FindBin::RealBin/../../../doc/security.md");
+my ($section) = $doc =~ /^## Queues: who may use them \(1\.9\)\n(.*?)^## /ms;
+my @blocks = ($section // '') =~ /^  ```sql\n(.*?)^  ```\n/msg;
+like($blocks[1] // '', qr/^\s*GRANT EXECUTE .*\bTO etl;\s*ALTER ROLE etl SET zklock.allowed_queues = 'etl';\s*$/s,
+	'doc/security.md: the GRANT and ALTER ROLE of etl');
+$node->safe_psql('postgres', $blocks[1]);
 
 my $root = zk_root();
 my $qroot = "$root/zklock.queues";
