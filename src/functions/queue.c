@@ -6,7 +6,8 @@
  *
  * No shared state here.  A queue's name has the rules of a resource name
  * (zklock_resource_arg), and none of its components is one of a queue's
- * own child nodes (entries, taken, pending: queue_arg); an item is bytea or text (the same varlena: the
+ * own child nodes (entries, taken, pending: queue_arg), and
+ * zklock.allowed_queues allows it (42501); an item is bytea or text (the same varlena: the
  * text's bytes in the database encoding), not NULL, at most
  * ZKLOCK_QUEUE_MAX_ITEM bytes (54000); a priority 0..999 (22023), as
  * Kazoo's.  Each function sets the backend side up (zklock_backend_init)
