@@ -122,6 +122,38 @@ SELECT zk_queue_length('rq/entries2') AS entries2,
        zk_queue_length('rq/x.taken') AS dot_taken,
        zk_queue_length('rq/Pending') AS capital;
 
+-- zklock.allowed_queues (1.9): the queues a role may use, each item
+-- allowing itself and the queues below it; 42501 outside, in every
+-- function, before ZooKeeper is asked (superusers too)
+SHOW zklock.allowed_queues;
+SET zklock.allowed_queues = 'rq/etl, rq/b';
+SELECT zk_queue_length('rq/etl') AS etl, zk_queue_length('rq/etl/x') AS below;
+SELECT err($$SELECT zk_queue_length('rq/etlx')$$);
+SELECT err($$SELECT zk_queue_put_now('rq', 'x')$$);
+SELECT err($$SELECT zk_queue_put_now('other', 'x'::bytea)$$);
+SELECT err($$SELECT zk_queue_put('other', 'x')$$);
+SELECT err($$SELECT zk_queue_put('other', 'x'::bytea, 5)$$);
+SELECT err($$SELECT zk_queue_take('other', '1s')$$);
+SELECT err($$SELECT zk_queue_try_take('other')$$);
+SELECT err($$SELECT zk_queue_peek('other')$$);
+SELECT err($$SELECT zk_queue_purge('other')$$);
+-- the rules of a name come first
+SELECT err($$SELECT zk_queue_length('other/entries')$$);
+SET zklock.allowed_queues = '';
+SELECT err($$SELECT zk_queue_length('rq/etl')$$);
+-- items are names: refused when set
+SELECT err($q$SET zklock.allowed_queues = 'a/../b'$q$);
+SELECT err($q$SET zklock.allowed_queues = 'a,,b'$q$);
+SELECT err($q$SET zklock.allowed_queues = 'a*'$q$);
+-- only a superuser sets it
+CREATE ROLE rq_user;
+SET ROLE rq_user;
+SELECT err($q$SET zklock.allowed_queues = '*'$q$);
+RESET ROLE;
+DROP ROLE rq_user;
+RESET zklock.allowed_queues;
+SELECT zk_queue_length('other') AS open_again;
+
 -- PREPARE TRANSACTION is refused with a put or a take; nothing stays
 BEGIN;
 SELECT zk_queue_put('rq/a', 'p'::text) IS NOT NULL AS put;

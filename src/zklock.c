@@ -54,6 +54,7 @@ char	   *zklock_node_naming = NULL;
 int			zklock_max_locks_per_backend = 32;
 int			zklock_max_locks = 0;
 char	   *zklock_allowed_subtrees = NULL;
+char	   *zklock_allowed_queues = NULL;
 int			zklock_sweep_interval = 60000;
 int			zklock_deadlock_timeout = -1;
 bool		zklock_guard_by_listing = true;
@@ -248,30 +249,45 @@ check_elections(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/*
+ * zklock.allowed_subtrees and zklock.allowed_queues (1.9), one syntax
+ * (resource.c's walk).  A value written before items had to be resource
+ * names, in the configuration file, on the command line, or with ALTER
+ * ROLE/DATABASE SET, is applied as it is (its bad item matches nothing):
+ * refused, it would fall back to the default, "*", and allow everything (a
+ * placeholder from the file is applied with a mere WARNING when the
+ * library defines the setting).  Every value being set in a session or
+ * stored by ALTER ROLE/DATABASE ... SET (tested with PGC_S_TEST) is
+ * checked in full.
+ */
 static bool
-check_allowed_subtrees(char **newval, void **extra, GucSource source)
+check_allowed_list(const char *setting, const char *names, char **newval,
+				   GucSource source)
 {
 	const char *why = NULL;
-
-	/*
-	 * A value written before items had to be resource names, in the
-	 * configuration file, on the command line, or with ALTER ROLE/DATABASE
-	 * SET, is applied as it is (its bad item matches nothing): refused, it
-	 * would fall back to the default, "*", and allow everything (a
-	 * placeholder from the file is applied with a mere WARNING when the
-	 * library defines the setting).  Every value being set in a session or
-	 * stored by ALTER ROLE/DATABASE ... SET (tested with PGC_S_TEST) is
-	 * checked in full.
-	 */
 	bool		strict = source > PGC_S_DATABASE_USER;
 
 	if (!zklock_check_allowed_subtrees(*newval, &why, strict))
 	{
-		GUC_check_errdetail("zklock.allowed_subtrees is \"*\" or a comma-separated list of resource names (%s).",
-							why);
+		GUC_check_errdetail("%s is \"*\" or a comma-separated list of %s (%s).",
+							setting, names, why);
 		return false;
 	}
 	return true;
+}
+
+static bool
+check_allowed_subtrees(char **newval, void **extra, GucSource source)
+{
+	return check_allowed_list("zklock.allowed_subtrees", "resource names",
+							  newval, source);
+}
+
+static bool
+check_allowed_queues(char **newval, void **extra, GucSource source)
+{
+	return check_allowed_list("zklock.allowed_queues", "queue names",
+							  newval, source);
 }
 
 /*
@@ -517,6 +533,15 @@ zklock_define_settings(void)
 							   PGC_SUSET,
 							   0,
 							   check_allowed_subtrees, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.allowed_queues",
+							   "Queues the current role may use.",
+							   "A comma-separated list of queue names, each allowing itself and every queue below it; \"*\" allows any queue.  Set per role with ALTER ROLE ... SET.",
+							   &zklock_allowed_queues,
+							   "*",
+							   PGC_SUSET,
+							   0,
+							   check_allowed_queues, NULL, NULL);
 
 	DefineCustomStringVariable("zklock.advisory_namespace",
 							   "Namespace of the keys of zk_advisory_lock and its kin.",

@@ -291,6 +291,20 @@ zklock_check_allowed_subtrees(const char *setting, const char **why,
 }
 
 /*
+ * Does setting (zklock.allowed_subtrees' syntax: "*" or names, each
+ * allowing itself and everything below it) allow name?  A malformed
+ * setting allows nothing.  zklock.allowed_queues shares it (queue.c).
+ */
+bool
+zklock_allowed_by(const char *setting, const char *name)
+{
+	bool		allowed;
+	const char *why = NULL;
+
+	return walk_allowed(setting, name, &allowed, &why, false) && allowed;
+}
+
+/*
  * May the current role lock this resource?  Asked of every resource a
  * caller names (the parents taken for its sake come with it).  42501 if
  * not.
@@ -298,12 +312,7 @@ zklock_check_allowed_subtrees(const char *setting, const char **why,
 void
 zklock_check_allowed(const char *resource)
 {
-	bool		allowed;
-	const char *why = NULL;
-
-	if (walk_allowed(zklock_allowed_subtrees, resource, &allowed, &why,
-					 false) &&
-		allowed)
+	if (zklock_allowed_by(zklock_allowed_subtrees, resource))
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

@@ -38,6 +38,7 @@ extern int	zklock_resource_depth(const char *resource);
 extern const char *zklock_resource_problem(const char *resource, int *sqlstate);
 extern bool zklock_check_allowed_subtrees(const char *setting,
 										  const char **why, bool strict);
+extern bool zklock_allowed_by(const char *setting, const char *name);
 extern void zklock_check_allowed(const char *resource);
 extern ZkLockMode zklock_parse_mode(const char *mode);
 extern const char *zklock_mode_name(ZkLockMode mode);

@@ -21,6 +21,7 @@ extern char *zklock_node_naming;
 extern int	zklock_max_locks_per_backend;
 extern int	zklock_max_locks;
 extern char *zklock_allowed_subtrees;
+extern char *zklock_allowed_queues;	/* 1.9: queue names a role may use */
 extern int	zklock_sweep_interval;
 extern int	zklock_deadlock_timeout;
 extern bool zklock_guard_by_listing;

@@ -6,7 +6,8 @@
  *
  * No shared state here.  A queue's name has the rules of a resource name
  * (zklock_resource_arg), and none of its components is one of a queue's
- * own child nodes (entries, taken, pending: queue_arg); an item is bytea or text (the same varlena: the
+ * own child nodes (entries, taken, pending: queue_arg), and
+ * zklock.allowed_queues allows it (42501); an item is bytea or text (the same varlena: the
  * text's bytes in the database encoding), not NULL, at most
  * ZKLOCK_QUEUE_MAX_ITEM bytes (54000); a priority 0..999 (22023), as
  * Kazoo's.  Each function sets the backend side up (zklock_backend_init)
@@ -28,6 +29,7 @@
 #include "functions.h"
 #include "queue_common.h"
 #include "resource.h"
+#include "settings.h"
 #include "stats.h"
 
 PG_FUNCTION_INFO_V1(zklock_queue_put_now_sql);
@@ -70,7 +72,9 @@ queue_reserved_component(const char *queue)
  * node's name (22023).  Queue x's node holds x/entries, x/taken and
  * x/pending: a queue named "x/entries" would put its nodes among x's items
  * (which Kazoo's takers of x would take), "x/taken/..." among x's holds.
- * Checked before any request reaches the worker.
+ * Then zklock.allowed_queues must allow it (42501; superusers too, as
+ * zklock.allowed_subtrees: they can SET it).  Checked before any request
+ * reaches the worker.
  */
 static char *
 queue_arg(FunctionCallInfo fcinfo)
@@ -90,6 +94,14 @@ queue_arg(FunctionCallInfo fcinfo)
 						   ZKLOCK_QUEUE_PENDING),
 				 errhint("Use another name for that component; only the exact words are reserved (\"%s2\" is allowed).",
 						 reserved)));
+	if (!zklock_allowed_by(zklock_allowed_queues, queue))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("not allowed to use zklock queue \"%s\"",
+						text_to_cstring(PG_GETARG_TEXT_PP(0))),
+				 errdetail("zklock.allowed_queues is \"%s\".",
+						   zklock_allowed_queues ? zklock_allowed_queues : ""),
+				 errhint("A superuser can allow it with ALTER ROLE ... SET zklock.allowed_queues.")));
 	return queue;
 }
 

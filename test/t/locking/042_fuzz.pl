@@ -10,6 +10,9 @@
 #    lower bounds, mismatched lengths, tens of thousands of names;
 #  - intervals: zero, negative, tiny, huge, out of range, NULL;
 #  - NULL in every argument; admin functions with odd nodes and actions;
+#  - the queue's functions (1.9): every argument NULL, empty, huge, bad
+#    names, odd priorities and timeouts, zklock.allowed_queues set to any
+#    value (the plain role has no grant: 42501);
 #    the node data codec (zk_lock_revocation_data) with any text.
 # Every error must carry a proper SQLSTATE: a data exception (class 22),
 # 42622, 54000, 55P03, 57014, 42501 or 0A000; never XX000 (internal), never
@@ -102,7 +105,12 @@ foreach my $call (
 	q{zk_lock_release(NULL)}, q{zk_lock_release('fzn/a', NULL)},
 	q{zk_lock_release_explicit(NULL)}, q{zk_lock_release_explicit('fzn/a', NULL)},
 	q{zk_lock_revoke(NULL)}, q{zk_lock_force_release(NULL)},
-	q{zk_lock_fence(NULL, 1)})
+	q{zk_lock_fence(NULL, 1)},
+	q{zk_queue_put_now(NULL, 'x')}, q{zk_queue_put_now('fzq', NULL::text)},
+	q{zk_queue_put_now('fzq', NULL::bytea, 1)}, q{zk_queue_put(NULL, 'x'::bytea)},
+	q{zk_queue_put('fzq', NULL::text, 1)}, q{zk_queue_take(NULL, '1 s')},
+	q{zk_queue_try_take(NULL)}, q{zk_queue_peek(NULL)}, q{zk_queue_length(NULL)},
+	q{zk_queue_purge(NULL)})
 {
 	my ($code) = sqlstate_of($d, "SELECT $call");
 	is($code, '22004', "NULL argument: $call gives 22004 (finding 11 for the release, revoke and force release functions)");
@@ -281,10 +289,46 @@ sub modes_arg
 	return 'ARRAY[' . join(', ', map { pick(@MODES) } 1 .. 1 + int(rand(3))) . ']::text[]';
 }
 
+# a queue's name: any name (a queue of a name with "lock" in it would
+# leave persistent nodes that zk_done_check counts as locks)
+sub queue_arg
+{
+	my ($db) = @_;
+	my $n;
+	do { $n = name_arg($db) } while ($n =~ /lock/i);
+	return $n;
+}
+my @ITEMS = (q{''}, q{'x'}, q{'\x00ff'::bytea}, q{repeat('i', 1000000)}, q{repeat('i', 1000001)},
+	q{repeat('i', 1000001)::bytea}, q{E'a\nb'}, q{chr(233)});
+my @PRIOS = qw(0 -1 999 1000 100 2147483647 -2147483648);
+my @ALLOWED = (q{'*'}, q{''}, q{'fz'}, q{'fz, a'}, q{'a/../b'}, q{'a,,b'}, q{'/fz'}, q{'fz*'}, q{repeat('q', 300)});
+
+# the queue's functions (1.9); a take in a transaction rolled back, so the
+# items stay; zklock.allowed_queues set for one transaction, any value
+sub fuzz_queue_call
+{
+	my ($db) = @_;
+	my $p = int(rand(6));
+	my $q = queue_arg($db);
+	my $item = maybe_null(pick(@ITEMS));
+	my $prio = maybe_null(pick(@PRIOS));
+	if ($p == 0) { return "SELECT zk_queue_put_now($q, $item, $prio)"; }
+	if ($p == 1) { return "BEGIN; SELECT zk_queue_put($q, $item, $prio); COMMIT"; }
+	if ($p == 2) { return "BEGIN; SELECT id FROM zk_queue_take($q, " . tmo_arg() . '); ROLLBACK'; }
+	if ($p == 3)
+	{
+		return 'BEGIN; SELECT id FROM ' . pick('zk_queue_try_take', 'zk_queue_peek') . "($q); ROLLBACK";
+	}
+	if ($p == 4) { return 'SELECT ' . pick('zk_queue_length', 'zk_queue_purge') . "($q)"; }
+	return "SELECT set_config('zklock.allowed_queues', " . maybe_null(pick(@ALLOWED, $q))
+	  . ", true), zk_queue_length($q)";
+}
+
 sub fuzz_call
 {
 	my ($db) = @_;
-	my $p = int(rand(21));
+	my $p = int(rand(24));
+	return fuzz_queue_call($db) if $p >= 21;
 	my $n = name_arg($db);
 	if ($p == 0) { return 'SELECT zk_lock_acquire(' . join(', ', $n, mode_arg(), tmo_arg(), bool_arg()) . ')'; }
 	if ($p == 1) { return 'SELECT zk_lock_try_acquire(' . join(', ', $n, mode_arg(), bool_arg()) . ')'; }

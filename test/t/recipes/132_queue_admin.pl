@@ -170,9 +170,10 @@ is($a1->query_ok(q{SELECT zk_queue_purge('adm')}), 2, 'purged');
 my $doc = PostgreSQL::Test::Utils::slurp_file("$FindBin::RealBin/../../../doc/security.md");
 my ($section) = $doc =~ /^## Queues: who may use them \(1\.9\)\n(.*?)^## /ms;
 my @blocks = ($section // '') =~ /^  ```sql\n(.*?)^  ```\n/msg;
-is(scalar(@blocks), 2, 'doc/security.md\'s queue section has its two SQL blocks');
+# (the second, zklock.allowed_queues', is run by test/t/ops/147)
+is(scalar(@blocks), 3, 'doc/security.md\'s queue section has its three SQL blocks');
 like($blocks[0], qr/^\s*GRANT EXECUTE ON FUNCTION.*\bTO app;\s*$/s, 'the first is the GRANT');
-like($blocks[1], qr/^\s*BEGIN;.*SECURITY DEFINER.*\bTO bob;\s*COMMIT;\s*$/s, 'the second, the wrappers, granted to bob');
+like($blocks[2], qr/^\s*BEGIN;.*SECURITY DEFINER.*\bTO bob;\s*COMMIT;\s*$/s, 'the third, the wrappers, granted to bob');
 # the doc's GRANT as written (to app; alice above got the same by hand)
 $node1->safe_psql('postgres', 'CREATE ROLE app LOGIN; CREATE ROLE bob LOGIN; CREATE ROLE carol LOGIN');
 $node1->safe_psql('postgres', $blocks[0]);
@@ -180,7 +181,7 @@ is($node1->safe_psql('postgres', q{SELECT zk_queue_put_now('jobs', 'from app') I
 		SELECT convert_from(item, 'UTF8') FROM zk_queue_take('jobs', '10 s')},
 		extra_params => [ '-U', 'app' ]),
 	"t\nfrom app", 'the documented GRANT, run as written, lets app put and take');
-$node1->safe_psql('postgres', $blocks[1]);
+$node1->safe_psql('postgres', $blocks[2]);
 my $bob = zk_session_as($node1, 'BOB', 'bob');
 my $carol = zk_session_as($node1, 'CAROL', 'carol');
 like($bob->query_ok(q{SELECT put_jobs('from bob')}), qr/^\d+-\d+-\d+-100$/,

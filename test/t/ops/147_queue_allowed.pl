@@ -1,0 +1,147 @@
+
+# zklock.allowed_queues (1.9): which queues a role may use, set per role by
+# a superuser, as zklock.allowed_subtrees is for locks:
+#  - a role granted every queue function (purge too) and limited to "etl"
+#    puts into, takes from, peeks at, counts and purges etl and etl/x;
+#    etlx and other are refused (42501, the queue and the setting named) by
+#    every function, and nothing reaches ZooKeeper: no node for a queue it
+#    named, an item of other's neither held, nor taken, nor purged
+#  - "*" allows every queue, "" none
+#  - doc/security.md's GRANT and ALTER ROLE block is run as written
+#  - a non-superuser cannot SET it; ALTER ROLE ... SET applies at the
+#    role's next login (not to its open session); an item that is no
+#    queue name (a/../b) is refused when set
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../..";
+use ZkLockTest;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+zk_start();
+my $node = zk_node('node1');
+$node->safe_psql('postgres', q{
+	CREATE ROLE etl LOGIN;
+	GRANT EXECUTE ON FUNCTION
+	  zk_queue_put(text, bytea, integer), zk_queue_put(text, text, integer),
+	  zk_queue_put_now(text, bytea, integer), zk_queue_put_now(text, text, integer),
+	  zk_queue_take(text, interval), zk_queue_try_take(text),
+	  zk_queue_length(text), zk_queue_peek(text), zk_queue_purge(text)
+	TO etl;});
+# doc/security.md's block that gives a role its own queues, run as written
+# (test/t/recipes/132 runs the section's other two)
+my $doc = PostgreSQL::Test::Utils::slurp_file("$FindBin::RealBin/../../../doc/security.md");
+my ($section) = $doc =~ /^## Queues: who may use them \(1\.9\)\n(.*?)^## /ms;
+my @blocks = ($section // '') =~ /^  ```sql\n(.*?)^  ```\n/msg;
+like($blocks[1] // '', qr/^\s*GRANT EXECUTE .*\bTO etl;\s*ALTER ROLE etl SET zklock.allowed_queues = 'etl';\s*$/s,
+	'doc/security.md: the GRANT and ALTER ROLE of etl');
+$node->safe_psql('postgres', $blocks[1]);
+
+my $root = zk_root();
+my $qroot = "$root/zklock.queues";
+
+# the queue nodes under zklock.queues, as names relative to it
+sub queue_nodes
+{
+	return sort map { m{^\Q$qroot\E/(.+)$} ? $1 : () }
+	  zk_list_znodes($qroot);
+}
+
+# a superuser's item in other, which etl must not reach
+my $admin = zk_session($node, 'admin');
+my $other_id = $admin->query_ok(q{SELECT zk_queue_put_now('other', 'secret')});
+
+my $s = zk_session_as($node, 'etl', 'etl');
+is($s->query_ok('SHOW zklock.allowed_queues'), 'etl', 'the role has its setting');
+
+# ---------------------------------------------------------------------------
+# Allowed: etl and the queues below it, with every function.
+$s->query_ok(q{BEGIN});
+$s->query_ok(q{SELECT zk_queue_put('etl', 'a'), zk_queue_put('etl/x', '\x01'::bytea, 5)});
+$s->query_ok(q{COMMIT});
+$s->query_ok(q{SELECT zk_queue_put_now('etl', 'b'), zk_queue_put_now('etl/x', '\x02'::bytea)});
+is($s->query_ok(q{SELECT zk_queue_length('etl') || ' ' || zk_queue_length('etl/x')}),
+	'2 2', 'etl and etl/x: put and put_now (both variants), length');
+is($s->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_peek('etl')}),
+	'a', 'peek on etl');
+$s->query_ok(q{BEGIN});
+is($s->query_ok(q{SELECT convert_from(item, 'UTF8') FROM zk_queue_try_take('etl')}),
+	'a', 'try_take on etl');
+is($s->query_ok(q{SELECT priority FROM zk_queue_take('etl/x', '5s')}),
+	'5', 'take on etl/x');
+$s->query_ok(q{COMMIT});
+is($s->query_ok(q{SELECT zk_queue_purge('etl') + zk_queue_purge('etl/x')}),
+	'2', 'purge of etl and etl/x (granted)');
+
+# ---------------------------------------------------------------------------
+# Refused: every function, on etlx and other; nothing reaches ZooKeeper.
+my @before = queue_nodes();
+my @calls = (
+	q{SELECT zk_queue_put_now('etlx', 'x')},
+	q{SELECT zk_queue_put_now('other', 'x'::bytea, 3)},
+	q{BEGIN; SELECT zk_queue_put('etlx', 'x')},
+	q{BEGIN; SELECT zk_queue_put('other', '\x01'::bytea)},
+	q{BEGIN; SELECT * FROM zk_queue_take('other', '1s')},
+	q{BEGIN; SELECT * FROM zk_queue_try_take('other')},
+	q{SELECT * FROM zk_queue_peek('other')},
+	q{SELECT zk_queue_length('etlx')},
+	q{SELECT zk_queue_purge('other')},);
+for my $sql (@calls)
+{
+	my $r = $s->query($sql);
+	my ($queue) = $sql =~ /zk_queue_\w+\('(\w+)'/;
+	like($r->{err},
+		qr/ERROR:\s+42501: not allowed to use zklock queue "$queue"\nDETAIL:\s+zklock.allowed_queues is "etl"\./,
+		"refused: $sql");
+	$s->query_ok('ROLLBACK') if $sql =~ /^BEGIN/;
+}
+is_deeply([ queue_nodes() ], \@before,
+	'no node was made for a refused queue (etlx has none)');
+ok(!grep({ m{^etlx} } queue_nodes()), 'etlx does not exist');
+is($admin->query_ok(q{SELECT id || ' ' || convert_from(item, 'UTF8') FROM zk_queue_peek('other')}),
+	"$other_id secret", "other's item is still there, not held");
+is($admin->query_ok(q{SELECT count(*) FROM zk_queue_items WHERE queue = 'other' AND NOT held}),
+	'1', 'and zk_queue_items shows it free');
+
+# ---------------------------------------------------------------------------
+# ALTER ROLE ... SET applies at the next login.
+$node->safe_psql('postgres', q{ALTER ROLE etl SET zklock.allowed_queues = ''});
+is($s->query_ok(q{SELECT zk_queue_length('etl')}), '0',
+	'the open session keeps its value');
+my $r = $s->query(q{SET zklock.allowed_queues = '*'});
+like($r->{err}, qr/42501: permission denied to set parameter "zklock.allowed_queues"/,
+	'a non-superuser cannot SET it');
+$s->quit;
+
+my ($rc, $out, $err) = $node->psql('postgres', q{\set VERBOSITY verbose
+	SELECT zk_queue_length('etl')}, extra_params => [ '-U', 'etl' ]);
+like($err, qr/42501: not allowed to use zklock queue "etl"\nDETAIL:\s+zklock.allowed_queues is ""\./,
+	'empty, at the next login: no queue at all');
+
+# the views are not filtered: names and ids of every queue (doc/security.md)
+($rc, $out, $err) = $node->psql('postgres', q{
+	SELECT string_agg(queue || ' ' || id, ',') FROM zk_queue_items WHERE queue = 'other'},
+	extra_params => [ '-U', 'etl' ]);
+is($out, "other $other_id", 'a role allowed no queue still sees other in zk_queue_items');
+
+$node->safe_psql('postgres', q{ALTER ROLE etl SET zklock.allowed_queues = '*'});
+($rc, $out, $err) = $node->psql('postgres', q{
+	SELECT zk_queue_length('other') || ' ' || zk_queue_length('etlx')},
+	extra_params => [ '-U', 'etl' ]);
+is($out, '1 0', '"*": every queue');
+
+# bad items are refused when set, by ALTER ROLE too
+($rc, $out, $err) = $node->psql('postgres', q{\set VERBOSITY verbose
+	ALTER ROLE etl SET zklock.allowed_queues = 'etl, a/../b'});
+like($err, qr/22023: invalid value for parameter "zklock.allowed_queues": "etl, a\/..\/b"\nDETAIL:\s+zklock.allowed_queues is "\*" or a comma-separated list of queue names/,
+	'a/../b is refused when set');
+is($node->safe_psql('postgres', q{SELECT setconfig::text FROM pg_db_role_setting
+	WHERE setrole = 'etl'::regrole}), '{zklock.allowed_queues=*}',
+	'and the stored value stays');
+
+is($admin->query_ok(q{SELECT zk_queue_purge('other')}), '1', 'cleanup');
+$admin->quit;
+done_testing();
