@@ -114,6 +114,7 @@ MAJOR_TAP_TESTS="
 	test/t/recipes/143_queue_stats.pl
 	test/t/recipes/145_queue_recovery.pl
 	test/t/recipes/146_queue_consume_outcome.pl
+	test/t/ops/147_queue_allowed.pl
 "
 
 # After a failed run: the logs of the failed TAP tests only (their own log
