@@ -53,7 +53,8 @@ static int *consume_refused = NULL; /* by idx: the entry's delete's refusal */
  * sent with the grant (no round trip waited for); nothing per commit.
  * Not sent (disconnected at the grant): guard_needed, and q_retry sends it
  * again, soon while connected and at the reconnection; it then finds a
- * hold deleted meanwhile gone (NONODE: LOST).
+ * hold deleted meanwhile gone (NONODE: LOST), or another taker's of the
+ * same name made since (another czxid: LOST too).
  */
 void
 zklock_queue_send_guard(int idx)
@@ -95,8 +96,14 @@ zklock_queue_on_guard(int idx, ZkEvent *ev)
 		zklock_recipe_retry_soon();
 		return;
 	}
-	if (!(ev->kind == ZKEV_WATCH || ev->rc == ZKC_NONODE))
-		return;					/* there: the watch is set */
+	/*
+	 * There, and ours: the watch is set.  A hold is named after its entry,
+	 * so a guard sent late (owed) can find another taker's hold of the
+	 * same entry, made after ours was deleted: its czxid says it is not
+	 * ours, and ours is gone (the watch on theirs goes with their hold).
+	 */
+	if (ev->kind != ZKEV_WATCH && ev->rc == ZKC_OK && ev->czxid == w->czxid)
+		return;
 	w->created = false;
 	(void) zklock_channel_lost(idx, w->generation, NULL);
 	ereport(LOG,

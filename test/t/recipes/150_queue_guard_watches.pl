@@ -95,7 +95,8 @@ my $since = since();
 $px->cut('node1');
 ok(zk_set_failpoints($node1, ''), 'failpoint cleared, the link cut');
 $h[4]->send('ROLLBACK');		# released while cut
-sleep(1);
+ok(wait_until(sub { psql1($node1, 'SELECT state FROM zk_lock_status') ne 'connected' },
+		timeout => 30), 'node1 notices the cut');
 $px->heal('node1');
 ok(zk_wait_connected($node1, 60), 'node1 connected again');
 isnt(since(), $since, 'node1 did reconnect');
@@ -108,7 +109,8 @@ is(srv_watches(), $srv0 + 4, 'and no more');
 
 $since = since();
 $px->cut('node1');
-sleep(1);
+ok(wait_until(sub { psql1($node1, 'SELECT state FROM zk_lock_status') ne 'connected' },
+		timeout => 30), 'cut again: node1 notices (no traffic but its pings)');
 $px->heal('node1');
 ok(zk_wait_connected($node1, 60), 'node1 connected again');
 ok(wait_until(sub { since() ne $since }, timeout => 30), 'a second reconnection');
