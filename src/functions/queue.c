@@ -74,7 +74,10 @@ queue_reserved_component(const char *queue)
  * (which Kazoo's takers of x would take), "x/taken/..." among x's holds.
  * Then zklock.allowed_queues must allow it (42501; superusers too, as
  * zklock.allowed_subtrees: they can SET it).  Checked before any request
- * reaches the worker.
+ * reaches the worker, and after zklock_backend_init: without the library
+ * preloaded the setting does not exist (its variable is NULL, which allows
+ * nothing), and the caller must hear 55000 "zklock is not loaded", not
+ * 42501 (test 005).
  */
 static char *
 queue_arg(FunctionCallInfo fcinfo)
@@ -94,6 +97,7 @@ queue_arg(FunctionCallInfo fcinfo)
 						   ZKLOCK_QUEUE_PENDING),
 				 errhint("Use another name for that component; only the exact words are reserved (\"%s2\" is allowed).",
 						 reserved)));
+	zklock_backend_init();
 	if (!zklock_allowed_by(zklock_allowed_queues, queue))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
