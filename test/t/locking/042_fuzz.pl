@@ -289,15 +289,10 @@ sub modes_arg
 	return 'ARRAY[' . join(', ', map { pick(@MODES) } 1 .. 1 + int(rand(3))) . ']::text[]';
 }
 
-# a queue's name: any name (a queue of a name with "lock" in it would
-# leave persistent nodes that zk_done_check counts as locks)
-sub queue_arg
-{
-	my ($db) = @_;
-	my $n;
-	do { $n = name_arg($db) } while ($n =~ /lock/i);
-	return $n;
-}
+# a queue's name: any name, those that look like lock nodes too (refused
+# with 22023 by the resource rules, so no queue node zk_done_check would
+# count as a lock is ever made; review: they were skipped)
+sub queue_arg { return name_arg($_[0]); }
 my @ITEMS = (q{''}, q{'x'}, q{'\x00ff'::bytea}, q{repeat('i', 1000000)}, q{repeat('i', 1000001)},
 	q{repeat('i', 1000001)::bytea}, q{E'a\nb'}, q{chr(233)});
 my @PRIOS = qw(0 -1 999 1000 100 2147483647 -2147483648);
