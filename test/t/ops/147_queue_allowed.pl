@@ -142,6 +142,29 @@ is($node->safe_psql('postgres', q{SELECT setconfig::text FROM pg_db_role_setting
 	WHERE setrole = 'etl'::regrole}), '{zklock.allowed_queues=*}',
 	'and the stored value stays');
 
+# ... nor widen it otherwise (review, class 8): RESET, RESET ALL, its own
+# ALTER ROLE, PGOPTIONS at connection time
+$node->safe_psql('postgres', q{ALTER ROLE etl SET zklock.allowed_queues = 'etl'});
+($rc, $out, $err) = $node->psql('postgres', q{\set VERBOSITY verbose
+	RESET ALL;
+	SHOW zklock.allowed_queues;
+	SELECT zk_queue_length('other');}, extra_params => [ '-U', 'etl' ]);
+is($out, 'etl', 'RESET ALL keeps the role\'s value');
+like($err, qr/42501: not allowed to use zklock queue "other"/, 'and other stays refused');
+for my $sql (q{RESET zklock.allowed_queues}, q{ALTER ROLE etl SET zklock.allowed_queues = '*'},
+	q{ALTER ROLE etl RESET zklock.allowed_queues})
+{
+	($rc, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\n$sql", extra_params => [ '-U', 'etl' ]);
+	like($err, qr/ERROR:\s+42501: permission denied/, "the role cannot: $sql");
+}
+{
+	local $ENV{PGOPTIONS} = '-c zklock.allowed_queues=*';
+	($rc, $out, $err) = $node->psql('postgres', 'SHOW zklock.allowed_queues',
+		extra_params => [ '-U', 'etl' ]);
+}
+isnt($rc, 0, 'nor at connection time (PGOPTIONS)');
+like($err, qr/permission denied to set parameter "zklock.allowed_queues"/, 'permission denied');
+
 # ---------------------------------------------------------------------------
 # Names in other encodings (review): the queue is compared in UTF-8, as it
 # becomes a node; the setting's items are read as UTF-8 too (shared
