@@ -165,6 +165,14 @@ for my $sql (q{RESET zklock.allowed_queues}, q{ALTER ROLE etl SET zklock.allowed
 isnt($rc, 0, 'nor at connection time (PGOPTIONS)');
 like($err, qr/permission denied to set parameter "zklock.allowed_queues"/, 'permission denied');
 
+# Whose setting (review, class 20): the login role's, as PostgreSQL
+# applies ALTER ROLE ... SET: a member of etl logging in as itself keeps
+# its own, and SET ROLE etl does not bring etl's (doc/security.md)
+$node->safe_psql('postgres', q{CREATE ROLE member LOGIN IN ROLE etl});
+($rc, $out, $err) = $node->psql('postgres', q{SHOW zklock.allowed_queues; SET ROLE etl;
+	SHOW zklock.allowed_queues; SELECT zk_queue_length('other');}, extra_params => [ '-U', 'member' ]);
+is($out, "*\n*\n1", 'a member of a confined role is not confined, also after SET ROLE');
+
 # ---------------------------------------------------------------------------
 # Names in other encodings (review): the queue is compared in UTF-8, as it
 # becomes a node; the setting's items are read as UTF-8 too (shared
