@@ -289,15 +289,10 @@ sub modes_arg
 	return 'ARRAY[' . join(', ', map { pick(@MODES) } 1 .. 1 + int(rand(3))) . ']::text[]';
 }
 
-# a queue's name: any name (a queue of a name with "lock" in it would
-# leave persistent nodes that zk_done_check counts as locks)
-sub queue_arg
-{
-	my ($db) = @_;
-	my $n;
-	do { $n = name_arg($db) } while ($n =~ /lock/i);
-	return $n;
-}
+# a queue's name: any name, those that look like lock nodes too (refused
+# with 22023 by the resource rules, so no queue node zk_done_check would
+# count as a lock is ever made; review: they were skipped)
+sub queue_arg { return name_arg($_[0]); }
 my @ITEMS = (q{''}, q{'x'}, q{'\x00ff'::bytea}, q{repeat('i', 1000000)}, q{repeat('i', 1000001)},
 	q{repeat('i', 1000001)::bytea}, q{E'a\nb'}, q{chr(233)});
 my @PRIOS = qw(0 -1 999 1000 100 2147483647 -2147483648);
@@ -398,6 +393,7 @@ if ($ENV{ZKLOCK_FUZZ_ONLY})    # e.g. fz_utf8: one session, to narrow a failure 
 $_->{s} = fuzz_session($_->{name}, $_->{db}, $_->{role}) foreach @F;
 
 my (%codes, %unexpected, $calls, @slow);
+my $purged_at = 0;
 my $quiet = zk_quiet_sessions();
 my $t0 = time();
 while (time() < $t0 + $SECS)
@@ -450,6 +446,15 @@ while (time() < $t0 + $SECS)
 		$s->send($f->{sql});
 	}
 	sleep(0.002) unless $busy;
+	# the items the queue calls put (1 MB ones among them) stay in
+	# ZooKeeper's memory, 256 MB in the tests, which a long run
+	# (ZKLOCK_FUZZ_SECONDS) would fill at some 15 MB a minute (review):
+	# purged every 2,000 calls
+	if (($calls // 0) - $purged_at >= 2000)
+	{
+		$purged_at = $calls;
+		$d->query(q{SELECT count(zk_queue_purge(queue)) FROM zk_queues});
+	}
 }
 foreach my $f (@F)
 {

@@ -142,6 +142,90 @@ is($node->safe_psql('postgres', q{SELECT setconfig::text FROM pg_db_role_setting
 	WHERE setrole = 'etl'::regrole}), '{zklock.allowed_queues=*}',
 	'and the stored value stays');
 
+# ... nor widen it otherwise (review, class 8): RESET, RESET ALL, its own
+# ALTER ROLE, PGOPTIONS at connection time
+$node->safe_psql('postgres', q{ALTER ROLE etl SET zklock.allowed_queues = 'etl'});
+($rc, $out, $err) = $node->psql('postgres', q{\set VERBOSITY verbose
+	RESET ALL;
+	SHOW zklock.allowed_queues;
+	SELECT zk_queue_length('other');}, extra_params => [ '-U', 'etl' ]);
+is($out, 'etl', 'RESET ALL keeps the role\'s value');
+like($err, qr/42501: not allowed to use zklock queue "other"/, 'and other stays refused');
+for my $sql (q{RESET zklock.allowed_queues}, q{ALTER ROLE etl SET zklock.allowed_queues = '*'},
+	q{ALTER ROLE etl RESET zklock.allowed_queues})
+{
+	($rc, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\n$sql", extra_params => [ '-U', 'etl' ]);
+	like($err, qr/ERROR:\s+42501: permission denied/, "the role cannot: $sql");
+}
+{
+	local $ENV{PGOPTIONS} = '-c zklock.allowed_queues=*';
+	($rc, $out, $err) = $node->psql('postgres', 'SHOW zklock.allowed_queues',
+		extra_params => [ '-U', 'etl' ]);
+}
+isnt($rc, 0, 'nor at connection time (PGOPTIONS)');
+like($err, qr/permission denied to set parameter "zklock.allowed_queues"/, 'permission denied');
+
+# Whose setting (review, class 20): the login role's, as PostgreSQL
+# applies ALTER ROLE ... SET: a member of etl logging in as itself keeps
+# its own, and SET ROLE etl does not bring etl's (doc/security.md)
+$node->safe_psql('postgres', q{CREATE ROLE member LOGIN IN ROLE etl});
+($rc, $out, $err) = $node->psql('postgres', q{SHOW zklock.allowed_queues; SET ROLE etl;
+	SHOW zklock.allowed_queues; SELECT zk_queue_length('other');}, extra_params => [ '-U', 'member' ]);
+is($out, "*\n*\n1", 'a member of a confined role is not confined, also after SET ROLE');
+
+# ---------------------------------------------------------------------------
+# Names in other encodings (review): the queue is compared in UTF-8, as it
+# becomes a node; the setting's items are read as UTF-8 too (shared
+# catalog: one value for every database).  Set from a UTF8 database, a
+# non-ASCII item allows that queue from a LATIN1 database; a LATIN1
+# database refuses the item when set (its bytes are not UTF-8).
+$node->safe_psql('postgres', q{
+	CREATE DATABASE lat1 TEMPLATE template0 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C';});
+$node->safe_psql('lat1', q{CREATE EXTENSION zklock;
+	GRANT EXECUTE ON FUNCTION zk_queue_put_now(text, text, integer), zk_queue_length(text) TO etl;});
+$node->safe_psql('postgres', q{DO $$BEGIN
+	EXECUTE format('ALTER ROLE etl SET zklock.allowed_queues = %L', 'etl, q' || chr(233));
+	END$$;});
+($rc, $out, $err) = $node->psql('lat1', q{\set VERBOSITY verbose
+	SELECT zk_queue_put_now('q' || chr(233), 'x') IS NOT NULL;
+	SELECT zk_queue_length('q' || chr(233) || '/x');
+	SELECT zk_queue_length('qe');}, extra_params => [ '-U', 'etl' ]);
+is($out, "t\n0", 'LATIN1 database: a non-ASCII item set from UTF8 allows its queue and those below');
+like($err, qr/42501: not allowed to use zklock queue "qe"/, 'and nothing else');
+ok((grep { $_ eq "q\xc3\xa9" } queue_nodes()), 'the queue node is named in UTF-8');
+($rc, $out, $err) = $node->psql('lat1', q{\set VERBOSITY verbose
+	SELECT set_config('zklock.allowed_queues', 'q' || chr(233), false)});
+like($err, qr/22023: invalid value for parameter "zklock.allowed_queues".*\nDETAIL:.*valid UTF-8/,
+	'LATIN1 database: a non-ASCII item is refused when set there (never compared as other bytes)');
+
+# ---------------------------------------------------------------------------
+# Who the check sees (review, class 20): the session's setting, also
+# inside SECURITY DEFINER functions, whose owner's setting is not read.
+# doc/security.md's wrappers, run as written, fail for a caller confined
+# elsewhere; ALTER FUNCTION ... SET zklock.allowed_queues (a superuser's)
+# makes them work for it.
+$node->safe_psql('postgres', q{CREATE ROLE bob LOGIN});
+my @wrappers = ($section // '') =~ /^  ```sql\n(.*?)^  ```\n/msg;
+$node->safe_psql('postgres', $wrappers[2]);
+$node->safe_psql('postgres', q{ALTER ROLE bob SET zklock.allowed_queues = 'bob'});
+($rc, $out, $err) = $node->psql('postgres', q{\set VERBOSITY verbose
+	SELECT put_jobs('b')}, extra_params => [ '-U', 'bob' ]);
+like($err, qr/42501: not allowed to use zklock queue "jobs"\nDETAIL:\s+zklock.allowed_queues is "bob"\./,
+	'a wrapper runs under its caller\'s setting, not its owner\'s');
+$node->safe_psql('postgres', q{ALTER FUNCTION put_jobs(text) SET zklock.allowed_queues = 'jobs'});
+($rc, $out, $err) = $node->psql('postgres', q{SELECT put_jobs('b') IS NOT NULL; SHOW zklock.allowed_queues},
+	extra_params => [ '-U', 'bob' ]);
+is($out, "t\nbob", 'with ALTER FUNCTION ... SET zklock.allowed_queues it works, and the caller keeps its own');
+# and the other way round: a confined role's SECURITY DEFINER function,
+# called by a session allowed more, reaches what that session allows
+$node->safe_psql('postgres', q{CREATE SCHEMA etl_s AUTHORIZATION etl});
+$node->safe_psql('postgres', q{SET ROLE etl;
+	CREATE FUNCTION etl_s.count_other() RETURNS bigint LANGUAGE sql SECURITY DEFINER
+	  SET search_path = public, pg_temp AS $$ SELECT zk_queue_length('other') $$;});
+is($admin->query_ok(q{SELECT etl_s.count_other()}), '1',
+	'a confined role\'s SECURITY DEFINER function called by a "*" session reaches other (doc/security.md says so)');
+is($admin->query_ok(q{SELECT zk_queue_purge('jobs') + zk_queue_purge('q' || chr(233))}), '2', 'cleanup of jobs');
+
 is($admin->query_ok(q{SELECT zk_queue_purge('other')}), '1', 'cleanup');
 $admin->quit;
 done_testing();
