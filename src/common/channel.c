@@ -4,9 +4,8 @@
  *		The request channel between backends and the worker: the work
  *		queue, and every change of an entry's state.  No other file assigns
  *		ZkLockEntry.state or frees an entry, except channel_limits.c (the
- *		free list: allocation and free, counted against backend slots) and
- *		channel_consume.c (a queue consume's verdict).  (shmem.c only sets
- *		up the segment, zeroed, and calls zklock_channel_init.)
+ *		free list, counted against backend slots; a consume's verdict).
+ *		(shmem.c sets up the segment, zeroed: zklock_channel_init.)
  *
  * The shared table (zklock.h) has one entry per lock node of this instance,
  * or per request for one, from the moment a backend asks for it until the
@@ -817,7 +816,6 @@ bool
 zklock_channel_session_lost(int idx, uint32 generation, int *owner_pid)
 {
 	bool		lost;
-
 	int			wake_procno = -1;
 
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
