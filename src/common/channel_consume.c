@@ -93,6 +93,17 @@ zklock_channel_take_verdict(int idx, uint32 generation, bool give_up,
 	int			verdict = ZKLOCK_CONSUME_UNKNOWN;
 
 	why[0] = '\0';
+	/* the 10 ms poll looks under the lock shared, as zklock_channel_state */
+	if (!give_up)
+	{
+		bool		pending;
+
+		LWLockAcquire(zklock_shared->lock, LW_SHARED);
+		pending = consume_is(e, generation, ZKE_RELEASING);
+		LWLockRelease(zklock_shared->lock);
+		if (pending)
+			return -1;
+	}
 	LWLockAcquire(zklock_shared->lock, LW_EXCLUSIVE);
 	if (consume_is(e, generation, ZKE_DONE) && e->awaits_verdict)
 	{
